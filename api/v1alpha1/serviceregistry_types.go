@@ -1,0 +1,264 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types reported in ServiceRegistryStatus.Conditions.
+const (
+	// ConditionReady is True when the registry's endpoints in the store match its eligible pods.
+	ConditionReady = "Ready"
+	// ConditionStoreSynced is True when the last write to (or listing of) the store succeeded.
+	ConditionStoreSynced = "StoreSynced"
+)
+
+// EndpointState is the lifecycle state of one pod as seen by registrar.
+// +kubebuilder:validation:Enum=Pending;WarmingUp;Registered;Unready;Draining
+type EndpointState string
+
+// Endpoint states, in the order a pod normally passes through them.
+const (
+	// EndpointPending: the pod matches but is not yet eligible (no IP, not running, or not yet written).
+	EndpointPending EndpointState = "Pending"
+	// EndpointWarmingUp: the pod is ready and warm-up requests are in flight.
+	EndpointWarmingUp EndpointState = "WarmingUp"
+	// EndpointRegistered: the endpoint is in the store.
+	EndpointRegistered EndpointState = "Registered"
+	// EndpointUnready: the pod's containers are not ready, or the pod has finished.
+	EndpointUnready EndpointState = "Unready"
+	// EndpointDraining: the pod is terminating; its endpoint has left the store.
+	EndpointDraining EndpointState = "Draining"
+)
+
+// WarmupFailurePolicy says what happens when warm-up requests do not succeed in time.
+// +kubebuilder:validation:Enum=Block;Proceed
+type WarmupFailurePolicy string
+
+const (
+	// WarmupBlock keeps the readiness gate False and reports the failure.
+	WarmupBlock WarmupFailurePolicy = "Block"
+	// WarmupProceed registers the endpoint after the warm-up timeout and records a Warning event.
+	WarmupProceed WarmupFailurePolicy = "Proceed"
+)
+
+// ServicePort names one port published for each endpoint. Exactly one of port and
+// targetPort is set.
+// +kubebuilder:validation:XValidation:rule="has(self.port) != has(self.targetPort)",message="exactly one of port or targetPort must be set"
+type ServicePort struct {
+	// name is the key of this port in the endpoint's "ports" map in the store.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// port is a literal port number on the pod IP.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+
+	// targetPort is the name of a container port of the pod; it is resolved per pod.
+	// A pod without a container port of that name is not registered.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	TargetPort string `json:"targetPort,omitempty"`
+}
+
+// WarmupSpec describes the synthetic requests sent to a pod before it is registered.
+// It is acted on for pods that carry the registrar.dev/ready readiness gate.
+type WarmupSpec struct {
+	// paths are the HTTP paths requested on the pod during warm-up, in turn.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^/`
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=atomic
+	// +required
+	Paths []string `json:"paths"`
+
+	// requests is the total number of warm-up requests sent to each pod.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=10
+	// +optional
+	Requests int32 `json:"requests,omitempty"`
+
+	// concurrency is the number of warm-up requests in flight at once for one pod.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +kubebuilder:default=2
+	// +optional
+	Concurrency int32 `json:"concurrency,omitempty"`
+
+	// timeout bounds the whole warm-up of one pod (e.g. "30s").
+	// +kubebuilder:default="30s"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// minDuration is the least time a warm-up lasts, even when requests finish sooner.
+	// +optional
+	MinDuration *metav1.Duration `json:"minDuration,omitempty"`
+
+	// onFailure says what to do when warm-up does not succeed within timeout.
+	// +kubebuilder:default=Block
+	// +optional
+	OnFailure WarmupFailurePolicy `json:"onFailure,omitempty"`
+}
+
+// DrainSpec describes how long a terminating pod keeps serving after it left the store.
+type DrainSpec struct {
+	// seconds is the length of the injected preStop sleep. It must cover the slowest
+	// caller's staleness: its cache TTL plus registrar's deregistration lag.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=15
+	// +optional
+	Seconds int32 `json:"seconds,omitempty"`
+}
+
+// InjectionSpec controls the pod mutating webhook for pods this registry selects.
+type InjectionSpec struct {
+	// enabled makes the webhook add the registrar.dev/ready readiness gate and the
+	// preStop sleep to matching pods when they are created.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// ServiceRegistrySpec is the desired publication of a set of pods into the store.
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, self.ports.exists_one(q, q.name == p.name))",message="ports[].name must be unique"
+type ServiceRegistrySpec struct {
+	// serviceName is the logical service name in the store (a DNS-1123 label).
+	// Defaults to metadata.name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
+
+	// selector chooses the pods, in the registry's namespace, whose endpoints are published.
+	// It must not be empty: an empty selector would publish every pod of the namespace.
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must not be empty"
+	// +required
+	Selector metav1.LabelSelector `json:"selector"`
+
+	// ports are published for each endpoint, by name.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Ports []ServicePort `json:"ports,omitempty"`
+
+	// warmup, when set, warms gated pods up before they are registered.
+	// +optional
+	Warmup *WarmupSpec `json:"warmup,omitempty"`
+
+	// drain sets the preStop sleep of injected pods.
+	// +optional
+	Drain *DrainSpec `json:"drain,omitempty"`
+
+	// injection controls the pod webhook for matching pods.
+	// +optional
+	Injection *InjectionSpec `json:"injection,omitempty"`
+}
+
+// EndpointStatus is what registrar knows of one selected pod.
+type EndpointStatus struct {
+	// pod is the pod's name.
+	Pod string `json:"pod"`
+	// uid is the pod's UID.
+	// +optional
+	UID string `json:"uid,omitempty"`
+	// ip is the pod's IP, when it has one.
+	// +optional
+	IP string `json:"ip,omitempty"`
+	// state is the pod's endpoint state.
+	State EndpointState `json:"state"`
+	// reason says why the pod is in this state, in CamelCase.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// since is when the pod entered this state, as far as registrar observed.
+	// +optional
+	Since metav1.Time `json:"since,omitempty"`
+}
+
+// ServiceRegistryStatus is the observed state of a ServiceRegistry.
+type ServiceRegistryStatus struct {
+	// observedGeneration is the generation last reconciled successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready and StoreSynced.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// serviceName is the resolved service name used in the store.
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
+
+	// desired is the number of selected pods that are eligible for registration.
+	// +optional
+	Desired int32 `json:"desired"`
+	// registered is the number of this registry's endpoints present in the store.
+	// +optional
+	Registered int32 `json:"registered"`
+	// warming is the number of pods being warmed up.
+	// +optional
+	Warming int32 `json:"warming"`
+	// draining is the number of terminating pods.
+	// +optional
+	Draining int32 `json:"draining"`
+
+	// endpoints lists the selected pods, sorted by name (at most 256 entries).
+	// +listType=atomic
+	// +optional
+	Endpoints []EndpointStatus `json:"endpoints,omitempty"`
+}
+
+// ServiceRegistry publishes the endpoints of ready, warmed-up, non-terminating pods
+// into an external service registry store.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sreg,categories=registrar
+// +kubebuilder:validation:XValidation:rule="has(self.spec.serviceName) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="spec.serviceName is required when metadata.name is not a DNS-1123 label"
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.serviceName`
+// +kubebuilder:printcolumn:name="Registered",type=integer,JSONPath=`.status.registered`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desired`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ServiceRegistry struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired publication.
+	// +required
+	Spec ServiceRegistrySpec `json:"spec"`
+
+	// status is the observed publication.
+	// +optional
+	Status ServiceRegistryStatus `json:"status,omitempty"`
+}
+
+// ResolvedServiceName is spec.serviceName, or metadata.name when it is empty.
+func (r *ServiceRegistry) ResolvedServiceName() string {
+	if r.Spec.ServiceName != "" {
+		return r.Spec.ServiceName
+	}
+	return r.Name
+}
+
+// ServiceRegistryList is a list of ServiceRegistry.
+// +kubebuilder:object:root=true
+type ServiceRegistryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ServiceRegistry `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ServiceRegistry{}, &ServiceRegistryList{})
+}

@@ -1,0 +1,182 @@
+// Command registrar is the registrar operator: it mirrors the ready pods selected by
+// ServiceRegistries into an external service registry store (etcd).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/controller"
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+)
+
+var setupLog = ctrl.Log.WithName("setup")
+
+// config is everything the flags set.
+type config struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	leaderElectionNamespace string
+	clusterName             string
+	maxConcurrentReconciles int
+	storeEndpoints          string
+	storePrefix             string
+	storeTimeout            time.Duration
+	storeCA, storeCert      string
+	storeKey                string
+	storeDataDir            string
+	embeddedClientURL       string
+	embeddedPeerURL         string
+}
+
+func parseFlags(args []string) (config, zap.Options, error) {
+	var c config
+	fs := flag.NewFlagSet("registrar", flag.ContinueOnError)
+	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.BoolVar(&c.leaderElect, "leader-elect", inCluster, "Elect a leader so only one replica writes (default true inside a cluster).")
+	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
+	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "ServiceRegistries synced at once.")
+	fs.StringVar(&c.storeEndpoints, "store-endpoints", os.Getenv("REGISTRAR_STORE_ENDPOINTS"), "Comma-separated etcd client URLs; empty runs an embedded etcd (env REGISTRAR_STORE_ENDPOINTS).")
+	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
+	fs.StringVar(&c.storeCA, "store-ca-file", "", "CA bundle to verify the store's TLS certificate.")
+	fs.StringVar(&c.storeCert, "store-cert-file", "", "Client certificate for the store.")
+	fs.StringVar(&c.storeKey, "store-key-file", "", "Client key for the store.")
+	fs.StringVar(&c.storeDataDir, "store-data-dir", "registrar-data", "Data directory of the embedded etcd (used without --store-endpoints).")
+	fs.StringVar(&c.embeddedClientURL, "embedded-store-client-url", "http://127.0.0.1:2379", "Where the embedded etcd serves clients.")
+	fs.StringVar(&c.embeddedPeerURL, "embedded-store-peer-url", "http://127.0.0.1:2380", "Where the embedded etcd listens for peers.")
+	zopts := zap.Options{Development: false}
+	zopts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, zopts, err
+	}
+	if (c.storeCert == "") != (c.storeKey == "") {
+		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
+	}
+	return c, zopts, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	cfg, zopts, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
+		setupLog.Error(err, "registrar stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config) error {
+	endpoints, stopStore, err := storeEndpoints(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer stopStore()
+	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{
+		Endpoints: endpoints, CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	mgr, err := newManager(cfg)
+	if err != nil {
+		return err
+	}
+	if err := setupControllers(mgr, cfg, cli, endpoints); err != nil {
+		return err
+	}
+	setupLog.Info("starting manager", "store", endpoints, "prefix", cfg.storePrefix, "leaderElection", cfg.leaderElect)
+	return mgr.Start(ctx)
+}
+
+// storeEndpoints returns the configured store, or starts the embedded one.
+func storeEndpoints(ctx context.Context, cfg config) ([]string, func(), error) {
+	if cfg.storeEndpoints != "" {
+		return strings.Split(cfg.storeEndpoints, ","), func() {}, nil
+	}
+	setupLog.Info("no --store-endpoints: starting an embedded etcd", "dataDir", cfg.storeDataDir, "clientURL", cfg.embeddedClientURL)
+	srv, err := etcdstore.StartEmbedded(etcdstore.EmbeddedConfig{
+		DataDir: cfg.storeDataDir, ClientURL: cfg.embeddedClientURL, PeerURL: cfg.embeddedPeerURL,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Run(ctx); err != nil {
+			setupLog.Error(err, "embedded store failed")
+		}
+	}()
+	return srv.Endpoints(), func() { cancel(); <-done }, nil
+}
+
+func newManager(cfg config) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: cfg.metricsAddr},
+		HealthProbeBindAddress:        cfg.probeAddr,
+		LeaderElection:                cfg.leaderElect,
+		LeaderElectionID:              "registrar.registrar.dev",
+		LeaderElectionNamespace:       cfg.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add ready check: %w", err)
+	}
+	return mgr, nil
+}
+
+func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string) error {
+	r := &controller.ServiceRegistryReconciler{
+		Client:    mgr.GetClient(),
+		Store:     etcdstore.New(cli, etcdstore.Options{Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout}),
+		StoreName: strings.Join(endpoints, ","),
+		Recorder:  mgr.GetEventRecorder("registrar"),
+		Clock:     clock.RealClock{},
+		Cluster:   cfg.clusterName,
+	}
+	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: cfg.maxConcurrentReconciles}); err != nil {
+		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
+	}
+	return nil
+}

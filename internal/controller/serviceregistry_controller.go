@@ -1,0 +1,305 @@
+// Package controller holds registrar's reconcilers. They stay thin: fetch, compute with the
+// pure packages (eligibility, plan, regstatus), apply through the store interface, patch status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/plan"
+	"github.com/registrar-dev/registrar/internal/regstatus"
+	"github.com/registrar-dev/registrar/internal/store"
+)
+
+// Finalizer keeps a ServiceRegistry until its endpoints have left the store.
+const Finalizer = "registrar.dev/store-cleanup"
+
+// ZoneLabel is the node label copied into each endpoint's zone field.
+const ZoneLabel = corev1.LabelTopologyZone
+
+// ServiceRegistryReconciler makes the store hold exactly the eligible pods of each
+// ServiceRegistry, and reports what the store holds in the registry's status.
+type ServiceRegistryReconciler struct {
+	client.Client
+	// Store is where endpoints are written.
+	Store store.Store
+	// StoreName describes the store in status messages (e.g. its endpoints).
+	StoreName string
+	// Recorder emits Events on registries.
+	Recorder recorder.EventRecorder
+	// Clock stamps registeredAt and status times; clock.RealClock{} in production.
+	Clock clock.PassiveClock
+	// Cluster is written into each endpoint's cluster field.
+	Cluster string
+
+	known *knownRecords
+}
+
+// +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// reconcileScope is what one reconcile of one ServiceRegistry gathers and decides.
+type reconcileScope struct {
+	reg      *v1alpha1.ServiceRegistry
+	original *v1alpha1.ServiceRegistry
+	target   store.Scope
+	pods     []regstatus.Pod
+	desired  map[string]store.Endpoint
+	stored   map[string]store.Record // this registry's own records
+	plan     plan.Plan
+	selErr   error
+	storeErr error
+}
+
+// Reconcile syncs one ServiceRegistry.
+func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	reg := &v1alpha1.ServiceRegistry{}
+	if err := r.Get(ctx, req.NamespacedName, reg); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.known.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get ServiceRegistry %s: %w", req, err)
+	}
+	if !reg.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, reg)
+	}
+	if err := r.ensureFinalizer(ctx, reg); err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &reconcileScope{reg: reg, original: reg.DeepCopy(), target: scopeOf(reg)}
+	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, s)) }()
+
+	if err := r.selectPods(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.selErr != nil {
+		return ctrl.Result{}, nil // reported in status; a spec change brings it back
+	}
+	if err := r.retireOldScope(ctx, s); err != nil {
+		s.storeErr = err
+		return ctrl.Result{}, err
+	}
+	s.storeErr = r.sync(ctx, s)
+	return ctrl.Result{}, s.storeErr
+}
+
+func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
+	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace}
+}
+
+func (r *ServiceRegistryReconciler) ensureFinalizer(ctx context.Context, reg *v1alpha1.ServiceRegistry) error {
+	if controllerutil.ContainsFinalizer(reg, Finalizer) {
+		return nil
+	}
+	patch := client.MergeFrom(reg.DeepCopy())
+	controllerutil.AddFinalizer(reg, Finalizer)
+	if err := r.Patch(ctx, reg, patch); err != nil {
+		return fmt.Errorf("add finalizer to %s/%s: %w", reg.Namespace, reg.Name, err)
+	}
+	return nil
+}
+
+// selectPods lists the registry's pods from the cache and classifies them.
+func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcileScope) error {
+	sel, err := metav1.LabelSelectorAsSelector(&s.reg.Spec.Selector)
+	if err != nil || sel.Empty() {
+		s.selErr = errors.Join(err, errEmptySelector(sel))
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(s.reg.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return fmt.Errorf("list pods of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
+	}
+	s.desired = make(map[string]store.Endpoint, len(pods.Items))
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		v := eligibility.Classify(pod)
+		if v.Eligible() {
+			ep, err := eligibility.Endpoint(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
+			if err != nil {
+				log.FromContext(ctx).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
+				v = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonPortMissing}
+			} else {
+				s.desired[pod.Name] = ep
+			}
+		}
+		s.pods = append(s.pods, regstatus.Pod{Name: pod.Name, UID: string(pod.UID), IP: pod.Status.PodIP, Verdict: v})
+	}
+	return nil
+}
+
+func errEmptySelector(sel labels.Selector) error {
+	if sel != nil && sel.Empty() {
+		return errors.New("selector matches every pod")
+	}
+	return nil
+}
+
+// zoneOf reads the zone label of the pod's node; empty when unknown.
+func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, pod *corev1.Pod) string {
+	if pod.Spec.NodeName == "" {
+		return ""
+	}
+	var node corev1.Node
+	if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, &node); err != nil {
+		return ""
+	}
+	return node.Labels[ZoneLabel]
+}
+
+// sync makes the registry's records in the store equal to s.desired.
+func (r *ServiceRegistryReconciler) sync(ctx context.Context, s *reconcileScope) error {
+	name := client.ObjectKeyFromObject(s.reg)
+	current, err := r.current(ctx, name, s.reg.UID, s.target)
+	if err != nil {
+		return err
+	}
+	owner := string(s.reg.UID)
+	s.plan = plan.Compute(owner, s.desired, current, r.Clock.Now())
+	s.stored = plan.Owned(owner, current)
+	if s.plan.Changes.Len() == 0 {
+		return nil
+	}
+	written, err := r.Store.Apply(ctx, s.target, s.plan.Changes)
+	if err != nil {
+		r.known.forget(name) // outcome unknown: list again before the next write
+		return fmt.Errorf("apply %d changes to service %s/%s: %w", s.plan.Changes.Len(), s.target.Service, s.target.Namespace, err)
+	}
+	current = applied(current, s.plan.Changes, written)
+	r.known.set(name, s.reg.UID, s.target, current)
+	s.stored = plan.Owned(owner, current)
+	log.FromContext(ctx).V(1).Info("store updated", "service", s.target.Service,
+		"created", len(s.plan.Changes.Create), "updated", len(s.plan.Changes.Update), "deleted", len(s.plan.Changes.Delete))
+	return nil
+}
+
+// current returns every record in scope: from memory when known, else listed from the store.
+func (r *ServiceRegistryReconciler) current(ctx context.Context, name types.NamespacedName, uid types.UID, target store.Scope) (map[string]store.Record, error) {
+	if records, ok := r.known.get(name, uid, target); ok {
+		return records, nil
+	}
+	listed, err := r.Store.List(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	records := byPod(listed)
+	r.known.set(name, uid, target, records)
+	copied, _ := r.known.get(name, uid, target)
+	return copied, nil
+}
+
+// retireOldScope removes the registry's records under the service name it used before
+// (status.serviceName), after spec.serviceName changed.
+func (r *ServiceRegistryReconciler) retireOldScope(ctx context.Context, s *reconcileScope) error {
+	old := s.reg.Status.ServiceName
+	if old == "" || old == s.target.Service {
+		return nil
+	}
+	return r.removeOwned(ctx, s.reg, store.Scope{Service: old, Namespace: s.reg.Namespace})
+}
+
+// removeOwned deletes every record of reg in scope.
+func (r *ServiceRegistryReconciler) removeOwned(ctx context.Context, reg *v1alpha1.ServiceRegistry, target store.Scope) error {
+	listed, err := r.Store.List(ctx, target)
+	if err != nil {
+		return err
+	}
+	p := plan.Compute(string(reg.UID), nil, byPod(listed), r.Clock.Now())
+	if p.Changes.Len() == 0 {
+		return nil
+	}
+	if _, err := r.Store.Apply(ctx, target, p.Changes); err != nil {
+		return fmt.Errorf("remove %d endpoints of service %s/%s: %w", p.Changes.Len(), target.Service, target.Namespace, err)
+	}
+	return nil
+}
+
+// finalize removes the registry's endpoints from the store, then its finalizer.
+func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.ServiceRegistry) error {
+	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
+		return nil
+	}
+	name := client.ObjectKeyFromObject(reg)
+	r.known.forget(name)
+	scopes := []store.Scope{scopeOf(reg)}
+	if old := reg.Status.ServiceName; old != "" && old != scopes[0].Service {
+		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace})
+	}
+	for _, target := range scopes {
+		if err := r.removeOwned(ctx, reg, target); err != nil {
+			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, regstatus.ReasonStoreUnreachable, "Cleanup",
+				"cannot remove endpoints from the store; deletion waits until it is reachable: %v", err)
+			return err
+		}
+	}
+	patch := client.MergeFrom(reg.DeepCopy())
+	controllerutil.RemoveFinalizer(reg, Finalizer)
+	if err := r.Patch(ctx, reg, patch); err != nil {
+		return fmt.Errorf("remove finalizer from %s: %w", name, err)
+	}
+	return nil
+}
+
+// patchStatus writes the status computed from the scope, only when it changed, and emits
+// an Event for every condition that changed status or reason.
+func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcileScope) error {
+	s.reg.Status = regstatus.Build(s.original.Status, regstatus.Input{
+		Generation:  s.reg.Generation,
+		ServiceName: s.target.Service,
+		Pods:        s.pods,
+		Stored:      s.stored,
+		Conflicts:   s.plan.Conflicts,
+		SelectorErr: s.selErr,
+		StoreErr:    s.storeErr,
+		StoreName:   r.StoreName,
+		Now:         r.Clock.Now(),
+	})
+	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
+		return nil
+	}
+	r.emitConditionEvents(s)
+	if err := r.Status().Patch(ctx, s.reg, client.MergeFrom(s.original)); err != nil {
+		return fmt.Errorf("patch status of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
+	}
+	return nil
+}
+
+func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {
+	for _, c := range s.reg.Status.Conditions {
+		var was *metav1.Condition
+		for i := range s.original.Status.Conditions {
+			if s.original.Status.Conditions[i].Type == c.Type {
+				was = &s.original.Status.Conditions[i]
+			}
+		}
+		if was != nil && was.Status == c.Status && was.Reason == c.Reason {
+			continue
+		}
+		typ := corev1.EventTypeNormal
+		if c.Status != metav1.ConditionTrue {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(s.reg, nil, typ, c.Reason, "Reconcile", "%s: %s", c.Type, c.Message)
+	}
+}

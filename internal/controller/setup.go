@@ -1,0 +1,69 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/backoff"
+)
+
+// Options tune the controller.
+type Options struct {
+	// MaxConcurrentReconciles is how many registries sync at once.
+	MaxConcurrentReconciles int
+	// RetryBase and RetryMax bound the exponential, jittered retry of a failing registry.
+	RetryBase, RetryMax time.Duration
+}
+
+// SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
+// event enqueuing the registries of its namespace whose selector matches the pod.
+func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	r.known = newKnownRecords()
+	if opts.RetryBase <= 0 {
+		opts.RetryBase = 200 * time.Millisecond
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 30 * time.Second
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ServiceRegistry{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),
+		}).
+		Named("serviceregistry").
+		Complete(r)
+}
+
+// registriesForPod maps a pod to the ServiceRegistries of its namespace that select it.
+// controller-runtime calls it with both the old and the new pod of an update, so a pod
+// whose labels stop matching still reaches the registry it left.
+func (r *ServiceRegistryReconciler) registriesForPod(ctx context.Context, pod client.Object) []reconcile.Request {
+	var regs v1alpha1.ServiceRegistryList
+	if err := r.List(ctx, &regs, client.InNamespace(pod.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "list ServiceRegistries for pod", "pod", client.ObjectKeyFromObject(pod))
+		return nil
+	}
+	var reqs []reconcile.Request
+	podLabels := labels.Set(pod.GetLabels())
+	for i := range regs.Items {
+		sel, err := metav1.LabelSelectorAsSelector(&regs.Items[i].Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(podLabels) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])})
+	}
+	return reqs
+}

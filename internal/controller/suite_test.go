@@ -1,0 +1,146 @@
+package controller_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/controller"
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/test/etcdtest"
+)
+
+// The suite runs one real kube-apiserver + etcd (envtest) for Kubernetes, one real etcd
+// process as the store, and the operator in-process. Assertions read the API server through
+// k8sClient (no cache) and the store through storeClient (a separate etcd client).
+var (
+	testEnv     *envtest.Environment
+	restCfg     *rest.Config
+	scheme      = runtime.NewScheme()
+	k8sClient   client.Client
+	storeServer *etcdtest.Server
+	storeClient *clientv3.Client
+	operator    *runningOperator
+)
+
+const storePrefix = "/registrar/services"
+
+func TestController(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controller Suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
+		"KUBEBUILDER_ASSETS is not set: run the suite with `make test`, which builds the assets")
+
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	restCfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient, err = client.New(restCfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	storeServer, err = etcdtest.Start(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+	storeClient, err = storeServer.Client()
+	Expect(err).NotTo(HaveOccurred())
+
+	operator = startOperator()
+})
+
+var _ = AfterSuite(func() {
+	if operator != nil {
+		operator.stop()
+	}
+	if storeClient != nil {
+		_ = storeClient.Close()
+	}
+	if storeServer != nil {
+		storeServer.Stop()
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+// runningOperator is the operator's manager running in this process.
+type runningOperator struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	etcd   *clientv3.Client
+}
+
+// startOperator starts a manager wired like cmd/main.go, against the suite's store.
+func startOperator() *runningOperator {
+	GinkgoHelper()
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{storeServer.Endpoint()}})
+	Expect(err).NotTo(HaveOccurred())
+	r := &controller.ServiceRegistryReconciler{
+		Client:    mgr.GetClient(),
+		Store:     etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}),
+		StoreName: storeServer.Endpoint(),
+		Recorder:  mgr.GetEventRecorder("registrar"),
+		Clock:     clock.RealClock{},
+		Cluster:   "test-cluster",
+	}
+	Expect(r.SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second,
+	})).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	op := &runningOperator{cancel: cancel, done: make(chan struct{}), etcd: cli}
+	go func() {
+		defer GinkgoRecover()
+		defer close(op.done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	return op
+}
+
+func (o *runningOperator) stop() {
+	o.cancel()
+	Eventually(o.done).WithTimeout(30 * time.Second).Should(BeClosed())
+	_ = o.etcd.Close()
+}
+
+// newNamespace creates a namespace of the test's own.
+func newNamespace() string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "reg-test-"}}
+	Expect(k8sClient.Create(context.Background(), ns)).To(Succeed())
+	return ns.Name
+}

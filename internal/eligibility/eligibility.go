@@ -1,0 +1,121 @@
+// Package eligibility decides, from a pod alone, whether its endpoint belongs in the store,
+// and builds the endpoint that is written. It is pure: no clients, no clocks.
+package eligibility
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/store"
+)
+
+// Reasons given in a Verdict (CamelCase, as in pod conditions).
+const (
+	ReasonTerminating        = "PodTerminating"
+	ReasonFailed             = "PodFailed"
+	ReasonSucceeded          = "PodSucceeded"
+	ReasonPhaseUnknown       = "PodPhaseUnknown"
+	ReasonNotRunning         = "PodNotRunning"
+	ReasonNoIP               = "NoPodIP"
+	ReasonContainersNotReady = "ContainersNotReady"
+	ReasonContainersReady    = "ContainersReady"
+	// ReasonPortMissing: a targetPort names no container port of the pod (see Endpoint).
+	ReasonPortMissing = "NamedPortMissing"
+)
+
+// Verdict is the endpoint state a pod calls for, and why.
+type Verdict struct {
+	State  v1alpha1.EndpointState
+	Reason string
+}
+
+// Eligible reports whether the pod's endpoint belongs in the store.
+func (v Verdict) Eligible() bool { return v.State == v1alpha1.EndpointRegistered }
+
+// Classify applies the eligibility rule: a pod is eligible when it is not terminating, its
+// phase is Running, it has an IP and its ContainersReady condition is True. The first rule
+// that fails gives the state and reason.
+func Classify(pod *corev1.Pod) Verdict {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return Verdict{v1alpha1.EndpointDraining, ReasonTerminating}
+	case pod.Status.Phase == corev1.PodFailed:
+		return Verdict{v1alpha1.EndpointUnready, ReasonFailed}
+	case pod.Status.Phase == corev1.PodSucceeded:
+		return Verdict{v1alpha1.EndpointUnready, ReasonSucceeded}
+	case pod.Status.Phase == corev1.PodUnknown:
+		return Verdict{v1alpha1.EndpointUnready, ReasonPhaseUnknown}
+	case pod.Status.Phase != corev1.PodRunning:
+		return Verdict{v1alpha1.EndpointPending, ReasonNotRunning}
+	case pod.Status.PodIP == "":
+		return Verdict{v1alpha1.EndpointPending, ReasonNoIP}
+	case !conditionTrue(pod, corev1.ContainersReady):
+		return Verdict{v1alpha1.EndpointUnready, ReasonContainersNotReady}
+	}
+	return Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+}
+
+func conditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Placement is where a pod runs, for the endpoint's node, zone and cluster fields.
+type Placement struct {
+	Zone    string
+	Cluster string
+}
+
+// Endpoint builds the store value for an eligible pod of reg. It fails when a port given by
+// targetPort names no container port of the pod.
+func Endpoint(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement) (store.Endpoint, error) {
+	ports, err := resolvePorts(reg.Spec.Ports, pod)
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	return store.Endpoint{
+		Service:   reg.ResolvedServiceName(),
+		Namespace: pod.Namespace,
+		Pod:       pod.Name,
+		UID:       string(pod.UID),
+		Address:   pod.Status.PodIP,
+		Ports:     ports,
+		Node:      pod.Spec.NodeName,
+		Zone:      at.Zone,
+		Cluster:   at.Cluster,
+		Owner:     string(reg.UID),
+	}, nil
+}
+
+func resolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
+	ports := make(map[string]int32, len(specs))
+	for _, p := range specs {
+		if p.Port != nil {
+			ports[p.Name] = *p.Port
+			continue
+		}
+		n, ok := containerPort(pod, p.TargetPort)
+		if !ok {
+			return nil, fmt.Errorf("port %q: pod %s has no container port named %q", p.Name, pod.Name, p.TargetPort)
+		}
+		ports[p.Name] = n
+	}
+	return ports, nil
+}
+
+func containerPort(pod *corev1.Pod, name string) (int32, bool) {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == name {
+				return p.ContainerPort, true
+			}
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,186 @@
+// Package regstatus computes a ServiceRegistry's status from what the reconciler observed:
+// the selected pods, their verdicts and the records actually in the store. It is pure, so
+// every condition and count is table-tested without a cluster.
+package regstatus
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/store"
+)
+
+// MaxEndpoints bounds status.endpoints so that a large selection cannot grow the object
+// past the API server's size limit; counts always cover every pod.
+const MaxEndpoints = 256
+
+// Condition reasons.
+const (
+	ReasonSynced           = "Synced"
+	ReasonStoreUnreachable = "StoreUnreachable"
+	ReasonAllRegistered    = "AllRegistered"
+	ReasonStoreNotSynced   = "StoreNotSynced"
+	ReasonKeyConflict      = "KeyConflict"
+	ReasonInvalidSelector  = "InvalidSelector"
+	ReasonNotInStore       = "NotInStore"
+)
+
+// Pod is what the status needs of one selected pod.
+type Pod struct {
+	Name, UID, IP string
+	Verdict       eligibility.Verdict
+}
+
+// Input is everything one reconcile observed.
+type Input struct {
+	Generation  int64
+	ServiceName string
+	Pods        []Pod
+	// Stored are the registry's own records in the store, keyed by pod, as of the last
+	// successful list or write. Nil when the store could not be read.
+	Stored map[string]store.Record
+	// Conflicts are pods whose key another owner holds.
+	Conflicts []string
+	// SelectorErr is set when spec.selector could not be parsed; nothing was written.
+	SelectorErr error
+	// StoreErr is set when the last list or write failed.
+	StoreErr error
+	// StoreName says which store, for messages (e.g. its endpoints).
+	StoreName string
+	Now       time.Time
+}
+
+// Build returns the new status; old supplies the transition times to keep.
+func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistryStatus {
+	st := v1alpha1.ServiceRegistryStatus{
+		ObservedGeneration: old.ObservedGeneration,
+		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
+		ServiceName:        in.ServiceName,
+	}
+	if in.SelectorErr != nil {
+		st.ServiceName = old.ServiceName
+		setCondition(&st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonInvalidSelector,
+			fmt.Sprintf("spec.selector is invalid, nothing is written to the store: %v", in.SelectorErr))
+		return st
+	}
+	st.Endpoints, st.Desired, st.Warming, st.Draining = endpoints(old.Endpoints, in)
+	st.Registered = int32(len(in.Stored))
+	if in.Stored == nil {
+		st.Registered = old.Registered // the store could not be read: keep the last known count
+	}
+	storeCondition(&st, in)
+	readyCondition(&st, in)
+	if in.StoreErr == nil {
+		st.ObservedGeneration = in.Generation
+	}
+	return st
+}
+
+func endpoints(old []v1alpha1.EndpointStatus, in Input) (eps []v1alpha1.EndpointStatus, desired, warming, draining int32) {
+	prev := make(map[string]v1alpha1.EndpointStatus, len(old))
+	for _, e := range old {
+		prev[e.Pod] = e
+	}
+	conflicts := make(map[string]bool, len(in.Conflicts))
+	for _, p := range in.Conflicts {
+		conflicts[p] = true
+	}
+	pods := append([]Pod(nil), in.Pods...)
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	for _, p := range pods {
+		e := v1alpha1.EndpointStatus{Pod: p.Name, UID: p.UID, IP: p.IP, State: p.Verdict.State, Reason: p.Verdict.Reason}
+		switch {
+		case !p.Verdict.Eligible():
+		case conflicts[p.Name]:
+			e.State, e.Reason = v1alpha1.EndpointPending, ReasonKeyConflict
+		case in.Stored == nil && prev[p.Name].UID == p.UID && prev[p.Name].State == v1alpha1.EndpointRegistered:
+			e.State, e.Reason = prev[p.Name].State, prev[p.Name].Reason // store unreadable: last known
+		case !storedFor(in.Stored, p):
+			e.State, e.Reason = v1alpha1.EndpointPending, ReasonNotInStore
+		}
+		desired += count(p.Verdict.Eligible())
+		warming += count(e.State == v1alpha1.EndpointWarmingUp)
+		draining += count(e.State == v1alpha1.EndpointDraining)
+		e.Since = metav1.NewTime(in.Now)
+		if was, ok := prev[p.Name]; ok && was.UID == e.UID && was.State == e.State {
+			e.Since = was.Since
+		}
+		if len(eps) < MaxEndpoints {
+			eps = append(eps, e)
+		}
+	}
+	return eps, desired, warming, draining
+}
+
+func storedFor(stored map[string]store.Record, p Pod) bool {
+	r, ok := stored[p.Name]
+	return ok && r.UID == p.UID && r.Address == p.IP
+}
+
+func count(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func storeCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+	if in.StoreErr != nil {
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, false, ReasonStoreUnreachable,
+			fmt.Sprintf("cannot read or write store %s: %v; retrying with backoff, existing endpoints are left in place", in.StoreName, in.StoreErr))
+		return
+	}
+	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, true, ReasonSynced,
+		fmt.Sprintf("%d endpoints of service %q in store %s match the eligible pods", len(in.Stored), in.ServiceName, in.StoreName))
+}
+
+func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+	var missing []string
+	for _, p := range in.Pods {
+		if p.Verdict.Reason == eligibility.ReasonPortMissing {
+			missing = append(missing, p.Name)
+		}
+	}
+	sort.Strings(missing)
+	switch {
+	case in.StoreErr != nil:
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonStoreNotSynced,
+			"the store could not be updated; see the StoreSynced condition")
+	case len(in.Conflicts) > 0:
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonKeyConflict,
+			fmt.Sprintf("the store keys of pods %s are owned by another ServiceRegistry or installation; give this registry a distinct spec.serviceName",
+				strings.Join(first(in.Conflicts, 5), ", ")))
+	case len(missing) > 0:
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, eligibility.ReasonPortMissing,
+			fmt.Sprintf("pods %s have no container port named by spec.ports[].targetPort and are not registered",
+				strings.Join(first(missing, 5), ", ")))
+	default:
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, true, ReasonAllRegistered,
+			fmt.Sprintf("%d of %d selected pods are eligible and registered", st.Registered, len(in.Pods)))
+	}
+}
+
+func first(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
+}
+
+func setCondition(st *v1alpha1.ServiceRegistryStatus, gen int64, now time.Time, typ string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
+		LastTransitionTime: metav1.NewTime(now),
+	})
+}

@@ -1,0 +1,74 @@
+// Package store defines the narrow interface between registrar's controllers and an external
+// service registry. Controllers compute a plan of Changes (see internal/plan) and hand it to a
+// Store; backends (etcd first) live in sub-packages.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrConflict is returned by Apply when a record changed in the store since it was listed,
+// so the caller must list again before it writes. It is how concurrent writers are fenced.
+var ErrConflict = errors.New("store changed since it was read")
+
+// Endpoint is one live instance of a service, as serialised into the store.
+type Endpoint struct {
+	Service      string           `json:"service"`
+	Namespace    string           `json:"namespace"`
+	Pod          string           `json:"pod"`
+	UID          string           `json:"uid"`
+	Address      string           `json:"address"`
+	Ports        map[string]int32 `json:"ports"`
+	Node         string           `json:"node"`
+	Zone         string           `json:"zone"`
+	Cluster      string           `json:"cluster"`
+	Owner        string           `json:"owner"`
+	RegisteredAt time.Time        `json:"registeredAt"`
+}
+
+// Record is an Endpoint as read back from the store, with the store's version of it.
+// A record whose value could not be decoded has an empty Owner, so nobody owns it and
+// registrar never deletes or overwrites it.
+type Record struct {
+	Endpoint
+	// Key is the full store key of the record.
+	Key string
+	// Revision is the store's version of the record, used to guard updates and deletes.
+	Revision int64
+}
+
+// Scope addresses the keys of one service in one namespace: the unit a ServiceRegistry
+// writes and the unit of one Apply.
+type Scope struct {
+	Service   string
+	Namespace string
+}
+
+// Update replaces the value of an existing record.
+type Update struct {
+	Old Record
+	New Endpoint
+}
+
+// Changes is what one Apply writes: creates, updates and deletes in one scope.
+type Changes struct {
+	Create []Endpoint
+	Update []Update
+	Delete []Record
+}
+
+// Len is the number of writes in c.
+func (c Changes) Len() int { return len(c.Create) + len(c.Update) + len(c.Delete) }
+
+// Store is an external service registry.
+type Store interface {
+	// List returns every record in the scope, whoever owns it.
+	List(ctx context.Context, scope Scope) ([]Record, error)
+	// Apply writes the changes atomically where the backend allows it. A create fails when
+	// the key exists; an update or delete fails when the record's revision moved on. Either
+	// failure returns ErrConflict and writes nothing. It returns the records as now stored
+	// for every created or updated endpoint.
+	Apply(ctx context.Context, scope Scope, changes Changes) ([]Record, error)
+}
