@@ -109,8 +109,16 @@ func resolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int
 	return ports, nil
 }
 
+// containerPort finds a named port in the pod's containers or native sidecars (init
+// containers with restartPolicy Always), as Kubernetes resolves a Service's targetPort.
 func containerPort(pod *corev1.Pod, name string) (int32, bool) {
-	for _, c := range pod.Spec.Containers {
+	containers := pod.Spec.Containers
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			containers = append(containers[:len(containers):len(containers)], c)
+		}
+	}
+	for _, c := range containers {
 		for _, p := range c.Ports {
 			if p.Name == name {
 				return p.ContainerPort, true

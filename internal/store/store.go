@@ -66,9 +66,11 @@ func (c Changes) Len() int { return len(c.Create) + len(c.Update) + len(c.Delete
 type Store interface {
 	// List returns every record in the scope, whoever owns it.
 	List(ctx context.Context, scope Scope) ([]Record, error)
-	// Apply writes the changes atomically where the backend allows it. A create fails when
-	// the key exists; an update or delete fails when the record's revision moved on. Either
-	// failure returns ErrConflict and writes nothing. It returns the records as now stored
-	// for every created or updated endpoint.
+	// Apply writes the changes, atomically where the backend allows it (etcd: one
+	// transaction per service, split only when larger than the server's operation limit).
+	// A create fails when the key exists; an update or delete fails when the record's
+	// revision moved on; either failure returns ErrConflict. On success it returns the
+	// records as now stored for every created or updated endpoint. On any error the caller
+	// must List again before its next Apply: a split change may have partly landed.
 	Apply(ctx context.Context, scope Scope, changes Changes) ([]Record, error)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +75,7 @@ func (s *Server) Resume() error {
 		"--listen-peer-urls", s.peerURL, "--initial-advertise-peer-urls", s.peerURL,
 		"--initial-cluster", "store="+s.peerURL, "--log-level", "error")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Env = withoutEtcdVars(os.Environ()) // etcd reads every ETCD_* variable as a flag
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
@@ -127,6 +129,16 @@ func (s *Server) Client() (*clientv3.Client, error) {
 		DialTimeout: 2 * time.Second,
 		Logger:      zap.NewNop(),
 	})
+}
+
+func withoutEtcdVars(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func freePorts(n int) ([]int, error) {
