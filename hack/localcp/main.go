@@ -1,0 +1,60 @@
+// Command localcp starts a local Kubernetes control plane (the kube-apiserver and etcd that
+// hack/envtest-assets.sh built) with registrar's CRDs installed, writes an admin kubeconfig,
+// and runs until interrupted. `make run` uses it when no cluster is reachable.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "bin/local/kubeconfig", "Where to write the admin kubeconfig.")
+	crds := flag.String("crds", "config/crd/bases", "Directory of CRDs to install.")
+	flag.Parse()
+	if err := run(*kubeconfig, *crds); err != nil {
+		fmt.Fprintln(os.Stderr, "localcp:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, crds string) error {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return fmt.Errorf("KUBEBUILDER_ASSETS is not set; run hack/envtest-assets.sh (make envtest-assets)")
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{crds}, ErrorIfCRDPathMissing: true}
+	if _, err := env.Start(); err != nil {
+		return fmt.Errorf("start control plane: %w", err)
+	}
+	defer func() { _ = env.Stop() }()
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("add admin user: %w", err)
+	}
+	cfg, err := admin.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("render kubeconfig: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o700); err != nil {
+		return fmt.Errorf("kubeconfig dir: %w", err)
+	}
+	tmp := kubeconfig + ".tmp"
+	if err := os.WriteFile(tmp, cfg, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	if err := os.Rename(tmp, kubeconfig); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	defer os.Remove(kubeconfig)
+	fmt.Printf("control plane ready at %s; kubeconfig: %s\n", env.Config.Host, kubeconfig)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	return nil
+}
