@@ -88,11 +88,10 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	s := &reconcileScope{reg: reg, original: reg.DeepCopy(), target: scopeOf(reg)}
-	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, s)) }()
-
 	if err := r.selectPods(ctx, s); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, err // nothing observed: leave status as it is
 	}
+	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, s)) }()
 	if s.selErr != nil {
 		return ctrl.Result{}, nil // reported in status; a spec change brings it back
 	}

@@ -65,7 +65,7 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 		ServiceName:        in.ServiceName,
 	}
 	if in.SelectorErr != nil {
-		st.ServiceName = old.ServiceName
+		st.ServiceName, st.Registered = old.ServiceName, old.Registered // nothing was written
 		setCondition(&st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonInvalidSelector,
 			fmt.Sprintf("spec.selector is invalid, nothing is written to the store: %v", in.SelectorErr))
 		return st
@@ -157,6 +157,9 @@ func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonKeyConflict,
 			fmt.Sprintf("the store keys of pods %s are owned by another ServiceRegistry or installation; give this registry a distinct spec.serviceName",
 				strings.Join(first(in.Conflicts, 5), ", ")))
+	case notInStore(st.Endpoints) > 0:
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonNotInStore,
+			fmt.Sprintf("%d eligible pods are not in the store yet; see status.endpoints", notInStore(st.Endpoints)))
 	case len(missing) > 0:
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, eligibility.ReasonPortMissing,
 			fmt.Sprintf("pods %s have no container port named by spec.ports[].targetPort and are not registered",
@@ -165,6 +168,16 @@ func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, true, ReasonAllRegistered,
 			fmt.Sprintf("%d of %d selected pods are eligible and registered", st.Registered, len(in.Pods)))
 	}
+}
+
+func notInStore(eps []v1alpha1.EndpointStatus) int {
+	n := 0
+	for _, e := range eps {
+		if e.Reason == ReasonNotInStore {
+			n++
+		}
+	}
+	return n
 }
 
 func first(s []string, n int) []string {
