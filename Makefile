@@ -79,3 +79,8 @@ $(CONTROLLER_GEN):
 $(GINKGO):
 	GOBIN=$(LOCALBIN) go install github.com/onsi/ginkgo/v2/ginkgo@$(GINKGO_VERSION)
 	mv $(LOCALBIN)/ginkgo $@
+
+##@ Measurements
+.PHONY: measure-lag
+measure-lag: envtest-assets ## Deregistration lag per trigger, from the envtest suite (3 runs).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd hack/measure-lag.sh 3

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -85,7 +86,22 @@ func newRegistry(ns, name, app string) *v1alpha1.ServiceRegistry {
 		},
 	}
 	Expect(k8sClient.Create(context.Background(), reg)).To(Succeed())
+	DeferCleanup(deleteRegistry, reg)
 	return reg
+}
+
+// deleteRegistry deletes reg and waits until its finalizer ran, so no spec leaves work
+// behind for the operator (envtest has no namespace controller to clean up).
+func deleteRegistry(reg *v1alpha1.ServiceRegistry) {
+	GinkgoHelper()
+	err := k8sClient.Delete(context.Background(), reg)
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &v1alpha1.ServiceRegistry{}))
+	}).WithTimeout(timeout).Should(BeTrue(), "ServiceRegistry %s was not finalized", reg.Name)
 }
 
 func getRegistry(reg *v1alpha1.ServiceRegistry) *v1alpha1.ServiceRegistry {

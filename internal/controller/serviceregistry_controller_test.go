@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -210,11 +209,8 @@ var _ = Describe("ServiceRegistry", func() {
 		foreign := store.Endpoint{Service: "web", Namespace: ns, Pod: "manual", Address: "10.9.9.9", Owner: "another-installation"}
 		putRaw(key("web", ns, "manual"), foreign)
 
-		Expect(k8sClient.Delete(ctx, reg)).To(Succeed())
-		eventuallyStored("web", ns).Should(ConsistOf("manual"))
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(reg), &v1alpha1.ServiceRegistry{}))
-		}).WithTimeout(timeout).Should(BeTrue())
+		deleteRegistry(reg)
+		Expect(storedPods("web", ns)).To(ConsistOf("manual"))
 		ep, _ := storedEndpoint(key("web", ns, "manual"))
 		Expect(*ep).To(Equal(foreign))
 	})
