@@ -18,7 +18,7 @@ else
   go build -o bin/localcp ./hack/localcp
   export KUBECONFIG="$ROOT/bin/local/kubeconfig"
   rm -f "$KUBECONFIG"
-  KUBEBUILDER_ASSETS="$ENVTEST_ASSETS" bin/localcp --kubeconfig "$KUBECONFIG" &
+  KUBEBUILDER_ASSETS="$ENVTEST_ASSETS" bin/localcp --kubeconfig-out "$KUBECONFIG" &
   cp_pid=$!
   trap 'kill $cp_pid 2>/dev/null; wait $cp_pid 2>/dev/null || true' EXIT
   for _ in $(seq 1 120); do

@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "bin/local/kubeconfig", "Where to write the admin kubeconfig.")
+	kubeconfig := flag.String("kubeconfig-out", "bin/local/kubeconfig", "Where to write the admin kubeconfig.")
 	crds := flag.String("crds", "config/crd/bases", "Directory of CRDs to install.")
 	flag.Parse()
 	if err := run(*kubeconfig, *crds); err != nil {

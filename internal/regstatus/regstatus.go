@@ -166,7 +166,7 @@ func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 				strings.Join(first(missing, 5), ", ")))
 	default:
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, true, ReasonAllRegistered,
-			fmt.Sprintf("%d of %d selected pods are eligible and registered", st.Registered, len(in.Pods)))
+			fmt.Sprintf("%d of %d eligible pods are registered (%d pods selected)", st.Desired, st.Desired, len(in.Pods)))
 	}
 }
 
