@@ -10,6 +10,46 @@ const (
 	ConditionReady = "Ready"
 	// ConditionStoreSynced is True when the last write to (or listing of) the store succeeded.
 	ConditionStoreSynced = "StoreSynced"
+	// ConditionDrainSufficient is False when drain.seconds is shorter than the callers'
+	// staleness: their cache TTL plus registrar's measured deregistration lag.
+	ConditionDrainSufficient = "DrainSufficient"
+	// ConditionConfigured is False when the Deployment annotations this registry was
+	// generated from could not be parsed.
+	ConditionConfigured = "Configured"
+)
+
+// Names on pods and Deployments that users and other tools see.
+const (
+	// ReadinessGate is the pod readiness gate (and pod condition type) that only registrar
+	// sets True, after warm-up and after the store acknowledged the endpoint.
+	ReadinessGate = "registrar.dev/ready"
+
+	// Reasons of the ReadinessGate condition. GateWarmedUp and GateRegistered record durably,
+	// on the pod, that warm-up finished, so an operator restart neither re-warms nor forgets.
+	GateWarmingUp     = "WarmingUp"
+	GateWarmedUp      = "WarmedUp"
+	GateWarmupFailed  = "WarmupFailed"
+	GateRegistered    = "Registered"
+	GateNotReady      = "ContainersNotReady"
+	GateDeregistering = "Deregistered"
+
+	// AnnotationInjected is set by the pod webhook on pods it mutated (value: drain seconds),
+	// which makes injection idempotent.
+	AnnotationInjected = "registrar.dev/injected"
+
+	// Deployment annotations (opt-in sugar): AnnotationService makes the operator own a
+	// ServiceRegistry for the Deployment; the others fill its spec.
+	AnnotationService        = "registrar.dev/service"
+	AnnotationPort           = "registrar.dev/port"
+	AnnotationWarmupPaths    = "registrar.dev/warmup-paths"
+	AnnotationWarmupRequests = "registrar.dev/warmup-requests"
+	AnnotationDrainSeconds   = "registrar.dev/drain-seconds"
+
+	// AnnotationConfigError, on a ServiceRegistry generated from a Deployment, carries the
+	// problems found in the Deployment's annotations; it is reported as Configured=False.
+	AnnotationConfigError = "registrar.dev/config-error"
+	// LabelDeployment names the Deployment a generated ServiceRegistry belongs to.
+	LabelDeployment = "registrar.dev/deployment"
 )
 
 // EndpointState is the lifecycle state of one pod as seen by registrar.
@@ -93,10 +133,21 @@ type WarmupSpec struct {
 	// +optional
 	Concurrency int32 `json:"concurrency,omitempty"`
 
-	// timeout bounds the whole warm-up of one pod (e.g. "30s").
+	// port names the entry of spec.ports that warm-up requests go to; the first by default.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Port string `json:"port,omitempty"`
+
+	// timeout bounds the whole warm-up of one pod (e.g. "30s"). onFailure applies when the
+	// requests have not all succeeded by then.
 	// +kubebuilder:default="30s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// requestTimeout bounds each warm-up request.
+	// +kubebuilder:default="2s"
+	// +optional
+	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 
 	// minDuration is the least time a warm-up lasts, even when requests finish sooner.
 	// +optional
@@ -117,6 +168,14 @@ type DrainSpec struct {
 	// +kubebuilder:default=15
 	// +optional
 	Seconds int32 `json:"seconds,omitempty"`
+
+	// callerCacheSeconds is how long the slowest caller may keep using a stale endpoint list
+	// (its cache TTL). Defaults to the operator's --caller-cache-seconds. registrar warns
+	// (DrainSufficient=False) when seconds is shorter than this plus its measured lag.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	CallerCacheSeconds *int32 `json:"callerCacheSeconds,omitempty"`
 }
 
 // InjectionSpec controls the pod mutating webhook for pods this registry selects.
@@ -130,6 +189,8 @@ type InjectionSpec struct {
 
 // ServiceRegistrySpec is the desired publication of a set of pods into the store.
 // +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, self.ports.exists_one(q, q.name == p.name))",message="ports[].name must be unique"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmup) || (has(self.ports) && size(self.ports) > 0)",message="warmup needs at least one entry in ports to send requests to"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmup) || !has(self.warmup.port) || (has(self.ports) && self.ports.exists(p, p.name == self.warmup.port))",message="warmup.port must name an entry of ports"
 type ServiceRegistrySpec struct {
 	// serviceName is the logical service name in the store (a DNS-1123 label).
 	// Defaults to metadata.name.
@@ -182,6 +243,25 @@ type EndpointStatus struct {
 	// since is when the pod entered this state, as far as registrar observed.
 	// +optional
 	Since metav1.Time `json:"since,omitempty"`
+	// drainUntil, for a Draining pod, is when its preStop sleep ends: until then it keeps
+	// serving callers whose caches still hold it.
+	// +optional
+	DrainUntil *metav1.Time `json:"drainUntil,omitempty"`
+}
+
+// DrainStatus is registrar's advice on the drain length.
+type DrainStatus struct {
+	// seconds is the configured drain (spec.drain.seconds).
+	Seconds int32 `json:"seconds"`
+	// callerCacheSeconds is the callers' staleness used in the advice.
+	CallerCacheSeconds int32 `json:"callerCacheSeconds"`
+	// deregistrationLagMillis is the slowest deregistration registrar measured recently:
+	// from the pod change to the store acknowledging the delete.
+	// +optional
+	DeregistrationLagMillis int64 `json:"deregistrationLagMillis,omitempty"`
+	// recommendedSeconds = callerCacheSeconds + the measured lag, rounded up: the shortest
+	// drain that keeps every caller's cached copy of a terminating pod serving.
+	RecommendedSeconds int32 `json:"recommendedSeconds"`
 }
 
 // ServiceRegistryStatus is the observed state of a ServiceRegistry.
@@ -212,6 +292,10 @@ type ServiceRegistryStatus struct {
 	// draining is the number of terminating pods.
 	// +optional
 	Draining int32 `json:"draining"`
+
+	// drain says how long terminating pods keep serving and how long they should.
+	// +optional
+	Drain *DrainStatus `json:"drain,omitempty"`
 
 	// endpoints lists the selected pods, sorted by name (at most 256 entries).
 	// +listType=atomic
