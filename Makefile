@@ -14,7 +14,7 @@ GINKGO ?= $(LOCALBIN)/ginkgo-$(GINKGO_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)-etcd$(ETCD_VERSION)
 TEST_TIMEOUT ?= 20m
 # Files controller-gen writes; verify-generated fails when they differ from what is committed.
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml
 
 .PHONY: all
 all: build
@@ -26,8 +26,8 @@ help: ## Show this help.
 
 ##@ Development
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRD and RBAC manifests.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+manifests: $(CONTROLLER_GEN) ## Generate CRD, RBAC and webhook manifests.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases output:webhook:artifacts:config=config/webhook
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
 var setupLog = ctrl.Log.WithName("setup")
@@ -35,6 +37,8 @@ type config struct {
 	leaderElectionNamespace string
 	clusterName             string
 	maxConcurrentReconciles int
+	maxConcurrentWarmups    int
+	callerCacheSeconds      int
 	storeEndpoints          string
 	storePrefix             string
 	storeTimeout            time.Duration
@@ -43,6 +47,7 @@ type config struct {
 	storeDataDir            string
 	embeddedClientURL       string
 	embeddedPeerURL         string
+	webhook                 webhookConfig
 }
 
 func parseFlags(args []string) (config, zap.Options, error) {
@@ -55,6 +60,8 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
 	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "ServiceRegistries synced at once.")
+	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", 64, "Pods warmed up at once, across all registries.")
+	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", 5, "Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
 	fs.StringVar(&c.storeEndpoints, "store-endpoints", os.Getenv("REGISTRAR_STORE_ENDPOINTS"), "Comma-separated etcd client URLs; empty runs an embedded etcd (env REGISTRAR_STORE_ENDPOINTS).")
 	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
@@ -64,6 +71,7 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	fs.StringVar(&c.storeDataDir, "store-data-dir", "registrar-data", "Data directory of the embedded etcd (used without --store-endpoints).")
 	fs.StringVar(&c.embeddedClientURL, "embedded-store-client-url", "http://127.0.0.1:2379", "Where the embedded etcd serves clients.")
 	fs.StringVar(&c.embeddedPeerURL, "embedded-store-peer-url", "http://127.0.0.1:2380", "Where the embedded etcd listens for peers.")
+	bindWebhookFlags(fs, &c.webhook)
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil { // registered by controller-runtime
 		fs.Var(kc.Value, kc.Name, kc.Usage)
 	}
@@ -118,6 +126,9 @@ func run(ctx context.Context, cfg config) error {
 	if err := setupControllers(mgr, cfg, cli, endpoints); err != nil {
 		return err
 	}
+	if err := setupWebhook(mgr, cfg.webhook); err != nil {
+		return err
+	}
 	setupLog.Info("starting manager", "store", endpoints, "prefix", cfg.storePrefix, "leaderElection", cfg.leaderElect)
 	return mgr.Start(ctx)
 }
@@ -154,6 +165,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                       metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress:        cfg.probeAddr,
+		WebhookServer:                 newWebhookServer(cfg.webhook),
 		LeaderElection:                cfg.leaderElect,
 		LeaderElectionID:              "registrar.registrar.dev",
 		LeaderElectionNamespace:       cfg.leaderElectionNamespace,
@@ -179,9 +191,20 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoi
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},
 		Cluster:   cfg.clusterName,
+		Warmup: &warmup.Runner{
+			Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}},
+			Clock:  clock.RealClock{},
+		},
+		CallerCacheSeconds: int32(min(max(cfg.callerCacheSeconds, 0), 3600)),
 	}
-	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: cfg.maxConcurrentReconciles}); err != nil {
+	if err := r.SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
+	}); err != nil {
 		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
+	}
+	d := &controller.DeploymentReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("registrar")}
+	if err := d.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up Deployment controller: %w", err)
 	}
 	return nil
 }

@@ -167,7 +167,7 @@ type DrainSpec struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +kubebuilder:default=15
 	// +optional
-	Seconds int32 `json:"seconds,omitempty"`
+	Seconds int32 `json:"seconds"`
 
 	// callerCacheSeconds is how long the slowest caller may keep using a stale endpoint list
 	// (its cache TTL). Defaults to the operator's --caller-cache-seconds. registrar warns

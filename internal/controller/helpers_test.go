@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -139,11 +140,21 @@ func newPod(ns, name string, labels map[string]string, mutate ...func(*corev1.Po
 	return pod
 }
 
-// setPodStatus plays the kubelet: phase, IP and the ContainersReady/Ready conditions.
-func setPodStatus(pod *corev1.Pod, phase corev1.PodPhase, ip string, ready bool) {
+// setPodStatus plays the kubelet: phase, IP and the ContainersReady/Ready conditions. Like
+// the kubelet it keeps conditions it does not own (registrar's gate); extra conditions are
+// set as given.
+func setPodStatus(pod *corev1.Pod, phase corev1.PodPhase, ip string, ready bool, extra ...*corev1.PodCondition) {
 	GinkgoHelper()
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return updatePodStatus(pod, phase, ip, ready, extra)
+	})).To(Succeed())
+}
+
+func updatePodStatus(pod *corev1.Pod, phase corev1.PodPhase, ip string, ready bool, extra []*corev1.PodCondition) error {
 	cur := &corev1.Pod{}
-	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), cur)).To(Succeed())
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil {
+		return err
+	}
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
@@ -155,12 +166,35 @@ func setPodStatus(pod *corev1.Pod, phase corev1.PodPhase, ip string, ready bool)
 	if ip != "" {
 		cur.Status.PodIPs = []corev1.PodIP{{IP: ip}}
 	}
-	cur.Status.Conditions = []corev1.PodCondition{
+	conditions := []corev1.PodCondition{
 		{Type: corev1.ContainersReady, Status: status, LastTransitionTime: now},
 		{Type: corev1.PodReady, Status: status, LastTransitionTime: now},
 	}
-	Expect(k8sClient.Status().Update(context.Background(), cur)).To(Succeed())
+	for _, c := range cur.Status.Conditions {
+		if c.Type != corev1.ContainersReady && c.Type != corev1.PodReady && !hasType(extra, c.Type) {
+			conditions = append(conditions, c)
+		}
+	}
+	for _, c := range extra {
+		conditions = append(conditions, *c)
+	}
+	cur.Status.Conditions = conditions
+	if err := k8sClient.Status().Update(context.Background(), cur); err != nil {
+		return err
+	}
 	*pod = *cur
+	return nil
+}
+
+// updateRegistry applies mutate to the latest version of reg, retrying on conflicts with
+// the operator's own writes.
+func updateRegistry(reg *v1alpha1.ServiceRegistry, mutate func(*v1alpha1.ServiceRegistry)) {
+	GinkgoHelper()
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := getRegistry(reg)
+		mutate(cur)
+		return k8sClient.Update(context.Background(), cur)
+	})).To(Succeed())
 }
 
 func readyPod(ns, name string, labels map[string]string, ip string, mutate ...func(*corev1.Pod)) *corev1.Pod {
@@ -173,4 +207,13 @@ func readyPod(ns, name string, labels map[string]string, ip string, mutate ...fu
 func deletePodNow(pod *corev1.Pod) {
 	GinkgoHelper()
 	Expect(k8sClient.Delete(context.Background(), pod, client.GracePeriodSeconds(0))).To(Succeed())
+}
+
+func hasType(conditions []*corev1.PodCondition, t corev1.PodConditionType) bool {
+	for _, c := range conditions {
+		if c.Type == t {
+			return true
+		}
+	}
+	return false
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
 // Finalizer keeps a ServiceRegistry until its endpoints have left the store.
@@ -47,23 +48,40 @@ type ServiceRegistryReconciler struct {
 	Clock clock.PassiveClock
 	// Cluster is written into each endpoint's cluster field.
 	Cluster string
+	// Warmup sends warm-up requests to gated pods.
+	Warmup *warmup.Runner
+	// CallerCacheSeconds is the callers' cache TTL assumed when spec.drain.callerCacheSeconds
+	// is unset; it feeds the drain advice.
+	CallerCacheSeconds int32
 
-	known *knownRecords
+	known   *knownRecords
+	warmups *warmupTracker
+	lags    lagWindow
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries/status,verbs=get;patch
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// selectedPod is one pod the registry selects, with the reconcile's verdict on it.
+type selectedPod struct {
+	pod     *corev1.Pod
+	verdict eligibility.Verdict
+	// endpoint is the store value for an eligible or warming pod (its ports serve warm-up).
+	endpoint store.Endpoint
+}
 
 // reconcileScope is what one reconcile of one ServiceRegistry gathers and decides.
 type reconcileScope struct {
 	reg      *v1alpha1.ServiceRegistry
 	original *v1alpha1.ServiceRegistry
 	target   store.Scope
-	pods     []regstatus.Pod
+	selected []selectedPod
+	byName   map[string]selectedPod
 	desired  map[string]store.Endpoint
 	stored   map[string]store.Record // this registry's own records
 	plan     plan.Plan
@@ -77,6 +95,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.Get(ctx, req.NamespacedName, reg); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.known.forget(req.NamespacedName)
+			r.warmups.sync(req.NamespacedName, nil)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get ServiceRegistry %s: %w", req, err)
@@ -95,12 +114,15 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if s.selErr != nil {
 		return ctrl.Result{}, nil // reported in status; a spec change brings it back
 	}
+	r.syncWarmups(s)
 	if err := r.retireOldScope(ctx, s); err != nil {
 		s.storeErr = err
 		return ctrl.Result{}, err
 	}
-	s.storeErr = r.sync(ctx, s)
-	return ctrl.Result{}, s.storeErr
+	if s.storeErr = r.sync(ctx, s); s.storeErr != nil {
+		return ctrl.Result{}, s.storeErr
+	}
+	return ctrl.Result{}, r.flipGates(ctx, s)
 }
 
 func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
@@ -131,21 +153,32 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 		return fmt.Errorf("list pods of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
 	}
 	s.desired = make(map[string]store.Endpoint, len(pods.Items))
+	s.byName = make(map[string]selectedPod, len(pods.Items))
 	for i := range pods.Items {
-		pod := &pods.Items[i]
-		v := eligibility.Classify(pod)
-		if v.Eligible() {
-			ep, err := eligibility.Endpoint(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
-			if err != nil {
-				log.FromContext(ctx).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
-				v = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonPortMissing}
-			} else {
-				s.desired[pod.Name] = ep
-			}
+		p := r.classify(ctx, s.reg, &pods.Items[i])
+		if p.verdict.Eligible() {
+			s.desired[p.pod.Name] = p.endpoint
 		}
-		s.pods = append(s.pods, regstatus.Pod{Name: pod.Name, UID: string(pod.UID), IP: pod.Status.PodIP, Verdict: v})
+		s.selected = append(s.selected, p)
+		s.byName[p.pod.Name] = p
 	}
 	return nil
+}
+
+// classify gives a pod its verdict; a pod whose ports cannot be resolved is held back.
+func (r *ServiceRegistryReconciler) classify(ctx context.Context, reg *v1alpha1.ServiceRegistry, pod *corev1.Pod) selectedPod {
+	p := selectedPod{pod: pod, verdict: eligibility.Classify(pod, reg.Spec.Warmup != nil)}
+	if p.verdict.State != v1alpha1.EndpointRegistered && p.verdict.State != v1alpha1.EndpointWarmingUp {
+		return p
+	}
+	ep, err := eligibility.Endpoint(reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
+	if err != nil {
+		log.FromContext(ctx).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
+		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonPortMissing}
+		return p
+	}
+	p.endpoint = ep
+	return p
 }
 
 func errEmptySelector(sel labels.Selector) error {
@@ -185,6 +218,7 @@ func (r *ServiceRegistryReconciler) sync(ctx context.Context, s *reconcileScope)
 		r.known.forget(name) // outcome unknown: list again before the next write
 		return fmt.Errorf("apply %d changes to service %s/%s: %w", s.plan.Changes.Len(), s.target.Service, s.target.Namespace, err)
 	}
+	r.recordChanges(s, s.plan.Changes)
 	current = applied(current, s.plan.Changes, written)
 	r.known.set(name, s.reg.UID, s.target, current)
 	s.stored = plan.Owned(owner, current)
@@ -266,13 +300,18 @@ func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcil
 	s.reg.Status = regstatus.Build(s.original.Status, regstatus.Input{
 		Generation:  s.reg.Generation,
 		ServiceName: s.target.Service,
-		Pods:        s.pods,
+		Pods:        r.statusPods(s),
 		Stored:      s.stored,
 		Conflicts:   s.plan.Conflicts,
 		SelectorErr: s.selErr,
 		StoreErr:    s.storeErr,
 		StoreName:   r.StoreName,
-		Now:         r.Clock.Now(),
+		Drain:       r.drainInput(s.reg),
+		Config: regstatus.Configuration{
+			Generated: s.reg.Labels[v1alpha1.LabelDeployment] != "",
+			Problems:  s.reg.Annotations[v1alpha1.AnnotationConfigError],
+		},
+		Now: r.Clock.Now(),
 	})
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
 		return nil
@@ -282,6 +321,34 @@ func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcil
 		return fmt.Errorf("patch status of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
 	}
 	return nil
+}
+
+func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Pod {
+	pods := make([]regstatus.Pod, len(s.selected))
+	drain := drainSeconds(s.reg)
+	for i, p := range s.selected {
+		pods[i] = regstatus.Pod{Name: p.pod.Name, UID: string(p.pod.UID), IP: p.pod.Status.PodIP,
+			Verdict: p.verdict, DrainUntil: eligibility.DrainUntil(p.pod, drain)}
+	}
+	return pods
+}
+
+func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) regstatus.Drain {
+	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max()}
+	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
+		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
+	}
+	return d
+}
+
+// DefaultDrainSeconds is spec.drain.seconds when spec.drain is unset (the CRD default).
+const DefaultDrainSeconds = 15
+
+func drainSeconds(reg *v1alpha1.ServiceRegistry) int32 {
+	if reg.Spec.Drain == nil {
+		return DefaultDrainSeconds
+	}
+	return reg.Spec.Drain.Seconds
 }
 
 func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {

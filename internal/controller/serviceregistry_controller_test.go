@@ -139,9 +139,7 @@ var _ = Describe("ServiceRegistry", func() {
 		readyPod(ns, "api-1", map[string]string{"app": "api"}, "10.0.0.9")
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
 
-		cur := getRegistry(reg)
-		cur.Spec.Selector.MatchLabels = map[string]string{"app": "api"}
-		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.Selector.MatchLabels = map[string]string{"app": "api"} })
 		eventuallyStored("web", ns).Should(ConsistOf("api-1"))
 		Eventually(func() int64 { return getRegistry(reg).Status.ObservedGeneration }).
 			WithTimeout(timeout).Should(Equal(getRegistry(reg).Generation))
@@ -159,9 +157,7 @@ var _ = Describe("ServiceRegistry", func() {
 	It("moves endpoints when spec.serviceName changes", func() {
 		readyPod(ns, "web-1", web, "10.0.0.1")
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
-		cur := getRegistry(reg)
-		cur.Spec.ServiceName = "frontend"
-		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.ServiceName = "frontend" })
 		eventuallyStored("frontend", ns).Should(ConsistOf("web-1"))
 		eventuallyStored("web", ns).Should(BeEmpty())
 	})

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,12 +25,18 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// RetryBase and RetryMax bound the exponential, jittered retry of a failing registry.
 	RetryBase, RetryMax time.Duration
+	// MaxConcurrentWarmups bounds the pods warmed up at once, across all registries.
+	MaxConcurrentWarmups int
 }
 
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
 // event enqueuing the registries of its namespace whose selector matches the pod.
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	r.known = newKnownRecords()
+	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
+	if err := mgr.Add(r.warmups); err != nil {
+		return fmt.Errorf("add warm-up tracker: %w", err)
+	}
 	if opts.RetryBase <= 0 {
 		opts.RetryBase = 200 * time.Millisecond
 	}

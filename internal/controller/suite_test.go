@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/test/etcdtest"
 )
 
@@ -117,10 +119,18 @@ func startOperator() *runningOperator {
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},
 		Cluster:   "test-cluster",
+		Warmup: &warmup.Runner{
+			Client: &http.Client{}, Clock: clock.RealClock{}, RetryPause: 20 * time.Millisecond,
+		},
+		CallerCacheSeconds: 5,
 	}
 	Expect(r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second,
+		MaxConcurrentWarmups: 16,
 	})).To(Succeed())
+	Expect((&controller.DeploymentReconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("registrar"),
+	}).SetupWithManager(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &runningOperator{cancel: cancel, done: make(chan struct{}), etcd: cli}
 	go func() {

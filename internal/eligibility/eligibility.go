@@ -4,6 +4,7 @@ package eligibility
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -35,9 +36,18 @@ type Verdict struct {
 func (v Verdict) Eligible() bool { return v.State == v1alpha1.EndpointRegistered }
 
 // Classify applies the eligibility rule: a pod is eligible when it is not terminating, its
-// phase is Running, it has an IP and its ContainersReady condition is True. The first rule
-// that fails gives the state and reason.
-func Classify(pod *corev1.Pod) Verdict {
+// phase is Running, it has an IP and its ContainersReady condition is True; a pod that
+// carries the registrar.dev/ready readiness gate must also have finished its warm-up (see
+// Gated). The first rule that fails gives the state and reason.
+func Classify(pod *corev1.Pod, warmupRequired bool) Verdict {
+	v := classifyContainers(pod)
+	if !v.Eligible() || !HasGate(pod) {
+		return v
+	}
+	return gated(pod, warmupRequired)
+}
+
+func classifyContainers(pod *corev1.Pod) Verdict {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return Verdict{v1alpha1.EndpointDraining, ReasonTerminating}
@@ -55,6 +65,97 @@ func Classify(pod *corev1.Pod) Verdict {
 		return Verdict{v1alpha1.EndpointUnready, ReasonContainersNotReady}
 	}
 	return Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+}
+
+// Reasons for gated pods.
+const (
+	ReasonWarmingUp    = v1alpha1.GateWarmingUp
+	ReasonWarmupFailed = v1alpha1.GateWarmupFailed
+	ReasonWarmedUp     = v1alpha1.GateWarmedUp
+)
+
+// gated classifies a gated pod whose containers are ready. Its gate condition records warm-up
+// durably: True (registered before) or reason WarmedUp means warm-up is done; reason
+// WarmupFailed means it failed under onFailure=Block; anything else means it is warming up.
+func gated(pod *corev1.Pod, warmupRequired bool) Verdict {
+	c := GateCondition(pod)
+	switch {
+	case c != nil && c.Status == corev1.ConditionTrue:
+		return Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+	case c != nil && c.Reason == v1alpha1.GateWarmedUp:
+		return Verdict{v1alpha1.EndpointRegistered, ReasonWarmedUp}
+	case !warmupRequired:
+		return Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+	case c != nil && c.Reason == v1alpha1.GateWarmupFailed:
+		return Verdict{v1alpha1.EndpointPending, ReasonWarmupFailed}
+	}
+	return Verdict{v1alpha1.EndpointWarmingUp, ReasonWarmingUp}
+}
+
+// HasGate reports whether the pod carries registrar's readiness gate.
+func HasGate(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		if g.ConditionType == v1alpha1.ReadinessGate {
+			return true
+		}
+	}
+	return false
+}
+
+// GateCondition returns the pod's registrar.dev/ready condition, or nil.
+func GateCondition(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == v1alpha1.ReadinessGate {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// GateWant is a value for the gate condition.
+type GateWant struct {
+	Status corev1.ConditionStatus
+	Reason string
+}
+
+// GateFor returns the gate condition a gated pod should carry, given its verdict and whether
+// the store holds its endpoint; ok is false when the current condition should stay as it is.
+// The gate turns True only once the store has acknowledged the endpoint; it turns False when
+// the containers stop being ready, so that the next start is warmed up again.
+func GateFor(pod *corev1.Pod, v Verdict, stored bool) (want GateWant, ok bool) {
+	if !HasGate(pod) {
+		return GateWant{}, false
+	}
+	cur := GateCondition(pod)
+	switch {
+	case v.Eligible() && stored:
+		want = GateWant{corev1.ConditionTrue, v1alpha1.GateRegistered}
+	case v.State == v1alpha1.EndpointWarmingUp:
+		want = GateWant{corev1.ConditionFalse, v1alpha1.GateWarmingUp}
+	case v.State == v1alpha1.EndpointUnready && v.Reason == ReasonContainersNotReady && cur != nil &&
+		(cur.Status == corev1.ConditionTrue || cur.Reason == v1alpha1.GateWarmedUp):
+		want = GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}
+	default:
+		return GateWant{}, false
+	}
+	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason {
+		return GateWant{}, false
+	}
+	return want, true
+}
+
+// DrainUntil is when a terminating pod's drain of drainSeconds ends: its deletion was
+// requested at deletionTimestamp minus the grace period. Nil for a pod not terminating.
+func DrainUntil(pod *corev1.Pod, drainSeconds int32) *time.Time {
+	if pod.DeletionTimestamp == nil {
+		return nil
+	}
+	var grace int64
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = *pod.DeletionGracePeriodSeconds
+	}
+	t := pod.DeletionTimestamp.Add(time.Duration(int64(drainSeconds)-grace) * time.Second)
+	return &t
 }
 
 func conditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {

@@ -171,7 +171,7 @@ func TestClassify(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.pod.DeepCopy()
-			got := Classify(tc.pod)
+			got := Classify(tc.pod, false)
 			want := Verdict{State: tc.state, Reason: tc.reason}
 			if got != want {
 				t.Errorf("Classify() = %+v, want %+v", got, want)

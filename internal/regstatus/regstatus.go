@@ -36,6 +36,24 @@ const (
 type Pod struct {
 	Name, UID, IP string
 	Verdict       eligibility.Verdict
+	// DrainUntil is when a terminating pod's drain ends.
+	DrainUntil *time.Time
+}
+
+// Drain is the input of the drain advice.
+type Drain struct {
+	Seconds            int32
+	CallerCacheSeconds int32
+	// DeregistrationLag is the slowest recent deregistration the operator measured.
+	DeregistrationLag time.Duration
+}
+
+// Configuration problems of a ServiceRegistry generated from Deployment annotations.
+type Configuration struct {
+	// Generated is true for a registry the operator made from a Deployment's annotations.
+	Generated bool
+	// Problems are the annotation errors; empty when the annotations are valid.
+	Problems string
 }
 
 // Input is everything one reconcile observed.
@@ -54,6 +72,8 @@ type Input struct {
 	StoreErr error
 	// StoreName says which store, for messages (e.g. its endpoints).
 	StoreName string
+	Drain     Drain
+	Config    Configuration
 	Now       time.Time
 }
 
@@ -65,12 +85,15 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 		ServiceName:        in.ServiceName,
 	}
 	if in.SelectorErr != nil {
+		configuredCondition(&st, in)
 		st.ServiceName, st.Registered = old.ServiceName, old.Registered // nothing was written
 		setCondition(&st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonInvalidSelector,
 			fmt.Sprintf("spec.selector is invalid, nothing is written to the store: %v", in.SelectorErr))
 		return st
 	}
+	configuredCondition(&st, in)
 	st.Endpoints, st.Desired, st.Warming, st.Draining = endpoints(old.Endpoints, in)
+	st.Drain = drainAdvice(&st, in)
 	st.Registered = int32(len(in.Stored))
 	if in.Stored == nil {
 		st.Registered = old.Registered // the store could not be read: keep the last known count
@@ -108,6 +131,10 @@ func endpoints(old []v1alpha1.EndpointStatus, in Input) (eps []v1alpha1.Endpoint
 		desired += count(p.Verdict.Eligible())
 		warming += count(e.State == v1alpha1.EndpointWarmingUp)
 		draining += count(e.State == v1alpha1.EndpointDraining)
+		if p.DrainUntil != nil && e.State == v1alpha1.EndpointDraining {
+			until := metav1.NewTime(*p.DrainUntil)
+			e.DrainUntil = &until
+		}
 		e.Since = metav1.NewTime(in.Now)
 		if was, ok := prev[p.Name]; ok && was.UID == e.UID && was.State == e.State {
 			e.Since = was.Since
@@ -167,6 +194,49 @@ func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	default:
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, true, ReasonAllRegistered,
 			fmt.Sprintf("%d of %d eligible pods are registered (%d pods selected)", st.Desired, st.Desired, len(in.Pods)))
+	}
+}
+
+// Reasons of the DrainSufficient and Configured conditions.
+const (
+	ReasonDrainCoversCallers = "DrainCoversCallers"
+	ReasonDrainTooShort      = "DrainTooShort"
+	ReasonAnnotationsValid   = "AnnotationsValid"
+	ReasonInvalidAnnotation  = "InvalidAnnotation"
+)
+
+// drainAdvice computes the recommended drain — callers' cache TTL plus the measured
+// deregistration lag, rounded up to a second — and the DrainSufficient condition.
+func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainStatus {
+	lag := in.Drain.DeregistrationLag.Round(10 * time.Millisecond)
+	staleness := time.Duration(in.Drain.CallerCacheSeconds)*time.Second + lag
+	recommended := int32((staleness + time.Second - 1) / time.Second)
+	d := &v1alpha1.DrainStatus{
+		Seconds: in.Drain.Seconds, CallerCacheSeconds: in.Drain.CallerCacheSeconds,
+		DeregistrationLagMillis: lag.Milliseconds(), RecommendedSeconds: recommended,
+	}
+	if in.Drain.Seconds < recommended {
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, false, ReasonDrainTooShort,
+			fmt.Sprintf("spec.drain.seconds is %d but callers may hold a terminating pod for %s (cache %ds + deregistration lag %s): set spec.drain.seconds to at least %d",
+				in.Drain.Seconds, staleness, in.Drain.CallerCacheSeconds, lag, recommended))
+		return d
+	}
+	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, true, ReasonDrainCoversCallers,
+		fmt.Sprintf("terminating pods keep serving for %ds after deregistration; callers may hold them for %s (cache %ds + deregistration lag %s)",
+			in.Drain.Seconds, staleness, in.Drain.CallerCacheSeconds, lag))
+	return d
+}
+
+func configuredCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+	switch {
+	case !in.Config.Generated:
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConfigured)
+	case in.Config.Problems != "":
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, false, ReasonInvalidAnnotation,
+			"the Deployment's registrar.dev/ annotations have problems; the valid ones apply: "+in.Config.Problems)
+	default:
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, true, ReasonAnnotationsValid,
+			"generated from the Deployment's registrar.dev/ annotations")
 	}
 }
 

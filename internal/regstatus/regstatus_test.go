@@ -522,8 +522,8 @@ func TestBuildConditions(t *testing.T) {
 
 			checkCond(t, got, v1alpha1.ConditionReady, tt.ready)
 			checkCond(t, got, v1alpha1.ConditionStoreSynced, tt.synced)
-			if len(got.Conditions) != 2 {
-				t.Errorf("got %d conditions, want Ready and StoreSynced: %+v", len(got.Conditions), got.Conditions)
+			if len(got.Conditions) != 3 {
+				t.Errorf("got %d conditions, want Ready, StoreSynced and DrainSufficient: %+v", len(got.Conditions), got.Conditions)
 			}
 			for _, c := range got.Conditions {
 				if c.ObservedGeneration != gen {
@@ -946,6 +946,73 @@ func TestBuildDoesNotMutateOld(t *testing.T) {
 			}
 			if !reflect.DeepEqual(old, before) {
 				t.Fatalf("the result of Build aliases old:\n got  %+v\n want %+v", old, before)
+			}
+		})
+	}
+}
+
+func TestBuildDrainAdvice(t *testing.T) {
+	tests := []struct {
+		name            string
+		drain           Drain
+		wantStatus      metav1.ConditionStatus
+		wantReason      string
+		wantRecommended int32
+		wantLagMillis   int64
+	}{
+		{"drain covers cache and lag", Drain{Seconds: 15, CallerCacheSeconds: 5, DeregistrationLag: 40 * time.Millisecond},
+			metav1.ConditionTrue, ReasonDrainCoversCallers, 6, 40},
+		{"lag rounds the recommendation up", Drain{Seconds: 5, CallerCacheSeconds: 5, DeregistrationLag: 1200 * time.Millisecond},
+			metav1.ConditionFalse, ReasonDrainTooShort, 7, 1200},
+		{"exactly enough", Drain{Seconds: 5, CallerCacheSeconds: 5}, metav1.ConditionTrue, ReasonDrainCoversCallers, 5, 0},
+		{"no drain at all", Drain{Seconds: 0, CallerCacheSeconds: 30, DeregistrationLag: time.Millisecond},
+			metav1.ConditionFalse, ReasonDrainTooShort, 30, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Build(v1alpha1.ServiceRegistryStatus{}, Input{Generation: gen, ServiceName: "web", Stored: map[string]store.Record{}, Drain: tt.drain, Now: now})
+			c := findCond(t, got, v1alpha1.ConditionDrainSufficient)
+			if c.Status != tt.wantStatus || c.Reason != tt.wantReason {
+				t.Errorf("DrainSufficient = %s/%s, want %s/%s", c.Status, c.Reason, tt.wantStatus, tt.wantReason)
+			}
+			if tt.wantStatus == metav1.ConditionFalse && !strings.Contains(c.Message, fmt.Sprintf("at least %d", tt.wantRecommended)) {
+				t.Errorf("message %q does not tell the user the drain to set (%d)", c.Message, tt.wantRecommended)
+			}
+			want := v1alpha1.DrainStatus{Seconds: tt.drain.Seconds, CallerCacheSeconds: tt.drain.CallerCacheSeconds,
+				DeregistrationLagMillis: tt.wantLagMillis, RecommendedSeconds: tt.wantRecommended}
+			if got.Drain == nil || *got.Drain != want {
+				t.Errorf("drain = %+v, want %+v", got.Drain, want)
+			}
+		})
+	}
+}
+
+func TestBuildConfigured(t *testing.T) {
+	tests := []struct {
+		name       string
+		config     Configuration
+		wantStatus metav1.ConditionStatus // "" = no condition
+	}{
+		{"hand-written registry has no Configured condition", Configuration{}, ""},
+		{"generated with valid annotations", Configuration{Generated: true}, metav1.ConditionTrue},
+		{"generated with a bad annotation", Configuration{Generated: true, Problems: `registrar.dev/drain-seconds: "abc"`}, metav1.ConditionFalse},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Build(v1alpha1.ServiceRegistryStatus{}, Input{Generation: gen, Stored: map[string]store.Record{}, Config: tt.config, Now: now})
+			var c *metav1.Condition
+			for i := range got.Conditions {
+				if got.Conditions[i].Type == v1alpha1.ConditionConfigured {
+					c = &got.Conditions[i]
+				}
+			}
+			switch {
+			case tt.wantStatus == "" && c != nil:
+				t.Errorf("unexpected Configured condition %+v", c)
+			case tt.wantStatus != "" && (c == nil || c.Status != tt.wantStatus):
+				t.Errorf("Configured = %+v, want status %s", c, tt.wantStatus)
+			case tt.wantStatus == metav1.ConditionFalse && !strings.Contains(c.Message, tt.config.Problems):
+				t.Errorf("Configured message %q does not carry the problem", c.Message)
 			}
 		})
 	}

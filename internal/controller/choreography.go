@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/warmup"
+)
+
+// Event reasons on pods (and on registries for pods already gone).
+const (
+	EventRegistered   = "Registered"
+	EventDeregistered = "Deregistered"
+	EventWarmedUp     = "WarmedUp"
+	EventWarmupFailed = "WarmupFailed"
+)
+
+// syncWarmups starts a warm-up for every pod of the scope that is warming up and cancels
+// those whose pod no longer is. Warm-ups run in the background and never block a reconcile.
+func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
+	name := client.ObjectKeyFromObject(s.reg)
+	jobs := map[types.UID]warmupJob{}
+	for _, p := range s.selected {
+		if p.verdict.State != v1alpha1.EndpointWarmingUp {
+			continue
+		}
+		spec, err := warmupSpec(s.reg, p)
+		if err != nil {
+			continue // reported as NamedPortMissing by selectPods
+		}
+		job := warmupJob{registry: name, pod: client.ObjectKeyFromObject(p.pod), uid: p.pod.UID}
+		reg, pod := s.reg.DeepCopy(), p.pod.DeepCopy()
+		job.run = func(ctx context.Context) bool { return r.warmUp(ctx, reg, pod, spec) }
+		jobs[p.pod.UID] = job
+	}
+	r.warmups.sync(name, jobs)
+}
+
+// warmupSpec turns the registry's warmup into requests against the pod's IP and port.
+func warmupSpec(reg *v1alpha1.ServiceRegistry, p selectedPod) (warmup.Spec, error) {
+	w := reg.Spec.Warmup
+	portName := w.Port
+	if portName == "" && len(reg.Spec.Ports) > 0 {
+		portName = reg.Spec.Ports[0].Name
+	}
+	port, ok := p.endpoint.Ports[portName]
+	if !ok {
+		return warmup.Spec{}, fmt.Errorf("warm-up port %q is not resolved for pod %s", portName, p.pod.Name)
+	}
+	host := net.JoinHostPort(p.pod.Status.PodIP, strconv.Itoa(int(port)))
+	urls := make([]string, len(w.Paths))
+	for i, path := range w.Paths {
+		urls[i] = "http://" + host + path
+	}
+	return warmup.Spec{
+		URLs: urls, Requests: int(max(w.Requests, 1)), Concurrency: int(max(w.Concurrency, 1)),
+		RequestTimeout: durationOr(w.RequestTimeout, 2*time.Second),
+		Timeout:        durationOr(w.Timeout, 30*time.Second),
+		MinDuration:    durationOr(w.MinDuration, 0),
+	}, nil
+}
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
+
+// warmUp runs one pod's warm-up and records the outcome on the pod's gate condition: the
+// reason WarmedUp makes the pod eligible (also after an operator restart); WarmupFailed
+// under onFailure=Block keeps it out of the store.
+func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, spec warmup.Spec) bool {
+	res := r.Warmup.Run(ctx, spec)
+	if ctx.Err() != nil {
+		return false // the pod went away or stopped warming up
+	}
+	reason := v1alpha1.GateWarmedUp
+	msg := fmt.Sprintf("warmed up with %d requests in %s", res.Succeeded, res.Elapsed.Round(time.Millisecond))
+	if res.Err != nil {
+		msg = fmt.Sprintf("warm-up failed after %s (%d succeeded, %d failed): %v", res.Elapsed.Round(time.Millisecond), res.Succeeded, res.Failed, res.Err)
+		reason = v1alpha1.GateWarmupFailed
+		if reg.Spec.Warmup.OnFailure == v1alpha1.WarmupProceed {
+			reason, msg = v1alpha1.GateWarmedUp, msg+"; onFailure=Proceed: registering anyway"
+		}
+		r.Recorder.Eventf(pod, reg, corev1.EventTypeWarning, EventWarmupFailed, "WarmUp", "%s", msg)
+	} else {
+		r.Recorder.Eventf(pod, reg, corev1.EventTypeNormal, EventWarmedUp, "WarmUp", "%s", msg)
+	}
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8},
+		func(ctx context.Context) (bool, error) {
+			return r.setGate(ctx, pod, corev1.ConditionFalse, reason, msg, "") == nil, nil
+		})
+	if err != nil {
+		log.FromContext(ctx).Error(err, "record warm-up outcome", "pod", client.ObjectKeyFromObject(pod))
+		return false
+	}
+	return true
+}
+
+// flipGates writes the gate condition every gated pod of the scope should carry now. It runs
+// after the store write, so a gate turns True only for an endpoint the store acknowledged.
+func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileScope) error {
+	for _, p := range s.selected {
+		rec, stored := s.stored[p.pod.Name]
+		want, ok := eligibility.GateFor(p.pod, p.verdict, stored && rec.UID == string(p.pod.UID))
+		if !ok {
+			continue
+		}
+		msg := fmt.Sprintf("set by registrar: %s", want.Reason)
+		if want.Status == corev1.ConditionTrue {
+			msg = fmt.Sprintf("endpoint %s is in the store (service %s)", rec.Address, s.target.Service)
+		}
+		err := r.setGate(ctx, p.pod, want.Status, want.Reason, msg, p.pod.ResourceVersion)
+		if apierrors.IsConflict(err) {
+			continue // decided on a stale pod; its newer version is on its way to a reconcile
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setGate patches the pod's registrar.dev/ready condition (pods/status, strategic merge on
+// the condition type), guarded by the pod's UID so a recreated pod is never touched, and,
+// when resourceVersion is set, by the version the decision was made on: a reconcile working
+// from a stale cache then fails with a conflict instead of overwriting a newer outcome (a
+// warm-up result written meanwhile).
+func (r *ServiceRegistryReconciler) setGate(ctx context.Context, pod *corev1.Pod, status corev1.ConditionStatus, reason, msg, resourceVersion string) error {
+	guard := map[string]any{"uid": pod.UID}
+	if resourceVersion != "" {
+		guard["resourceVersion"] = resourceVersion
+	}
+	patch := map[string]any{
+		"metadata": guard,
+		"status": map[string]any{"conditions": []corev1.PodCondition{{
+			Type: v1alpha1.ReadinessGate, Status: status, Reason: reason, Message: msg,
+			LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+		}}},
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encode gate patch: %w", err)
+	}
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	if err := r.Status().Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, raw)); err != nil {
+		return fmt.Errorf("set %s=%s (%s) on pod %s/%s: %w", v1alpha1.ReadinessGate, status, reason, pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// recordChanges emits an Event per registered and deregistered endpoint and measures the
+// deregistration lag of pods whose trigger time Kubernetes recorded.
+func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes store.Changes) {
+	now := r.Clock.Now()
+	for _, ep := range changes.Create {
+		if p, ok := s.byName[ep.Pod]; ok {
+			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventRegistered, "Register",
+				"registered %s in service %s", ep.Address, s.target.Service)
+		}
+	}
+	for _, rec := range changes.Delete {
+		p, ok := s.byName[rec.Pod]
+		if !ok {
+			r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister",
+				"deregistered pod %s (%s): PodDeleted", rec.Pod, rec.Address)
+			continue
+		}
+		r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventDeregistered, "Deregister",
+			"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
+		if at, ok := triggerTime(p.pod); ok {
+			r.lags.add(now.Sub(at))
+		}
+	}
+}
+
+// triggerTime is when Kubernetes recorded the change that made a pod ineligible: its
+// deletion request, or the last transition of its ContainersReady condition (API times have
+// one-second resolution, so lags measured this way round up to the next second at worst).
+func triggerTime(pod *corev1.Pod) (time.Time, bool) {
+	if pod.DeletionTimestamp != nil {
+		var grace int64
+		if pod.DeletionGracePeriodSeconds != nil {
+			grace = *pod.DeletionGracePeriodSeconds
+		}
+		return pod.DeletionTimestamp.Add(-time.Duration(grace) * time.Second), true
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.ContainersReady && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// lagWindow keeps the last deregistration lags the operator measured.
+type lagWindow struct {
+	mu   sync.Mutex
+	lags []time.Duration
+	next int
+}
+
+const lagWindowSize = 128
+
+func (w *lagWindow) add(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.lags) < lagWindowSize {
+		w.lags = append(w.lags, d)
+		return
+	}
+	w.lags[w.next] = d
+	w.next = (w.next + 1) % lagWindowSize
+}
+
+// max is the slowest lag in the window.
+func (w *lagWindow) max() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var m time.Duration
+	for _, d := range w.lags {
+		m = max(m, d)
+	}
+	return m
+}

@@ -1,0 +1,109 @@
+package eligibility
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+)
+
+func withGate(p *corev1.Pod) {
+	p.Spec.ReadinessGates = append(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate})
+}
+
+func gate(status corev1.ConditionStatus, reason string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+			Type: v1alpha1.ReadinessGate, Status: status, Reason: reason,
+		})
+	}
+}
+
+func TestClassifyGated(t *testing.T) {
+	tests := []struct {
+		name    string
+		pod     *corev1.Pod
+		warmup  bool
+		state   v1alpha1.EndpointState
+		reason  string
+		eligble bool
+	}{
+		{"ungated pod needs no warm-up", readyPod(), true, v1alpha1.EndpointRegistered, ReasonContainersReady, true},
+		{"gated, no gate condition yet: warming up", readyPod(withGate), true, v1alpha1.EndpointWarmingUp, ReasonWarmingUp, false},
+		{"gated, warming up", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), true, v1alpha1.EndpointWarmingUp, ReasonWarmingUp, false},
+		{"gated, warm-up recorded on the pod", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), true, v1alpha1.EndpointRegistered, ReasonWarmedUp, true},
+		{"gated, gate already True (operator restart): not warmed again", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), true, v1alpha1.EndpointRegistered, ReasonContainersReady, true},
+		{"gated, warm-up failed under Block", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmupFailed)), true, v1alpha1.EndpointPending, ReasonWarmupFailed, false},
+		{"gated, registry without warm-up", readyPod(withGate), false, v1alpha1.EndpointRegistered, ReasonContainersReady, true},
+		{"gated, containers not ready: the container rule decides", readyPod(withGate, condition(corev1.ContainersReady, corev1.ConditionFalse)), true, v1alpha1.EndpointUnready, ReasonContainersNotReady, false},
+		{"gated, terminating", readyPod(withGate, deleting, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), true, v1alpha1.EndpointDraining, ReasonTerminating, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Classify(tc.pod, tc.warmup)
+			if got.State != tc.state || got.Reason != tc.reason || got.Eligible() != tc.eligble {
+				t.Errorf("Classify() = %+v (eligible %v), want %s/%s (eligible %v)", got, got.Eligible(), tc.state, tc.reason, tc.eligble)
+			}
+		})
+	}
+}
+
+func TestGateFor(t *testing.T) {
+	eligible := Verdict{v1alpha1.EndpointRegistered, ReasonWarmedUp}
+	warming := Verdict{v1alpha1.EndpointWarmingUp, ReasonWarmingUp}
+	unready := Verdict{v1alpha1.EndpointUnready, ReasonContainersNotReady}
+	draining := Verdict{v1alpha1.EndpointDraining, ReasonTerminating}
+	tests := []struct {
+		name   string
+		pod    *corev1.Pod
+		v      Verdict
+		stored bool
+		want   *GateWant
+	}{
+		{"ungated pod: never touched", readyPod(), eligible, true, nil},
+		{"eligible and stored: True", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), eligible, true,
+			&GateWant{corev1.ConditionTrue, v1alpha1.GateRegistered}},
+		{"eligible but not in the store yet: unchanged", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), eligible, false, nil},
+		{"already True: no write", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), eligible, true, nil},
+		{"warming without condition: False/WarmingUp", readyPod(withGate), warming, false,
+			&GateWant{corev1.ConditionFalse, v1alpha1.GateWarmingUp}},
+		{"warming, already reported: no write", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), warming, false, nil},
+		{"containers not ready after registration: False so the next start warms again",
+			readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), unready, false,
+			&GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}},
+		{"containers not ready after warm-up: False", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), unready, false,
+			&GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}},
+		{"containers not ready while warming: unchanged", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), unready, false, nil},
+		{"terminating: unchanged", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), draining, false, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := GateFor(tc.pod, tc.v, tc.stored)
+			switch {
+			case tc.want == nil && ok:
+				t.Errorf("GateFor() = %+v, want no change", got)
+			case tc.want != nil && (!ok || got != *tc.want):
+				t.Errorf("GateFor() = %+v, %v; want %+v", got, ok, *tc.want)
+			}
+		})
+	}
+}
+
+func TestDrainUntil(t *testing.T) {
+	deletedAt := time.Date(2026, 1, 1, 12, 0, 30, 0, time.UTC) // deletion requested at 12:00:00 with 30 s grace
+	grace := int64(30)
+	terminating := readyPod(func(p *corev1.Pod) {
+		p.DeletionTimestamp = &metav1.Time{Time: deletedAt}
+		p.DeletionGracePeriodSeconds = &grace
+	})
+	if got := DrainUntil(readyPod(), 15); got != nil {
+		t.Errorf("DrainUntil(not terminating) = %v, want nil", got)
+	}
+	want := time.Date(2026, 1, 1, 12, 0, 15, 0, time.UTC)
+	if got := DrainUntil(terminating, 15); got == nil || !got.Equal(want) {
+		t.Errorf("DrainUntil(15s) = %v, want %v", got, want)
+	}
+}

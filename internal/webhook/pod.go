@@ -1,0 +1,218 @@
+// Package webhook is the pod mutating admission webhook: a thin adapter that finds the
+// ServiceRegistry selecting a new pod and applies internal/injector to it.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/injector"
+)
+
+// Path is where the API server sends pod admission reviews (see config/webhook/manifests.yaml).
+const Path = "/mutate--v1-pod"
+
+// Event reasons recorded on the ServiceRegistry.
+const (
+	// ReasonPreStopKept: a serving container of a new pod already had a preStop hook, which
+	// the webhook left alone; the drain applies only if that hook waits long enough.
+	ReasonPreStopKept = "PreStopKept"
+	// ActionInject is the events.k8s.io action of the webhook's events.
+	ActionInject = "InjectPod"
+)
+
+// Why failurePolicy is Ignore: the webhook sees every pod CREATE in the cluster, so a
+// registrar outage (no ready replica, expired certificate, network policy) must never block
+// pod creation cluster-wide — including the pods that would bring registrar back. The cost:
+// pods created while the webhook is unreachable lack the registrar.dev/ready gate and the
+// preStop sleep, so they are registered on ContainersReady without warm-up and exit without
+// a drain; the operator reports such pods on their ServiceRegistry. For the same reason the
+// handler itself never denies: every error becomes Allowed with a warning.
+//
+// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.registrar.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// PodInjector is the admission.Handler for pod CREATE.
+type PodInjector struct {
+	// Client lists ServiceRegistries (the manager's cached client).
+	Client client.Reader
+	// Decoder decodes the pod in the request.
+	Decoder admission.Decoder
+	// Recorder records Events on ServiceRegistries; nil records none.
+	Recorder events.EventRecorder
+}
+
+var _ admission.Handler = &PodInjector{}
+
+// Register registers the pod webhook on the manager's webhook server at Path, using the
+// manager's client and an events.k8s.io recorder named "registrar".
+func Register(mgr ctrl.Manager) {
+	h := &PodInjector{
+		Client:   mgr.GetClient(),
+		Decoder:  admission.NewDecoder(mgr.GetScheme()),
+		Recorder: mgr.GetEventRecorder("registrar"),
+	}
+	mgr.GetWebhookServer().Register(Path, &crwebhook.Admission{Handler: h})
+}
+
+// Handle injects the readiness gate and preStop drain into a new pod selected by a
+// ServiceRegistry with injection enabled. It always allows the request.
+func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
+	log := logf.FromContext(ctx).WithValues("namespace", req.Namespace, "uid", req.UID)
+	defer func() {
+		// A panic would become a 500 (a denial); allow the pod instead.
+		if r := recover(); r != nil {
+			log.Error(fmt.Errorf("panic: %v", r), "pod webhook panicked; pod admitted unchanged")
+			resp = allowWithWarning(fmt.Sprintf("registrar: internal error (%v); pod admitted without injection", r))
+		}
+	}()
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("registrar: only pod CREATE is mutated")
+	}
+	pod := &corev1.Pod{}
+	if err := h.Decoder.Decode(req, pod); err != nil {
+		log.Error(err, "decoding pod")
+		return allowWithWarning(fmt.Sprintf("registrar: could not decode the pod (%v); admitted without injection", err))
+	}
+	if _, done := pod.Annotations[v1alpha1.AnnotationInjected]; done {
+		return admission.Allowed("registrar: already injected")
+	}
+	ns := req.Namespace // pod.Namespace may be empty at admission
+	if ns == "" {
+		ns = pod.Namespace
+	}
+	podDesc := describePod(pod)
+	log = log.WithValues("pod", podDesc)
+
+	var list v1alpha1.ServiceRegistryList
+	if err := h.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		log.Error(err, "listing ServiceRegistries; pod admitted without injection")
+		return allowWithWarning(fmt.Sprintf("registrar: could not list ServiceRegistries in %s (%v); pod admitted without the %s readiness gate and preStop drain",
+			ns, err, v1alpha1.ReadinessGate))
+	}
+	candidates, skipped := matching(list.Items, pod.Labels)
+	var warnings []string
+	for _, s := range skipped {
+		log.Info("ServiceRegistry skipped", "reason", s)
+	}
+	if len(candidates) == 0 {
+		return admission.Allowed("registrar: no ServiceRegistry with injection enabled selects this pod")
+	}
+	reg := candidates[0]
+	if len(candidates) > 1 {
+		names := make([]string, len(candidates))
+		for i, c := range candidates {
+			names[i] = c.Name
+		}
+		msg := fmt.Sprintf("registrar: pod matches %d ServiceRegistries with injection enabled (%s); used the oldest, %s",
+			len(candidates), strings.Join(names, ", "), reg.Name)
+		warnings = append(warnings, msg)
+		log.Info(msg)
+	}
+
+	res := injector.Inject(pod, reg)
+	if !res.Changed {
+		return admission.Allowed("registrar: nothing to inject")
+	}
+	if len(res.PreStopKept) > 0 {
+		note := fmt.Sprintf("%s: container(s) %s already have a preStop hook; left alone, so the %ds drain applies only if that hook waits as long",
+			podDesc, strings.Join(quote(res.PreStopKept), ", "), res.DrainSeconds)
+		warnings = append(warnings, "registrar: "+note)
+		if h.Recorder != nil && (req.DryRun == nil || !*req.DryRun) {
+			h.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, ReasonPreStopKept, ActionInject, "%s", note)
+		}
+	}
+	log.V(1).Info("injected pod", "serviceRegistry", reg.Name, "changes", res.Changes, "notes", res.Notes)
+
+	mutated, err := json.Marshal(pod)
+	if err != nil {
+		log.Error(err, "encoding the mutated pod")
+		return allowWithWarning(fmt.Sprintf("registrar: could not encode the mutated pod (%v); admitted without injection", err))
+	}
+	resp = admission.PatchResponseFromRaw(req.Object.Raw, mutated)
+	if !resp.Allowed {
+		msg := "unknown error"
+		if resp.Result != nil {
+			msg = resp.Result.Message
+		}
+		log.Error(fmt.Errorf("%s", msg), "computing the JSON patch")
+		return allowWithWarning(fmt.Sprintf("registrar: could not compute the patch (%s); admitted without injection", msg))
+	}
+	resp.Result = &metav1.Status{Message: fmt.Sprintf("registrar: injected for ServiceRegistry %s: %s", reg.Name, strings.Join(res.Changes, "; "))}
+	return resp.WithWarnings(warnings...)
+}
+
+// matching returns the registries with injection enabled whose selector matches podLabels,
+// oldest first (ties broken by name), and a reason for each registry skipped for an invalid
+// selector.
+func matching(regs []v1alpha1.ServiceRegistry, podLabels map[string]string) ([]*v1alpha1.ServiceRegistry, []string) {
+	var out []*v1alpha1.ServiceRegistry
+	var skipped []string
+	set := labels.Set(podLabels)
+	for i := range regs {
+		r := &regs[i]
+		if !injector.Enabled(r) || r.DeletionTimestamp != nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&r.Spec.Selector)
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: invalid selector: %v", r.Name, err))
+			continue
+		}
+		if sel.Empty() { // the CRD rejects empty selectors; never inject every pod
+			continue
+		}
+		if sel.Matches(set) {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ti, tj := out[i].CreationTimestamp, out[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, skipped
+}
+
+// describePod names the pod for messages: at admission a pod created from a template has
+// only a generateName.
+func describePod(pod *corev1.Pod) string {
+	switch {
+	case pod.Name != "":
+		return "pod " + pod.Name
+	case pod.GenerateName != "":
+		return fmt.Sprintf("pod with generateName %q (name not yet assigned at admission)", pod.GenerateName)
+	default:
+		return "unnamed pod"
+	}
+}
+
+func allowWithWarning(msg string) admission.Response {
+	return admission.Allowed(msg).WithWarnings(msg)
+}
+
+func quote(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}

@@ -1,0 +1,170 @@
+package webhook_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
+)
+
+// create submits pod and returns what the API server stored (after admission).
+func create(pod *corev1.Pod) *corev1.Pod {
+	GinkgoHelper()
+	Expect(k8sClient.Create(context.Background(), pod)).To(Succeed())
+	var stored corev1.Pod
+	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), &stored)).To(Succeed())
+	return &stored
+}
+
+func gateCount(p *corev1.Pod) int {
+	n := 0
+	for _, g := range p.Spec.ReadinessGates {
+		if g.ConditionType == v1alpha1.ReadinessGate {
+			n++
+		}
+	}
+	return n
+}
+
+func preStopSleep(c corev1.Container) *int64 {
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
+		return nil
+	}
+	return &c.Lifecycle.PreStop.Sleep.Seconds
+}
+
+// expectUntouched asserts that the stored pod shows no trace of injection.
+func expectUntouched(p *corev1.Pod) {
+	GinkgoHelper()
+	Expect(p.Annotations).NotTo(HaveKey(v1alpha1.AnnotationInjected))
+	Expect(gateCount(p)).To(BeZero())
+	for _, c := range p.Spec.Containers {
+		Expect(c.Lifecycle).To(BeNil(), "container %s", c.Name)
+	}
+	Expect(p.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](30)), "API server default")
+}
+
+var _ = Describe("Pod webhook", func() {
+	labels := map[string]string{"app": "orders"}
+
+	It("injects the gate, the preStop sleep on the serving container, the raised grace period and the annotation", func() {
+		ns := newNamespace()
+		newRegistry(ns, "orders", labels, 20, true)
+
+		p := newPod(ns, "orders-", labels, container("sidecar", 15000), container("app", 8080))
+		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](40)
+		got := create(p)
+
+		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "20"))
+		Expect(gateCount(got)).To(Equal(1))
+		Expect(preStopSleep(got.Spec.Containers[1])).To(Equal(ptr.To[int64](20)), "serving container app")
+		Expect(got.Spec.Containers[0].Lifecycle).To(BeNil(), "sidecar does not serve port 8080")
+		Expect(got.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](60)), "40s budget + 20s drain")
+	})
+
+	It("raises an unset grace period from the default 30s", func() {
+		ns := newNamespace()
+		newRegistry(ns, "orders", labels, 15, true)
+
+		got := create(newPod(ns, "orders-", labels, container("app", 8080)))
+		Expect(preStopSleep(got.Spec.Containers[0])).To(Equal(ptr.To[int64](15)))
+		Expect(got.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](45)))
+		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "15"))
+	})
+
+	It("leaves pods alone that no injecting registry selects", func() {
+		ns := newNamespace()
+		newRegistry(ns, "orders", labels, 15, true)
+		newRegistry(ns, "quiet", map[string]string{"app": "quiet"}, 15, false)
+		other := newNamespace()
+
+		By("other labels")
+		expectUntouched(create(newPod(ns, "billing-", map[string]string{"app": "billing"}, container("app", 8080))))
+		By("a registry with injection disabled")
+		expectUntouched(create(newPod(ns, "quiet-", map[string]string{"app": "quiet"}, container("app", 8080))))
+		By("matching labels in another namespace")
+		expectUntouched(create(newPod(other, "orders-", labels, container("app", 8080))))
+	})
+
+	It("returns an already injected pod unchanged", func() {
+		ns := newNamespace()
+		newRegistry(ns, "orders", labels, 15, true)
+		first := create(newPod(ns, "orders-", labels, container("app", 8080)))
+		Expect(first.Annotations).To(HaveKey(v1alpha1.AnnotationInjected))
+
+		// Submit the output of the first injection again, as a new pod.
+		again := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, GenerateName: "orders-again-",
+				Labels: first.Labels, Annotations: first.Annotations,
+			},
+			Spec: *first.Spec.DeepCopy(),
+		}
+		submitted := again.DeepCopy()
+		second := create(again)
+
+		Expect(second.Annotations).To(Equal(first.Annotations))
+		Expect(equality.Semantic.DeepEqual(second.Spec, first.Spec)).To(BeTrue(),
+			"spec changed on resubmission:\nfirst:  %+v\nsecond: %+v", first.Spec, second.Spec)
+		Expect(equality.Semantic.DeepEqual(second.Spec, submitted.Spec)).To(BeTrue(), "the webhook modified an injected pod")
+		Expect(gateCount(second)).To(Equal(1))
+		Expect(second.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](45)), "not raised twice")
+	})
+
+	It("leaves an existing preStop alone and records an Event on the ServiceRegistry", func() {
+		ns := newNamespace()
+		reg := newRegistry(ns, "orders", labels, 15, true)
+
+		app := container("app", 8080)
+		app.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			Exec: &corev1.ExecAction{Command: []string{"/bin/graceful-stop"}},
+		}}
+		want := app.Lifecycle.DeepCopy()
+		got := create(newPod(ns, "orders-", labels, app))
+
+		Expect(got.Spec.Containers[0].Lifecycle).To(Equal(want), "existing preStop replaced")
+		Expect(gateCount(got)).To(Equal(1), "the gate is still added")
+		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "15"))
+		Expect(got.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](30)), "no sleep added, so the budget is unchanged")
+
+		Eventually(func(g Gomega) {
+			var list eventsv1.EventList
+			g.Expect(k8sClient.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+			var found []eventsv1.Event
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "ServiceRegistry" && e.Regarding.Name == reg.Name && e.Reason == podwebhook.ReasonPreStopKept {
+					found = append(found, e)
+				}
+			}
+			g.Expect(found).To(HaveLen(1))
+			e := found[0]
+			g.Expect(e.Type).To(Equal(corev1.EventTypeWarning))
+			g.Expect(e.Action).To(Equal(podwebhook.ActionInject))
+			g.Expect(e.Regarding.UID).To(Equal(reg.UID))
+			g.Expect(e.Note).To(ContainSubstring(`generateName "orders-"`))
+			g.Expect(e.Note).To(ContainSubstring(`"app"`))
+			g.Expect(e.Note).To(ContainSubstring("15s drain"))
+		}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+	})
+
+	It("adds the gate but no preStop when drain is 0", func() {
+		ns := newNamespace()
+		newRegistry(ns, "orders", labels, 0, true)
+
+		got := create(newPod(ns, "orders-", labels, container("app", 8080)))
+		Expect(gateCount(got)).To(Equal(1))
+		Expect(got.Spec.Containers[0].Lifecycle).To(BeNil())
+		Expect(got.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](30)))
+		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "0"))
+	})
+})
