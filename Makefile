@@ -56,7 +56,7 @@ $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd:
 .PHONY: test
 test: verify-generated vet envtest-assets ## Run unit and envtest suites against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
-		go test ./... -race -timeout $(TEST_TIMEOUT) -coverprofile cover.out
+		go test ./... -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
 
 ##@ Build
 .PHONY: build

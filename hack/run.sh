@@ -29,6 +29,33 @@ else
   [[ -f "$KUBECONFIG" ]] || { echo "local control plane not ready after 60s" >&2; exit 1; }
 fi
 
+# The pod webhook: on the local control plane the API server reaches the operator on
+# 127.0.0.1, with a self-signed certificate the operator generates in bin/local/certs.
+webhook_args=()
+if [[ -n "${cp_pid:-}" ]]; then
+  certs="$ROOT/bin/local/certs"
+  webhook_args=(--webhook-cert-dir="$certs" --webhook-self-signed-hosts=127.0.0.1,localhost)
+  (
+    for _ in $(seq 1 120); do [[ -s "$certs/ca.crt" ]] && break; sleep 0.5; done
+    kubectl apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: registrar-local}
+webhooks:
+- name: mpod.registrar.dev
+  clientConfig:
+    url: https://127.0.0.1:9443/mutate--v1-pod
+    caBundle: $(base64 -w0 "$certs/ca.crt")
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  failurePolicy: Ignore
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  reinvocationPolicy: IfNeeded
+YAML
+    echo "registrar: pod webhook registered (https://127.0.0.1:9443/mutate--v1-pod)"
+  ) &
+fi
+
 cat <<MSG
 registrar: try it from another shell:
   export KUBECONFIG=$KUBECONFIG
@@ -36,4 +63,4 @@ registrar: try it from another shell:
   kubectl get serviceregistries
 MSG
 bin/registrar --leader-elect=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081 \
-  --store-data-dir="$ROOT/bin/local/registrar-data" "$@"
+  --store-data-dir="$ROOT/bin/local/registrar-data" "${webhook_args[@]}" "$@"

@@ -102,6 +102,9 @@ func Spec(d *appsv1.Deployment) Result {
 			Ports:       ports,
 			Warmup:      warmup,
 			Drain:       drain,
+			// Annotating a Deployment opts its pods into the whole choreography: the webhook
+			// gives new pods the readiness gate and the preStop drain.
+			Injection: &v1alpha1.InjectionSpec{Enabled: true},
 		}
 	}
 	return res
@@ -109,6 +112,7 @@ func Spec(d *appsv1.Deployment) Result {
 
 // Defaulted returns a copy of spec with the defaults the ServiceRegistry CRD applies filled
 // in, so that a spec read back from the API server compares equal to what was written.
+// drain.seconds needs none: Go clients always send it, so the CRD default never applies.
 func Defaulted(spec v1alpha1.ServiceRegistrySpec) v1alpha1.ServiceRegistrySpec {
 	out := *spec.DeepCopy()
 	if w := out.Warmup; w != nil {
@@ -127,9 +131,6 @@ func Defaulted(spec v1alpha1.ServiceRegistrySpec) v1alpha1.ServiceRegistrySpec {
 		if w.OnFailure == "" {
 			w.OnFailure = v1alpha1.WarmupBlock
 		}
-	}
-	if d := out.Drain; d != nil && d.Seconds == 0 {
-		d.Seconds = 15
 	}
 	return out
 }
@@ -250,12 +251,6 @@ func (p *parser) drain() *v1alpha1.DrainSpec {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > MaxDrainSeconds {
 		p.problem(v1alpha1.AnnotationDrainSeconds, "%s is not an integer between 0 and %d", quote(v), MaxDrainSeconds)
-		return nil
-	}
-	if n == 0 {
-		// DrainSpec.Seconds is an omitempty int32 defaulted to 15 by the CRD: 0 cannot be
-		// stored, and writing it would silently become 15.
-		p.problem(v1alpha1.AnnotationDrainSeconds, "\"0\" cannot be applied: a ServiceRegistry's drain.seconds of 0 is replaced by its default (15); use a value between 1 and %d", MaxDrainSeconds)
 		return nil
 	}
 	return &v1alpha1.DrainSpec{Seconds: int32(n)}

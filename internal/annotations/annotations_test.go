@@ -33,7 +33,7 @@ func with(kv ...string) map[string]string {
 }
 
 func spec(mutate ...func(*v1alpha1.ServiceRegistrySpec)) v1alpha1.ServiceRegistrySpec {
-	s := v1alpha1.ServiceRegistrySpec{ServiceName: "web", Selector: selector}
+	s := v1alpha1.ServiceRegistrySpec{ServiceName: "web", Selector: selector, Injection: &v1alpha1.InjectionSpec{Enabled: true}}
 	for _, m := range mutate {
 		m(&s)
 	}
@@ -147,8 +147,7 @@ func TestSpec(t *testing.T) {
 			problems: []string{`registrar.dev/drain-seconds: "3601" is not an integer between 0 and 3600`}},
 		{name: "drain with a unit", ann: with(drainAnn, "30s"), want: spec(),
 			problems: []string{`registrar.dev/drain-seconds: "30s" is not an integer`}},
-		{name: "drain 0 cannot be stored", ann: with(drainAnn, "0"), want: spec(),
-			problems: []string{`registrar.dev/drain-seconds: "0" cannot be applied`}},
+		{name: "drain 0", ann: with(drainAnn, "0"), want: spec(drain(0))},
 
 		// several problems at once: every valid part still applies
 		{name: "bad parts do not cost the good ones", ann: with(port, "8080", paths, "/a", requests, "x", drainAnn, "abc"),
@@ -253,17 +252,18 @@ func TestMessage(t *testing.T) {
 
 func TestDefaulted(t *testing.T) {
 	in := spec(numeric(8080), warm(0, "/a"), drain(0))
+	// drain.seconds 0 is a value (no drain), not a field left for the CRD to default.
 	got := Defaulted(in)
 	want := spec(numeric(8080), func(s *v1alpha1.ServiceRegistrySpec) {
 		s.Warmup = &v1alpha1.WarmupSpec{Paths: []string{"/a"}, Requests: 10, Concurrency: 2,
 			Timeout: &metav1.Duration{Duration: 30 * time.Second}, RequestTimeout: &metav1.Duration{Duration: 2 * time.Second},
 			OnFailure: v1alpha1.WarmupBlock}
-		s.Drain = &v1alpha1.DrainSpec{Seconds: 15}
+		s.Drain = &v1alpha1.DrainSpec{Seconds: 0}
 	})
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Defaulted:\n got %+v\nwant %+v", got, want)
 	}
-	if in.Warmup.Requests != 0 || in.Drain.Seconds != 0 {
+	if in.Warmup.Requests != 0 {
 		t.Error("Defaulted changed its argument")
 	}
 	set := spec(warm(7, "/a"), drain(3))

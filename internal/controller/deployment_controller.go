@@ -250,11 +250,11 @@ func truncate(s string, n int) string {
 		return s
 	}
 	const ellipsis = "…"
-	s = s[:n-len(ellipsis)]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
 	}
-	return s + ellipsis
+	return s[:cut] + ellipsis
 }
 
 // warnings is the last Warning emitted per Deployment, where nothing else records it.

@@ -137,12 +137,12 @@ var _ = Describe("Deployment", func() {
 			g.Expect(evs[0].Series).To(BeNil(), "the Warning was emitted again")
 		}).WithTimeout(time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 
-		By("clearing the error once the annotation is fixed")
-		annotateDeployment(dep, map[string]*string{v1alpha1.AnnotationDrainSeconds: ptr.To("20")})
+		By("clearing the error once the annotation is fixed (0: no drain, not the default)")
+		annotateDeployment(dep, map[string]*string{v1alpha1.AnnotationDrainSeconds: ptr.To("0")})
 		Eventually(func(g Gomega) {
 			fixed := getRegistry(reg)
 			g.Expect(fixed.Annotations).NotTo(HaveKey(v1alpha1.AnnotationConfigError))
-			g.Expect(fixed.Spec.Drain).To(Equal(&v1alpha1.DrainSpec{Seconds: 20}))
+			g.Expect(fixed.Spec.Drain).To(Equal(&v1alpha1.DrainSpec{Seconds: 0}))
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	})
 
@@ -209,7 +209,7 @@ var _ = Describe("Deployment", func() {
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "defaults"}},
 			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](80)}},
 			Warmup:   &v1alpha1.WarmupSpec{Paths: []string{"/"}},
-			Drain:    &v1alpha1.DrainSpec{Seconds: 1},
+			Drain:    &v1alpha1.DrainSpec{Seconds: 0}, // an explicit 0 is kept, not defaulted
 		}
 		reg := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "defaults"}, Spec: spec}
 		Expect(k8sClient.Create(ctx, reg)).To(Succeed())

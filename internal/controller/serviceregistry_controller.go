@@ -317,6 +317,14 @@ func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcil
 		return nil
 	}
 	r.emitConditionEvents(s)
+	if len(s.original.Status.Conditions) == 0 {
+		// First write: a merge patch would leave out the zero counts (unchanged from the
+		// zero-valued original), and the printer columns would show nothing.
+		if err := r.Status().Update(ctx, s.reg); err != nil {
+			return fmt.Errorf("write first status of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
+		}
+		return nil
+	}
 	if err := r.Status().Patch(ctx, s.reg, client.MergeFrom(s.original)); err != nil {
 		return fmt.Errorf("patch status of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
 	}

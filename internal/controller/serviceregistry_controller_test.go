@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -63,6 +64,20 @@ var _ = Describe("ServiceRegistry", func() {
 		Eventually(condition(reg, v1alpha1.ConditionReady)).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
 		Eventually(condition(reg, v1alpha1.ConditionStoreSynced)).Should(haveCondition(metav1.ConditionTrue, "Synced"))
 		Expect(getRegistry(reg).Finalizers).To(ContainElement(controller.Finalizer))
+	})
+
+	It("reports zero counts explicitly, so printer columns show them", func() {
+		Eventually(func(g Gomega) {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ServiceRegistry"))
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(reg), u)).To(Succeed())
+			for _, field := range []string{"registered", "desired"} {
+				n, found, err := unstructured.NestedInt64(u.Object, "status", field)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(found).To(BeTrue(), "status.%s missing", field)
+				g.Expect(n).To(BeZero())
+			}
+		}).WithTimeout(timeout).Should(Succeed())
 	})
 
 	It("does not register pods before they are running, addressed and ready", func() {
