@@ -82,5 +82,5 @@ $(GINKGO):
 
 ##@ Measurements
 .PHONY: measure-lag
-measure-lag: envtest-assets ## Deregistration lag per trigger, from the envtest suite (3 runs).
+measure-lag: envtest-assets ## Deregistration and warm-up timings from the envtest suite (3 runs).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd hack/measure-lag.sh 3
