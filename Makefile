@@ -6,10 +6,15 @@ IMG ?= registrar:latest
 KUBE_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.7.3
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
+KUSTOMIZE_VERSION ?= v5.8.1
 GINKGO_VERSION ?= v2.34.0
 
 LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+# The kustomize overlay build-installer and deploy use: config/default needs cert-manager;
+# config/default-selfsigned does not (one replica, self-signed webhook certificate).
+INSTALL_OVERLAY ?= config/default
 GINKGO ?= $(LOCALBIN)/ginkgo-$(GINKGO_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)-etcd$(ETCD_VERSION)
 TEST_TIMEOUT ?= 20m
@@ -67,6 +72,23 @@ build: ## Build the manager binary.
 run: envtest-assets ## Run the operator against $$KUBECONFIG, or a local control plane when none is reachable.
 	ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/run.sh
 
+.PHONY: build-installer
+build-installer: manifests $(KUSTOMIZE) ## Write dist/install.yaml (INSTALL_OVERLAY, image IMG).
+	mkdir -p dist
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build $(INSTALL_OVERLAY) > dist/install.yaml
+	cd config/manager && $(KUSTOMIZE) edit set image controller=registrar:latest
+
+.PHONY: deploy
+deploy: manifests $(KUSTOMIZE) ## Install into the cluster in $$KUBECONFIG (INSTALL_OVERLAY, image IMG).
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build $(INSTALL_OVERLAY) | kubectl apply -f -
+	cd config/manager && $(KUSTOMIZE) edit set image controller=registrar:latest
+
+.PHONY: undeploy
+undeploy: $(KUSTOMIZE) ## Remove what deploy installed.
+	$(KUSTOMIZE) build $(INSTALL_OVERLAY) | kubectl delete --ignore-not-found -f -
+
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
 	docker build -t $(IMG) .
@@ -75,6 +97,10 @@ docker-build: ## Build the container image (needs a Docker engine).
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv $(LOCALBIN)/controller-gen $@
+
+$(KUSTOMIZE):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(LOCALBIN)/kustomize $@
 
 $(GINKGO):
 	GOBIN=$(LOCALBIN) go install github.com/onsi/ginkgo/v2/ginkgo@$(GINKGO_VERSION)

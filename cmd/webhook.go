@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/registrar-dev/registrar/internal/certs"
@@ -21,12 +27,14 @@ type webhookConfig struct {
 	port            int
 	certDir         string
 	selfSignedHosts string
+	caInjectName    string
 }
 
 func bindWebhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.BoolVar(&c.enabled, "enable-webhook", true, "Serve the pod mutating webhook (readiness gate and preStop drain injection).")
 	fs.IntVar(&c.port, "webhook-port", 9443, "Port the webhook server listens on.")
 	fs.StringVar(&c.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook's tls.crt and tls.key (a mounted cert-manager Secret in a cluster).")
+	fs.StringVar(&c.caInjectName, "webhook-ca-inject", "", "Name of a MutatingWebhookConfiguration whose caBundle the manager sets to its self-signed CA (installs without cert-manager; one replica).")
 	fs.StringVar(&c.selfSignedHosts, "webhook-self-signed-hosts", "", "Comma-separated DNS names and IPs; when set and --webhook-cert-dir has no usable certificate, generate a self-signed CA (ca.crt) and serving certificate there (for local runs).")
 }
 
@@ -54,6 +62,11 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig) error {
 		}
 		log.Info("self-signed webhook certificate ready", "dir", c.certDir, "hosts", hosts, "generated", generated,
 			"caBundle", filepath.Join(c.certDir, certs.CAFile))
+		if c.caInjectName != "" {
+			if err := mgr.Add(caInjector(mgr, c)); err != nil {
+				return fmt.Errorf("add caBundle injector: %w", err)
+			}
+		}
 	}
 	for _, f := range []string{certs.CertFile, certs.KeyFile} {
 		if _, err := os.Stat(filepath.Join(c.certDir, f)); errors.Is(err, fs.ErrNotExist) {
@@ -72,3 +85,35 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig) error {
 	log.Info("pod webhook registered", "path", podwebhook.Path, "port", c.port, "certDir", c.certDir)
 	return nil
 }
+
+// caInjector writes the self-signed CA into the webhook configuration when the manager
+// starts, retrying with backoff until it succeeds (the configuration may be applied after
+// the manager). It runs on every replica, not only the leader: the webhook is served by all.
+func caInjector(mgr ctrl.Manager, c webhookConfig) manager.Runnable {
+	return nonLeader(func(ctx context.Context) error {
+		ca, err := os.ReadFile(filepath.Join(c.certDir, certs.CAFile))
+		if err != nil {
+			return fmt.Errorf("read webhook CA: %w", err)
+		}
+		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: time.Minute}
+		_ = wait.ExponentialBackoffWithContext(ctx, backoff, // ends only when it succeeded or the manager stops
+			func(ctx context.Context) (bool, error) {
+				err := podwebhook.InjectCABundle(ctx, mgr.GetAPIReader(), mgr.GetClient(), c.caInjectName, ca)
+				if err != nil {
+					setupLog.Info("webhook caBundle not set yet; retrying", "configuration", c.caInjectName, "error", err.Error())
+					return false, nil
+				}
+				setupLog.Info("webhook caBundle set", "configuration", c.caInjectName)
+				return true, nil
+			})
+		return nil
+	})
+}
+
+// nonLeader is a manager Runnable that runs on every replica.
+type nonLeader func(ctx context.Context) error
+
+func (f nonLeader) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection is false: every replica serves the webhook.
+func (nonLeader) NeedLeaderElection() bool { return false }

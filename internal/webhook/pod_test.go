@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -166,5 +167,35 @@ var _ = Describe("Pod webhook", func() {
 		Expect(got.Spec.Containers[0].Lifecycle).To(BeNil())
 		Expect(got.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](30)))
 		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "0"))
+	})
+})
+
+var _ = Describe("InjectCABundle", func() {
+	It("writes the CA into every webhook of the configuration, once", func() {
+		ctx := context.Background()
+		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "cabundle-test-"},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name:                    "mpod.registrar.dev",
+				ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/never")},
+				SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+				AdmissionReviewVersions: []string{"v1"},
+				FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+				ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"never": "matches"}},
+			}},
+		}
+		Expect(k8sClient.Create(ctx, cfg)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(context.Background(), cfg)).To(Succeed()) })
+
+		ca := []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+		Expect(podwebhook.InjectCABundle(ctx, k8sClient, k8sClient, cfg.Name, ca)).To(Succeed())
+		got := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), got)).To(Succeed())
+		Expect(got.Webhooks[0].ClientConfig.CABundle).To(Equal(ca))
+
+		rv := got.ResourceVersion
+		Expect(podwebhook.InjectCABundle(ctx, k8sClient, k8sClient, cfg.Name, ca)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), got)).To(Succeed())
+		Expect(got.ResourceVersion).To(Equal(rv), "an unchanged caBundle was written again")
 	})
 })
