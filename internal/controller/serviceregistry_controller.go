@@ -275,6 +275,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	}
 	name := client.ObjectKeyFromObject(reg)
 	r.known.forget(name)
+	r.warmups.sync(name, nil)
 	scopes := []store.Scope{scopeOf(reg)}
 	if old := reg.Status.ServiceName; old != "" && old != scopes[0].Service {
 		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace})

@@ -39,8 +39,13 @@ func Binary() (string, error) {
 	return "", fmt.Errorf("no etcd binary: set ETCD_BIN or KUBEBUILDER_ASSETS (make test does, after hack/envtest-assets.sh)")
 }
 
-// Start launches etcd with a fresh data directory under dir and waits until it serves.
-func Start(dir string) (*Server, error) {
+// Start launches etcd on 127.0.0.1 with a fresh data directory under dir and waits until it
+// serves.
+func Start(dir string) (*Server, error) { return StartOn(dir, "127.0.0.1") }
+
+// StartOn is Start with the client URL on host (an IP of this machine), e.g. a bridge
+// address that pods can reach too.
+func StartOn(dir, host string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -52,7 +57,7 @@ func Start(dir string) (*Server, error) {
 	s := &Server{
 		bin:       bin,
 		dataDir:   filepath.Join(dir, "etcd-data"),
-		clientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		clientURL: fmt.Sprintf("http://%s:%d", host, ports[0]),
 		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 	}
 	return s, s.Resume()
