@@ -1,0 +1,247 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+)
+
+const (
+	demoImage = "registrar.dev/demoapp:local"
+	demoPort  = 8080
+	replicas  = 3
+	loadRPS   = 50
+)
+
+var _ = Describe("Annotated Deployment on a real kubelet", Ordered, func() {
+	It("injects the gate and preStop, warms pods up before Ready, and registers them before the gate flips", func() {
+		ctx := context.Background()
+		ns := newNamespace(ctx)
+		d := demoDeployment(ns, "demo", registrarAnnotations("demo"), nil)
+		Expect(k8s.Create(ctx, d)).To(Succeed())
+		waitRolledOut(ctx, d)
+
+		pods := podsOf(ctx, d)
+		Expect(pods).To(HaveLen(replicas))
+		for _, p := range pods {
+			Expect(p.Spec.ReadinessGates).To(ContainElement(corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate}))
+			Expect(p.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds).To(Equal(int64(5)))
+			st := demoStats(p.Status.PodIP)
+			Expect(st.WarmupHits).To(BeNumerically(">=", 5), "pod %s Ready after %d warm-up requests", p.Name, st.WarmupHits)
+			resp, err := storeClient.Get(ctx, fmt.Sprintf("/registrar/services/demo/%s/%s", ns, p.Name))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(resp.Kvs).To(HaveLen(1), "pod %s Ready but not in the store", p.Name)
+		}
+	})
+})
+
+// setup is one way of running the demo service, for the rolling-update comparison.
+type setup struct {
+	name    string
+	deploy  func(ns string) *appsv1.Deployment
+	targets func(ctx context.Context, ns string) *targetSet
+	settle  time.Duration // load kept on after the rollout, to catch late failures
+}
+
+var setups = []setup{
+	{
+		name: "registrar (gate + warm-up + deregister-then-drain)",
+		deploy: func(ns string) *appsv1.Deployment {
+			return demoDeployment(ns, "demo", registrarAnnotations("demo"), nil)
+		},
+		targets: func(ctx context.Context, ns string) *targetSet {
+			return watchStore(ctx, "/registrar/services/demo/"+ns+"/", registrarAddress)
+		},
+		settle: 10 * time.Second,
+	},
+	{
+		name: "plain readiness probe, callers follow EndpointSlices",
+		deploy: func(ns string) *appsv1.Deployment {
+			return demoDeployment(ns, "demo", nil, nil)
+		},
+		targets: func(ctx context.Context, ns string) *targetSet {
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+				Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "demo"},
+					Ports: []corev1.ServicePort{{Port: demoPort, TargetPort: intstr.FromInt32(demoPort)}}},
+			}
+			Expect(k8s.Create(ctx, svc)).To(Succeed())
+			return watchEndpointSlices(ctx, ns, "demo", demoPort)
+		},
+		settle: 10 * time.Second,
+	},
+	{
+		name: "self-registration with a TTL lease (15 s, keepalive 5 s)",
+		deploy: func(ns string) *appsv1.Deployment {
+			return demoDeployment(ns, "demo", nil, []string{
+				"--self-register-etcd=" + storeServer.Endpoint(),
+				"--self-register-prefix=/ttl/services/" + ns,
+				"--self-register-ttl=15s", "--self-register-keepalive=5s",
+			})
+		},
+		targets: func(ctx context.Context, ns string) *targetSet {
+			return watchStore(ctx, "/ttl/services/"+ns+"/", selfRegisteredAddress)
+		},
+		settle: 20 * time.Second, // until the last lease of a replaced pod has lapsed
+	},
+}
+
+var _ = Describe("Rolling update under load", Ordered, func() {
+	results := map[string]*load{}
+
+	for _, s := range setups {
+		It("rolls every replica: "+s.name, func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ns := newNamespace(ctx)
+			d := s.deploy(ns)
+			targets := s.targets(ctx, ns)
+			Expect(k8s.Create(ctx, d)).To(Succeed())
+			waitRolledOut(ctx, d)
+			Eventually(targets.list).Should(HaveLen(replicas), "the caller never saw every replica")
+
+			l, stop := startLoad(ctx, targets, loadRPS)
+			time.Sleep(3 * time.Second) // steady load before the rollout: measurement, not synchronisation
+			restartRollout(ctx, d)
+			waitRolledOut(ctx, d)
+			time.Sleep(s.settle) // keep measuring while old endpoints age out of the caller's view
+			stop()
+			results[s.name] = l
+			AddReportEntry(s.name, l.String())
+			fmt.Fprintf(GinkgoWriter, "%s: %s\n", s.name, l)
+		})
+	}
+
+	It("has zero failed requests and zero requests after SIGTERM with registrar", func() {
+		var b strings.Builder
+		fmt.Fprintf(&b, "\n| setup | requests | failed | reached a pod after its SIGTERM |\n|---|---|---|---|\n")
+		for _, s := range setups {
+			if l := results[s.name]; l != nil {
+				fmt.Fprintf(&b, "| %s | %d | %d | %d |\n", s.name, l.ok.Load()+l.failed.Load(), l.failed.Load(), l.afterSigterm.Load())
+			}
+		}
+		AddReportEntry("rolling update table", b.String())
+		fmt.Fprint(GinkgoWriter, b.String())
+		reg := results[setups[0].name]
+		Expect(reg).NotTo(BeNil())
+		Expect(reg.failed.Load()).To(BeZero(), reg.String())
+		Expect(reg.afterSigterm.Load()).To(BeZero(), reg.String())
+	})
+})
+
+func registrarAnnotations(service string) map[string]string {
+	return map[string]string{
+		v1alpha1.AnnotationService:        service,
+		v1alpha1.AnnotationPort:           fmt.Sprint(demoPort),
+		v1alpha1.AnnotationWarmupPaths:    "/warmup",
+		v1alpha1.AnnotationWarmupRequests: "5",
+		v1alpha1.AnnotationDrainSeconds:   "5",
+	}
+}
+
+// demoDeployment runs the demo app: readiness probe on /ready, rolling one surge pod at a
+// time, SIGTERM ends it at once (no app-side grace), as many services do.
+func demoDeployment(ns, name string, annotations map[string]string, extraArgs []string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To[int64](10),
+					Containers: []corev1.Container{{
+						Name: "app", Image: demoImage, ImagePullPolicy: corev1.PullNever,
+						Args:  append([]string{fmt.Sprintf("--listen=:%d", demoPort)}, extraArgs...),
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: demoPort}},
+						Env: []corev1.EnvVar{
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+						},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(demoPort)}},
+							PeriodSeconds: 1, FailureThreshold: 1,
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+func newNamespace(ctx context.Context) string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	Eventually(func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
+	}).Should(Succeed(), "no default ServiceAccount in %s", ns.Name)
+	DeferCleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// waitRolledOut waits until every replica runs the latest template, is available, and no
+// old pod is left (terminating pods included).
+func waitRolledOut(ctx context.Context, d *appsv1.Deployment) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		cur := &appsv1.Deployment{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
+		g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		g.Expect(cur.Status.UpdatedReplicas).To(Equal(int32(replicas)))
+		g.Expect(cur.Status.AvailableReplicas).To(Equal(int32(replicas)))
+		g.Expect(cur.Status.Replicas).To(Equal(int32(replicas)))
+		var pods corev1.PodList
+		g.Expect(k8s.List(ctx, &pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels))).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(replicas))
+	}).WithTimeout(3*time.Minute).Should(Succeed(), "deployment %s did not roll out", d.Name)
+}
+
+func restartRollout(ctx context.Context, d *appsv1.Deployment) {
+	GinkgoHelper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"e2e.registrar.dev/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	Expect(k8s.Patch(ctx, d, client.RawPatch("application/strategic-merge-patch+json", []byte(patch)))).To(Succeed())
+}
+
+func podsOf(ctx context.Context, d *appsv1.Deployment) []corev1.Pod {
+	GinkgoHelper()
+	var pods corev1.PodList
+	Expect(k8s.List(ctx, &pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels))).To(Succeed())
+	return pods.Items
+}
+
+type stats struct {
+	WarmupHits int `json:"warmup_hits"`
+	Requests   int `json:"requests"`
+}
+
+func demoStats(ip string) stats {
+	GinkgoHelper()
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(fmt.Sprintf("http://%s:%d/stats", ip, demoPort))
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	var st stats
+	Expect(json.NewDecoder(resp.Body).Decode(&st)).To(Succeed())
+	return st
+}

@@ -1,0 +1,81 @@
+//go:build e2e
+
+// Package e2e runs registrar on a real single-node cluster (hack/cluster: kubelet,
+// containerd, the control plane built from source) and proves the choreography with
+// requests. Run it with `make test-e2e`.
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/test/etcdtest"
+)
+
+// Settings from the environment (make test-e2e sets them from the cluster harness).
+var (
+	kubeconfigPath = envOr("E2E_KUBECONFIG", "../../bin/cluster/admin.kubeconfig")
+	nodeIP         = envOr("E2E_NODE_IP", "10.88.77.1")
+	installYAML    = envOr("E2E_INSTALL", "../../dist/install.yaml")
+)
+
+var (
+	restCfg     *rest.Config
+	scheme      = runtime.NewScheme()
+	k8s         client.WithWatch
+	storeServer *etcdtest.Server
+	storeClient *clientv3.Client
+)
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(2 * time.Minute)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	RunSpecs(t, "registrar end-to-end (real kubelet)")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	var err error
+	restCfg, err = clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	Expect(err).NotTo(HaveOccurred(), "no cluster: run `make cluster-up` (or `make test-e2e`, which does)")
+	k8s, err = client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	// The store: a real etcd on the pod bridge, reachable from pods and from callers here.
+	dir, err := os.MkdirTemp("", "registrar-e2e-store-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	storeServer, err = etcdtest.StartOn(dir, nodeIP)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(storeServer.Stop)
+	storeClient, err = storeServer.Client()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(storeClient.Close)
+
+	installRegistrar(context.Background(), filepath.Clean(installYAML))
+})
