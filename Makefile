@@ -110,3 +110,51 @@ $(GINKGO):
 .PHONY: measure-lag
 measure-lag: envtest-assets ## Deregistration and warm-up timings from the envtest suite (3 runs).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd hack/measure-lag.sh 3
+
+##@ Images
+IMAGES_DIR ?= $(LOCALBIN)/images
+IMAGE_GO_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w"
+
+.PHONY: images
+images: ## Static binaries and image tars bin/images/{registrar,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
+	mkdir -p $(IMAGES_DIR)
+	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/registrar-linux-amd64 ./cmd
+	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/pause-linux-amd64 ./test/e2e/pause
+	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/demoapp-linux-amd64 ./test/e2e/demoapp
+	go build -o $(LOCALBIN)/imagetool ./hack/imagetool
+	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/registrar-linux-amd64 -name registrar.dev/registrar:local \
+		-entrypoint /registrar -user 65532 -out $(IMAGES_DIR)/registrar.tar
+	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/pause-linux-amd64 -name registrar.dev/pause:local \
+		-entrypoint /pause -out $(IMAGES_DIR)/pause.tar
+	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/demoapp-linux-amd64 -name registrar.dev/demoapp:local \
+		-entrypoint /demoapp -user 65532 -out $(IMAGES_DIR)/demoapp.tar
+	@ls -l $(IMAGES_DIR)
+
+##@ Cluster (single-node Kubernetes on this machine; see hack/cluster/README.md)
+CLUSTER_BINARIES := kube-controller-manager kube-scheduler kubelet
+
+.PHONY: cluster-binaries
+cluster-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet into bin/k8s/.
+	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) \
+		KUBE_EXTRA_BINARIES="$(CLUSTER_BINARIES)" hack/envtest-assets.sh
+
+.PHONY: cluster-up
+cluster-up: ## Start the cluster (builds missing binaries; state in bin/cluster). hack/cluster/up.sh exits 2 where it cannot run.
+	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) CLUSTER_ASSETS=$(ENVTEST_ASSETS) hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the cluster and remove its processes, mounts, network and state (KEEP_STATE=1 keeps bin/cluster).
+	hack/cluster/down.sh
+
+##@ End-to-end (real kubelet)
+E2E_TIMEOUT ?= 40m
+E2E_ARGS ?=
+
+.PHONY: test-e2e
+test-e2e: images cluster-up ## Install registrar on the real single-node cluster and run the e2e suite, then tear the cluster down (KEEP_CLUSTER=1 keeps it).
+	$(MAKE) build-installer IMG=registrar.dev/registrar:local INSTALL_OVERLAY=config/default-selfsigned
+	set -a; . bin/cluster/cluster.env; set +a; \
+	E2E_KUBECONFIG=$(CURDIR)/bin/cluster/admin.kubeconfig E2E_NODE_IP=$$(ip -4 -o addr show dev $$CLUSTER_BRIDGE | awk '{print $$4}' | cut -d/ -f1) \
+		E2E_INSTALL=$(CURDIR)/dist/install.yaml ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+		go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -args -ginkgo.v $(E2E_ARGS); rc=$$?; \
+	if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$rc

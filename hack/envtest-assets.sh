@@ -10,13 +10,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ASSETS_DIR="${ASSETS_DIR:-$ROOT/bin/k8s/${KUBE_VERSION}-etcd${ETCD_VERSION}}"
 WORK="${ROOT}/bin/.build"
 log() { echo "[envtest-assets] $*" >&2; }
+# Commands the module for KUBE_EXTRA_BINARIES imports (hack/cluster builds these).
+CLUSTER_CMDS="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
 
 mkdir -p "$ASSETS_DIR" "$WORK"
 
 # kube_module writes a throwaway module at $1 that requires k8s.io/kubernetes and replaces each
 # staging module its go.mod lists (./staging/src/...) with the published v0.x.y of the same name.
+# Its tools.go imports the k8s.io/kubernetes/cmd/ packages named in $2 (default kube-apiserver).
 kube_module() {
-  local dir="$1" staging_version="v0${KUBE_VERSION#v1}"
+  local dir="$1" cmds="${2:-kube-apiserver}" staging_version="v0${KUBE_VERSION#v1}"
   mkdir -p "$dir"
   local gomod
   gomod="$(cd "$dir" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
@@ -32,15 +35,11 @@ kube_module() {
       awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
     echo ")"
   } >"$dir/go.mod"
-  cat >"$dir/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-)
-GO
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for cmd in $cmds; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd"; done
+    printf ')\n'
+  } >"$dir/tools.go"
   (cd "$dir" && go mod tidy >&2)
 }
 
@@ -48,11 +47,18 @@ build_kube() {
   local name="$1" out="$ASSETS_DIR/$1"
   [[ -x "$out" ]] && { log "$name present"; return; }
   local dir="$WORK/kubernetes-${KUBE_VERSION}"
-  [[ -f "$dir/go.sum" ]] || kube_module "$dir"
+  if [[ "$name" == kube-apiserver ]]; then
+    [[ -f "$dir/go.sum" ]] || kube_module "$dir"
+  else
+    # The other binaries (KUBE_EXTRA_BINARIES, for hack/cluster) need deps the apiserver-only
+    # module lacks, so they build from a module of their own; the envtest module stays as it is.
+    dir="$WORK/kubernetes-${KUBE_VERSION}-cluster"
+    [[ -f "$dir/go.sum" ]] || kube_module "$dir" "$CLUSTER_CMDS"
+  fi
   local minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
   local pkg=k8s.io/component-base/version
   log "building $name ${KUBE_VERSION} (several minutes on a cold cache)"
-  (cd "$dir" && CGO_ENABLED=0 go build -o "$out" \
+  (cd "$dir" && CGO_ENABLED="${KUBE_CGO_ENABLED:-0}" go build -o "$out" \
     -ldflags "-s -w -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean" \
     "k8s.io/kubernetes/cmd/${name}")
 }
@@ -72,6 +78,6 @@ build_etcd() {
 }
 
 build_etcd
-build_kube kube-apiserver "${KUBE_EXTRA:-}"
+build_kube kube-apiserver
 for extra in ${KUBE_EXTRA_BINARIES:-}; do build_kube "$extra"; done
 echo "$ASSETS_DIR"
