@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/annotations"
 	"github.com/registrar-dev/registrar/internal/injector"
 )
 
@@ -47,6 +49,7 @@ const (
 // +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.registrar.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
 
 // PodInjector is the admission.Handler for pod CREATE.
 type PodInjector struct {
@@ -106,7 +109,11 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 		return allowWithWarning(fmt.Sprintf("registrar: could not list ServiceRegistries in %s (%v); pod admitted without the %s readiness gate and preStop drain",
 			ns, err, v1alpha1.ReadinessGate))
 	}
-	candidates, skipped := matching(list.Items, pod.Labels)
+	regs, err := h.withAnnotatedDeployments(ctx, ns, list.Items)
+	if err != nil {
+		log.Error(err, "listing Deployments; only ServiceRegistries are considered")
+	}
+	candidates, skipped := matching(regs, pod.Labels)
 	var warnings []string
 	for _, s := range skipped {
 		log.Info("ServiceRegistry skipped", "reason", s)
@@ -134,7 +141,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 		note := fmt.Sprintf("%s: container(s) %s already have a preStop hook; left alone, so the %ds drain applies only if that hook waits as long",
 			podDesc, strings.Join(quote(res.PreStopKept), ", "), res.DrainSeconds)
 		warnings = append(warnings, "registrar: "+note)
-		if h.Recorder != nil && (req.DryRun == nil || !*req.DryRun) {
+		if h.Recorder != nil && reg.UID != "" && (req.DryRun == nil || !*req.DryRun) {
 			h.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, ReasonPreStopKept, ActionInject, "%s", note)
 		}
 	}
@@ -156,6 +163,34 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 	}
 	resp.Result = &metav1.Status{Message: fmt.Sprintf("registrar: injected for ServiceRegistry %s: %s", reg.Name, strings.Join(res.Changes, "; "))}
 	return resp.WithWarnings(warnings...)
+}
+
+// withAnnotatedDeployments adds, for every Deployment of the namespace annotated with
+// registrar.dev/service whose ServiceRegistry does not exist yet, the registry its
+// annotations describe. The pods of a Deployment created together with its annotations are
+// admitted before the operator has created that registry; without this they would start
+// without the gate and the preStop drain.
+func (h *PodInjector) withAnnotatedDeployments(ctx context.Context, ns string, regs []v1alpha1.ServiceRegistry) ([]v1alpha1.ServiceRegistry, error) {
+	var deployments appsv1.DeploymentList
+	if err := h.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+		return regs, fmt.Errorf("list Deployments in %s: %w", ns, err)
+	}
+	existing := make(map[string]bool, len(regs))
+	for _, r := range regs {
+		existing[r.Name] = true
+	}
+	for i := range deployments.Items {
+		d := &deployments.Items[i]
+		res := annotations.Spec(d)
+		if !res.Enabled || !res.Usable || existing[d.Name] {
+			continue
+		}
+		regs = append(regs, v1alpha1.ServiceRegistry{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: d.Name, CreationTimestamp: d.CreationTimestamp},
+			Spec:       annotations.Defaulted(res.Spec),
+		})
+	}
+	return regs, nil
 }
 
 // matching returns the registries with injection enabled whose selector matches podLabels,

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -197,5 +198,36 @@ var _ = Describe("InjectCABundle", func() {
 		Expect(podwebhook.InjectCABundle(ctx, k8sClient, k8sClient, cfg.Name, ca)).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), got)).To(Succeed())
 		Expect(got.ResourceVersion).To(Equal(rv), "an unchanged caBundle was written again")
+	})
+})
+
+var _ = Describe("Pod webhook before the operator created the Deployment's registry", func() {
+	It("injects from an annotated Deployment's annotations", func() {
+		ctx := context.Background()
+		ns := newNamespace()
+		labels := map[string]string{"app": "fresh"}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh", Annotations: map[string]string{
+				v1alpha1.AnnotationService: "fresh", v1alpha1.AnnotationPort: "8080", v1alpha1.AnnotationDrainSeconds: "7",
+			}},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{container("app", 8080)}},
+				},
+			},
+		}
+		Expect(k8sClient.Create(ctx, d)).To(Succeed())
+		Eventually(func() error { return mgrClient.Get(ctx, client.ObjectKeyFromObject(d), &appsv1.Deployment{}) }).
+			WithTimeout(timeout).Should(Succeed(), "the webhook's cache never saw the Deployment")
+
+		got := create(newPod(ns, "fresh-", labels, container("app", 8080)))
+		Expect(gateCount(got)).To(Equal(1))
+		Expect(preStopSleep(got.Spec.Containers[0])).To(Equal(ptr.To[int64](7)))
+		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "7"))
+
+		other := create(newPod(ns, "other-", map[string]string{"app": "other"}, container("app", 8080)))
+		Expect(gateCount(other)).To(BeZero(), "a pod the Deployment does not select was injected")
 	})
 })
