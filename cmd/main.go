@@ -12,12 +12,14 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -39,6 +41,7 @@ type config struct {
 	maxConcurrentReconciles int
 	maxConcurrentWarmups    int
 	callerCacheSeconds      int
+	nodeLeaseTimeout        time.Duration
 	storeEndpoints          string
 	storePrefix             string
 	storeTimeout            time.Duration
@@ -61,6 +64,7 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
 	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "ServiceRegistries synced at once.")
 	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", 64, "Pods warmed up at once, across all registries.")
+	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
 	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", 5, "Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
 	fs.StringVar(&c.storeEndpoints, "store-endpoints", os.Getenv("REGISTRAR_STORE_ENDPOINTS"), "Comma-separated etcd client URLs; empty runs an embedded etcd (env REGISTRAR_STORE_ENDPOINTS).")
 	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
@@ -161,8 +165,14 @@ func newManager(cfg config) (ctrl.Manager, error) {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Scheme: scheme,
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			// Only the kubelets' node Leases matter, not every Lease of the cluster.
+			ByObject: map[client.Object]cache.ByObject{
+				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{controller.NodeLeaseNamespace: {}}},
+			},
+		},
 		Metrics:                       metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress:        cfg.probeAddr,
 		WebhookServer:                 newWebhookServer(cfg.webhook),
@@ -196,6 +206,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoi
 			Clock:  clock.RealClock{},
 		},
 		CallerCacheSeconds: int32(min(max(cfg.callerCacheSeconds, 0), 3600)),
+		NodeLeaseTimeout:   cfg.nodeLeaseTimeout,
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,

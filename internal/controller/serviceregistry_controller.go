@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -53,6 +54,9 @@ type ServiceRegistryReconciler struct {
 	// CallerCacheSeconds is the callers' cache TTL assumed when spec.drain.callerCacheSeconds
 	// is unset; it feeds the drain advice.
 	CallerCacheSeconds int32
+	// NodeLeaseTimeout caps how long after its node's last Lease renewal a pod stays
+	// registered (the Lease's own duration applies when shorter); 0 ignores node Leases.
+	NodeLeaseTimeout time.Duration
 
 	known   *knownRecords
 	warmups *warmupTracker
@@ -65,6 +69,7 @@ type ServiceRegistryReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // selectedPod is one pod the registry selects, with the reconcile's verdict on it.
@@ -87,6 +92,9 @@ type reconcileScope struct {
 	plan     plan.Plan
 	selErr   error
 	storeErr error
+	// leaseCheck is the earliest time a node Lease of a registered pod lapses, if renewed
+	// no more: the reconcile comes back then, as nothing else would trigger it.
+	leaseCheck time.Time
 }
 
 // Reconcile syncs one ServiceRegistry.
@@ -122,7 +130,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if s.storeErr = r.sync(ctx, s); s.storeErr != nil {
 		return ctrl.Result{}, s.storeErr
 	}
-	return ctrl.Result{}, r.flipGates(ctx, s)
+	return r.leaseRequeue(s), r.flipGates(ctx, s)
 }
 
 func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
@@ -156,6 +164,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	s.byName = make(map[string]selectedPod, len(pods.Items))
 	for i := range pods.Items {
 		p := r.classify(ctx, s.reg, &pods.Items[i])
+		r.checkNodeLease(ctx, s, &p)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -43,9 +45,18 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 30 * time.Second
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podNodeNameField,
+		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {
+		return fmt.Errorf("index pods by node: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ServiceRegistry{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod))
+	if r.NodeLeaseTimeout > 0 {
+		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
+			builder.WithPredicates(r.leaseRenewedAfterLapse()))
+	}
+	return b.
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),

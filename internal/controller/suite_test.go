@@ -123,6 +123,7 @@ func startOperator() *runningOperator {
 			Client: &http.Client{}, Clock: clock.RealClock{}, RetryPause: 20 * time.Millisecond,
 		},
 		CallerCacheSeconds: 5,
+		NodeLeaseTimeout:   20 * time.Second,
 	}
 	Expect(r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second,

@@ -228,3 +228,29 @@ func containerPort(pod *corev1.Pod, name string) (int32, bool) {
 	}
 	return 0, false
 }
+
+// ReasonNodeLeaseExpired: the pod's node stopped renewing its Lease; the node is presumed lost.
+const ReasonNodeLeaseExpired = "NodeLeaseExpired"
+
+// NodeLease is what eligibility needs of a node's coordination.k8s.io Lease.
+type NodeLease struct {
+	RenewTime    time.Time
+	DurationSecs int32
+}
+
+// LeaseExpiry is when a node whose Lease was last renewed as given counts as lost: the
+// renewal plus the lease duration, capped at maxAge (0: no cap). A node without a renewal
+// never expires here (the node controller handles it).
+func LeaseExpiry(l NodeLease, maxAge time.Duration) (time.Time, bool) {
+	if l.RenewTime.IsZero() {
+		return time.Time{}, false
+	}
+	d := time.Duration(l.DurationSecs) * time.Second
+	if maxAge > 0 && (d <= 0 || maxAge < d) {
+		d = maxAge
+	}
+	if d <= 0 {
+		return time.Time{}, false
+	}
+	return l.RenewTime.Add(d), true
+}

@@ -107,3 +107,29 @@ func TestDrainUntil(t *testing.T) {
 		t.Errorf("DrainUntil(15s) = %v, want %v", got, want)
 	}
 }
+
+func TestLeaseExpiry(t *testing.T) {
+	renew := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		lease  NodeLease
+		maxAge time.Duration
+		want   time.Time
+		ok     bool
+	}{
+		{"lease duration", NodeLease{RenewTime: renew, DurationSecs: 40}, 0, renew.Add(40 * time.Second), true},
+		{"capped by maxAge", NodeLease{RenewTime: renew, DurationSecs: 40}, 20 * time.Second, renew.Add(20 * time.Second), true},
+		{"maxAge longer than the lease", NodeLease{RenewTime: renew, DurationSecs: 10}, 20 * time.Second, renew.Add(10 * time.Second), true},
+		{"no duration: maxAge", NodeLease{RenewTime: renew}, 20 * time.Second, renew.Add(20 * time.Second), true},
+		{"never renewed", NodeLease{DurationSecs: 40}, 20 * time.Second, time.Time{}, false},
+		{"no duration, no cap", NodeLease{RenewTime: renew}, 0, time.Time{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := LeaseExpiry(tc.lease, tc.maxAge)
+			if ok != tc.ok || !got.Equal(tc.want) {
+				t.Errorf("LeaseExpiry() = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
