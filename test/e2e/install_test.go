@@ -49,7 +49,10 @@ func installRegistrar(ctx context.Context, path string) {
 	Eventually(func(g Gomega) {
 		d := &appsv1.Deployment{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: registrarNamespace, Name: registrarName}, d)).To(Succeed())
-		g.Expect(d.Status.AvailableReplicas).To(BeNumerically(">=", 1))
+		g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+		g.Expect(d.Status.UpdatedReplicas).To(Equal(*d.Spec.Replicas))
+		g.Expect(d.Status.AvailableReplicas).To(Equal(*d.Spec.Replicas))
+		g.Expect(d.Status.Replicas).To(Equal(*d.Spec.Replicas), "an old manager pod is still there")
 		w := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: webhookConfigName}, w)).To(Succeed())
 		g.Expect(w.Webhooks[0].ClientConfig.CABundle).NotTo(BeEmpty())
@@ -116,6 +119,8 @@ func adaptManager(u *unstructured.Unstructured) *unstructured.Unstructured {
 		}
 	}
 	d.Spec.Replicas = ptr.To[int32](1)
+	// On the host network a new manager pod cannot start beside the old one (same ports).
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	Expect(err).NotTo(HaveOccurred())
 	out := &unstructured.Unstructured{Object: obj}
