@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -59,12 +60,47 @@ var _ = Describe("Pod lifecycle on a real kubelet", Ordered, func() {
 		scale(ctx, d, 10)
 		Eventually(func() int { return countKeys(ctx, prefix) }).WithTimeout(3 * time.Minute).Should(Equal(10))
 		AddReportEntry("scale 1→10: all registered (pods started, warmed up)", time.Since(start).String())
-		Expect(readyPods(ctx, d)).To(Equal(10))
+		Eventually(func() int { return readyPods(ctx, d) }).Should(Equal(10), "registered pods never became Ready (gate)")
 
 		start = time.Now()
 		scale(ctx, d, 0)
 		Eventually(func() int { return countKeys(ctx, prefix) }).Should(BeZero())
 		AddReportEntry("scale 10→0: all deregistered", time.Since(start).String())
+	})
+})
+
+var kubeletPIDFile = envOr("E2E_KUBELET_PID", "../../bin/cluster/pids/kubelet")
+
+var _ = Describe("A node that stops renewing its Lease", Ordered, func() {
+	It("loses its endpoints after --node-lease-timeout and gets them back when the kubelet returns", func() {
+		ctx := context.Background()
+		ns := newNamespace(ctx)
+		d := demoDeployment(ns, "demo", registrarAnnotations("demo"), nil)
+		Expect(k8s.Create(ctx, d)).To(Succeed())
+		waitRolledOut(ctx, d)
+		prefix := fmt.Sprintf("/registrar/services/demo/%s/", ns)
+		Expect(countKeys(ctx, prefix)).To(Equal(replicas))
+
+		pid, err := os.ReadFile(kubeletPIDFile)
+		Expect(err).NotTo(HaveOccurred())
+		kubelet := strings.TrimSpace(string(pid))
+		stoppedAt := time.Now()
+		Expect(exec.Command("kill", "-STOP", kubelet).Run()).To(Succeed())
+		resumed := false
+		resume := func() {
+			if !resumed {
+				Expect(exec.Command("kill", "-CONT", kubelet).Run()).To(Succeed())
+				resumed = true
+			}
+		}
+		DeferCleanup(resume)
+
+		Eventually(func() int { return countKeys(ctx, prefix) }).WithTimeout(90 * time.Second).Should(BeZero())
+		AddReportEntry("kubelet stopped to all endpoints deregistered", time.Since(stoppedAt).String())
+		resume()
+		resumedAt := time.Now()
+		Eventually(func() int { return countKeys(ctx, prefix) }).WithTimeout(90 * time.Second).Should(Equal(replicas))
+		AddReportEntry("kubelet resumed to all endpoints registered again", time.Since(resumedAt).String())
 	})
 })
 
