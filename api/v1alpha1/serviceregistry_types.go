@@ -26,12 +26,11 @@ const (
 
 	// Reasons of the ReadinessGate condition. GateWarmedUp and GateRegistered record durably,
 	// on the pod, that warm-up finished, so an operator restart neither re-warms nor forgets.
-	GateWarmingUp     = "WarmingUp"
-	GateWarmedUp      = "WarmedUp"
-	GateWarmupFailed  = "WarmupFailed"
-	GateRegistered    = "Registered"
-	GateNotReady      = "ContainersNotReady"
-	GateDeregistering = "Deregistered"
+	GateWarmingUp    = "WarmingUp"
+	GateWarmedUp     = "WarmedUp"
+	GateWarmupFailed = "WarmupFailed"
+	GateRegistered   = "Registered"
+	GateNotReady     = "ContainersNotReady"
 
 	// AnnotationInjected is set by the pod webhook on pods it mutated (value: drain seconds),
 	// which makes injection idempotent.
