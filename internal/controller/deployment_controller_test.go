@@ -70,9 +70,7 @@ var _ = Describe("Deployment", func() {
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 
 		By("putting back a spec edited by hand")
-		edited := getRegistry(reg)
-		edited.Spec.Drain = &v1alpha1.DrainSpec{Seconds: 5}
-		Expect(k8sClient.Update(ctx, edited)).To(Succeed())
+		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: 5} })
 		Eventually(func() *v1alpha1.DrainSpec { return getRegistry(reg).Spec.Drain }).
 			WithTimeout(timeout).WithPolling(poll).Should(Equal(&v1alpha1.DrainSpec{Seconds: 60}))
 

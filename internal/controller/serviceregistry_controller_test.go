@@ -142,8 +142,9 @@ var _ = Describe("ServiceRegistry", func() {
 			DeferCleanup(func() {
 				cur := &corev1.Pod{}
 				Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), cur)).To(Succeed())
+				patch := client.MergeFrom(cur.DeepCopy())
 				cur.Finalizers = nil
-				Expect(k8sClient.Update(context.Background(), cur)).To(Succeed())
+				Expect(k8sClient.Patch(context.Background(), cur, patch)).To(Succeed())
 			})
 		}, v1alpha1.EndpointDraining),
 		Entry("pod deleted", func(p *corev1.Pod) { deletePodNow(p) }, v1alpha1.EndpointState("")),
