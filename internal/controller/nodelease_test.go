@@ -58,9 +58,9 @@ var _ = Describe("Node Leases", func() {
 	})
 
 	It("drops a pod when its node stops renewing, with no other event", func() {
-		putLease(node, time.Now(), 3)
 		readyPod(ns, "web-1", web, "10.0.0.1", onNode)
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
+		putLease(node, time.Now(), 3) // renewed now, then never again
 		Eventually(func() []string { return storedPods("web", ns) }).WithTimeout(timeout).Should(BeEmpty(),
 			"the pod stayed registered after its node's 3 s Lease lapsed")
 	})

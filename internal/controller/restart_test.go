@@ -44,7 +44,7 @@ var _ = Describe("Operator restarts and store outages", Serial, func() {
 		Expect(revAfter).To(Equal(liveRev), "a live endpoint was rewritten on restart")
 		Expect(events()).NotTo(ContainElement(HavePrefix(key("web", ns, "web-1"))),
 			"a live endpoint was touched on restart")
-		Expect(events()).To(ConsistOf("PUT "+key("web", ns, "web-2"), "DELETE "+key("web", ns, "ghost")))
+		Eventually(events).WithTimeout(timeout).Should(ConsistOf("PUT "+key("web", ns, "web-2"), "DELETE "+key("web", ns, "ghost")))
 	})
 
 	It("reports StoreSynced=False while the store is unreachable at start, and recovers when it returns", func() {
