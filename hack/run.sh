@@ -10,9 +10,40 @@ export PATH="$ENVTEST_ASSETS:$PATH"
 
 go build -o bin/registrar ./cmd
 
+# start_real_cluster brings up the single-node cluster of hack/cluster (kubelet, containerd).
+# It returns 1, and make run falls back to the control-plane-only mode, when this machine
+# cannot host it (not root, no cgroups, no packages).
+start_real_cluster() {
+  echo "registrar: no reachable cluster; trying a real single-node cluster (hack/cluster; REGISTRAR_RUN_MODE=controlplane skips it)"
+  make images >/dev/null
+  local rc=0
+  make cluster-up || rc=$?
+  if ((rc != 0)); then
+    echo "registrar: the single-node cluster cannot run here (exit $rc, see above); falling back to a control plane without kubelet"
+    return 1
+  fi
+}
+
+# run_cluster_demo installs registrar from dist/install.yaml and an annotated demo
+# Deployment on the cluster and runs until Ctrl-C; then the cluster goes (KEEP_CLUSTER=1 keeps it).
+run_cluster_demo() {
+  [[ -n "${KEEP_CLUSTER:-}" ]] || trap 'hack/cluster/down.sh' EXIT
+  make build-installer IMG=registrar.dev/registrar:local INSTALL_OVERLAY=config/default-selfsigned >/dev/null
+  # shellcheck disable=SC1091
+  source bin/cluster/cluster.env
+  local node_ip
+  node_ip="$(ip -4 -o addr show dev "$CLUSTER_BRIDGE" | awk '{print $4}' | cut -d/ -f1)"
+  go build -o bin/clusterdemo ./hack/clusterdemo
+  ETCD_BIN="$ENVTEST_ASSETS/etcd" bin/clusterdemo --kubeconfig bin/cluster/admin.kubeconfig \
+    --node-ip "$node_ip" --manifests dist/install.yaml --state bin/cluster/demo
+}
+
 if kubectl --request-timeout=3s get --raw=/readyz >/dev/null 2>&1; then
   echo "registrar: using the cluster in ${KUBECONFIG:=$HOME/.kube/config}; installing the CRDs"
   kubectl apply -f config/crd/bases/
+elif [[ "${REGISTRAR_RUN_MODE:-cluster}" == cluster ]] && start_real_cluster; then
+  run_cluster_demo
+  exit 0
 else
   echo "registrar: no reachable cluster; starting a local control plane (kube-apiserver + etcd from $ENVTEST_ASSETS)"
   go build -o bin/localcp ./hack/localcp

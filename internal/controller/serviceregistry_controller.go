@@ -64,7 +64,7 @@ type ServiceRegistryReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries/status,verbs=get;patch
+// +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch

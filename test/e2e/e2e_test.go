@@ -14,20 +14,26 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/test/e2e/install"
 )
 
 const (
-	demoImage = "registrar.dev/demoapp:local"
-	demoPort  = 8080
-	replicas  = 3
-	loadRPS   = 50
+	demoPort = install.DemoPort
+	replicas = 3
+	loadRPS  = 50
 )
+
+var registrarAnnotations = install.RegistrarAnnotations
+
+func demoDeployment(ns, name string, annotations map[string]string, extraArgs []string) *appsv1.Deployment {
+	return install.DemoDeployment(ns, name, replicas, annotations, extraArgs)
+}
 
 var _ = Describe("Annotated Deployment on a real kubelet", Ordered, func() {
 	It("injects the gate and preStop, warms pods up before Ready, and registers them before the gate flips", func() {
@@ -37,6 +43,13 @@ var _ = Describe("Annotated Deployment on a real kubelet", Ordered, func() {
 		Expect(k8s.Create(ctx, d)).To(Succeed())
 		waitRolledOut(ctx, d)
 
+		Eventually(func(g Gomega) {
+			reg := &v1alpha1.ServiceRegistry{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, reg)).To(Succeed())
+			g.Expect(reg.Status.Registered).To(Equal(int32(replicas)))
+			g.Expect(reg.Status.Desired).To(Equal(int32(replicas)))
+			g.Expect(meta.IsStatusConditionTrue(reg.Status.Conditions, v1alpha1.ConditionReady)).To(BeTrue())
+		}).Should(Succeed(), "the ServiceRegistry's status does not show the registered pods")
 		pods := podsOf(ctx, d)
 		Expect(pods).To(HaveLen(replicas))
 		for _, p := range pods {
@@ -144,51 +157,6 @@ var _ = Describe("Rolling update under load", Ordered, func() {
 		Expect(reg.afterSigterm.Load()).To(BeZero(), reg.String())
 	})
 })
-
-func registrarAnnotations(service string) map[string]string {
-	return map[string]string{
-		v1alpha1.AnnotationService:        service,
-		v1alpha1.AnnotationPort:           fmt.Sprint(demoPort),
-		v1alpha1.AnnotationWarmupPaths:    "/warmup",
-		v1alpha1.AnnotationWarmupRequests: "5",
-		v1alpha1.AnnotationDrainSeconds:   "5",
-	}
-}
-
-// demoDeployment runs the demo app: readiness probe on /ready, rolling one surge pod at a
-// time, SIGTERM ends it at once (no app-side grace), as many services do.
-func demoDeployment(ns, name string, annotations map[string]string, extraArgs []string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](10),
-					Containers: []corev1.Container{{
-						Name: "app", Image: demoImage, ImagePullPolicy: corev1.PullNever,
-						Args:  append([]string{fmt.Sprintf("--listen=:%d", demoPort)}, extraArgs...),
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: demoPort}},
-						Env: []corev1.EnvVar{
-							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-							{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-						},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(demoPort)}},
-							PeriodSeconds: 1, FailureThreshold: 1,
-						},
-					}},
-				},
-			},
-		},
-	}
-}
 
 func newNamespace(ctx context.Context) string {
 	GinkgoHelper()

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/test/e2e/install"
 	"github.com/registrar-dev/registrar/test/etcdtest"
 )
 
@@ -77,5 +78,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(storeClient.Close)
 
-	installRegistrar(context.Background(), filepath.Clean(installYAML))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	Expect(install.Registrar(ctx, k8s, restCfg, filepath.Clean(installYAML), storeServer.Endpoint())).To(Succeed(),
+		"registrar did not become available with its webhook CA injected")
 })
