@@ -158,3 +158,7 @@ test-e2e: images cluster-up ## Install registrar on the real single-node cluster
 		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
 		go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -args -ginkgo.v $(E2E_ARGS) || rc=$$?; \
 	if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$rc
+
+.PHONY: print-envtest-assets
+print-envtest-assets:
+	@echo $(ENVTEST_ASSETS)
