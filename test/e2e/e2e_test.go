@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -39,9 +40,12 @@ var _ = Describe("Annotated Deployment on a real kubelet", Ordered, func() {
 	It("injects the gate and preStop, warms pods up before Ready, and registers them before the gate flips", func() {
 		ctx := context.Background()
 		ns := newNamespace(ctx)
+		violations, flipped := watchGatesAgainstStore(ctx, ns, "demo")
 		d := demoDeployment(ns, "demo", registrarAnnotations("demo"), nil)
 		Expect(k8s.Create(ctx, d)).To(Succeed())
 		waitRolledOut(ctx, d)
+		Eventually(flipped).Should(Equal(replicas), "the pod watch did not see every gate turn True")
+		Expect(violations()).To(BeEmpty())
 
 		Eventually(func(g Gomega) {
 			reg := &v1alpha1.ServiceRegistry{}
@@ -212,4 +216,59 @@ func demoStats(ip string) stats {
 	var st stats
 	Expect(json.NewDecoder(resp.Body).Decode(&st)).To(Succeed())
 	return st
+}
+
+// watchGatesAgainstStore watches the namespace's pods and, the moment a pod's
+// registrar.dev/ready condition turns True, reads the store: an absent endpoint is a
+// violation of the store-acknowledged gate. It returns the violations and the number of
+// gates seen turning True so far.
+func watchGatesAgainstStore(ctx context.Context, ns, service string) (func() []string, func() int) {
+	GinkgoHelper()
+	w, err := k8s.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(w.Stop)
+	var mu sync.Mutex
+	var errs []string
+	checked := map[string]bool{}
+	go func() {
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || !gateTrue(pod) {
+				continue
+			}
+			mu.Lock()
+			seen := checked[pod.Name]
+			checked[pod.Name] = true
+			mu.Unlock()
+			if seen {
+				continue
+			}
+			resp, err := storeClient.Get(ctx, fmt.Sprintf("/registrar/services/%s/%s/%s", service, ns, pod.Name))
+			if err != nil || len(resp.Kvs) == 0 {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("gate of %s True while the store has no endpoint (err %v)", pod.Name, err))
+				mu.Unlock()
+			}
+		}
+	}()
+	violations := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), errs...)
+	}
+	flipped := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(checked)
+	}
+	return violations, flipped
+}
+
+func gateTrue(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1alpha1.ReadinessGate && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
