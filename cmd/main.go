@@ -26,6 +26,8 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
@@ -195,8 +197,9 @@ func newManager(cfg config) (ctrl.Manager, error) {
 
 func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string) error {
 	r := &controller.ServiceRegistryReconciler{
-		Client:    mgr.GetClient(),
-		Store:     etcdstore.New(cli, etcdstore.Options{Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout}),
+		Client: mgr.GetClient(),
+		Store: store.Instrumented(etcdstore.New(cli, etcdstore.Options{Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout}),
+			metrics.ObserveStore),
 		StoreName: strings.Join(endpoints, ","),
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
@@ -91,18 +92,20 @@ func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1alpha1.Se
 	if ctx.Err() != nil {
 		return false // the pod went away or stopped warming up
 	}
+	outcome := "succeeded"
 	reason := v1alpha1.GateWarmedUp
 	msg := fmt.Sprintf("warmed up with %d requests in %s", res.Succeeded, res.Elapsed.Round(time.Millisecond))
 	if res.Err != nil {
 		msg = fmt.Sprintf("warm-up failed after %s (%d succeeded, %d failed): %v", res.Elapsed.Round(time.Millisecond), res.Succeeded, res.Failed, res.Err)
-		reason = v1alpha1.GateWarmupFailed
+		reason, outcome = v1alpha1.GateWarmupFailed, "failed"
 		if reg.Spec.Warmup.OnFailure == v1alpha1.WarmupProceed {
-			reason, msg = v1alpha1.GateWarmedUp, msg+"; onFailure=Proceed: registering anyway"
+			reason, outcome, msg = v1alpha1.GateWarmedUp, "proceeded", msg+"; onFailure=Proceed: registering anyway"
 		}
 		r.Recorder.Eventf(pod, reg, corev1.EventTypeWarning, EventWarmupFailed, "WarmUp", "%s", msg)
 	} else {
 		r.Recorder.Eventf(pod, reg, corev1.EventTypeNormal, EventWarmedUp, "WarmUp", "%s", msg)
 	}
+	metrics.WarmupDuration.WithLabelValues(outcome).Observe(res.Elapsed.Seconds())
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8},
 		func(ctx context.Context) (bool, error) {
 			return r.setGate(ctx, pod, corev1.ConditionFalse, reason, msg, "") == nil, nil
@@ -174,6 +177,9 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 		if p, ok := s.byName[ep.Pod]; ok {
 			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventRegistered, "Register",
 				"registered %s in service %s", ep.Address, s.target.Service)
+			if at, ok := readySince(p.pod); ok {
+				metrics.RegistrationLag.Observe(now.Sub(at).Seconds())
+			}
 		}
 	}
 	for _, rec := range changes.Delete {
@@ -187,6 +193,7 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 			"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
 		if at, ok := triggerTime(p.pod); ok {
 			r.lags.add(now.Sub(at))
+			metrics.DeregistrationLag.Observe(now.Sub(at).Seconds())
 		}
 	}
 }
@@ -202,6 +209,11 @@ func triggerTime(pod *corev1.Pod) (time.Time, bool) {
 		}
 		return pod.DeletionTimestamp.Add(-time.Duration(grace) * time.Second), true
 	}
+	return readySince(pod)
+}
+
+// readySince is the last transition of the pod's ContainersReady condition.
+func readySince(pod *corev1.Pod) (time.Time, bool) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.ContainersReady && !c.LastTransitionTime.IsZero() {
 			return c.LastTransitionTime.Time, true
@@ -242,4 +254,30 @@ func (w *lagWindow) max() time.Duration {
 		m = max(m, d)
 	}
 	return m
+}
+
+// recordEndpointStates sets the registry's registrar_endpoints gauges: each selected pod by
+// its state, an eligible pod counting as Registered only when the store holds it. Nothing
+// is set while the store could not be read.
+func recordEndpointStates(reg *v1alpha1.ServiceRegistry, pods []selectedPod, stored map[string]store.Record) {
+	if stored == nil {
+		return
+	}
+	counts := map[v1alpha1.EndpointState]int{}
+	for _, p := range pods {
+		st := p.verdict.State
+		if rec, ok := stored[p.pod.Name]; p.verdict.Eligible() && (!ok || rec.UID != string(p.pod.UID)) {
+			st = v1alpha1.EndpointPending
+		}
+		counts[st]++
+	}
+	for _, st := range []v1alpha1.EndpointState{v1alpha1.EndpointPending, v1alpha1.EndpointWarmingUp,
+		v1alpha1.EndpointRegistered, v1alpha1.EndpointUnready, v1alpha1.EndpointDraining} {
+		metrics.Endpoints.WithLabelValues(reg.Namespace, reg.Name, string(st)).Set(float64(counts[st]))
+	}
+}
+
+// forgetEndpointStates drops the gauges of a registry that is gone.
+func forgetEndpointStates(name types.NamespacedName) {
+	metrics.Endpoints.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
 }

@@ -104,6 +104,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if apierrors.IsNotFound(err) {
 			r.known.forget(req.NamespacedName)
 			r.warmups.sync(req.NamespacedName, nil)
+			forgetEndpointStates(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get ServiceRegistry %s: %w", req, err)
@@ -323,6 +324,7 @@ func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcil
 		},
 		Now: r.Clock.Now(),
 	})
+	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
 		return nil
 	}

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,6 +29,8 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/test/etcdtest"
@@ -44,6 +47,8 @@ var (
 	storeServer *etcdtest.Server
 	storeClient *clientv3.Client
 	operator    *runningOperator
+	// metricsAddr is where the operator serves /metrics (a free loopback port).
+	metricsAddr string
 )
 
 const storePrefix = "/registrar/services"
@@ -75,6 +80,10 @@ var _ = BeforeSuite(func() {
 	storeClient, err = storeServer.Client()
 	Expect(err).NotTo(HaveOccurred())
 
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	metricsAddr = l.Addr().String()
+	Expect(l.Close()).To(Succeed())
 	operator = startOperator()
 })
 
@@ -105,7 +114,7 @@ func startOperator() *runningOperator {
 	GinkgoHelper()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -113,8 +122,9 @@ func startOperator() *runningOperator {
 	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{storeServer.Endpoint()}})
 	Expect(err).NotTo(HaveOccurred())
 	r := &controller.ServiceRegistryReconciler{
-		Client:    mgr.GetClient(),
-		Store:     etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}),
+		Client: mgr.GetClient(),
+		Store: store.Instrumented(etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}),
+			metrics.ObserveStore),
 		StoreName: storeServer.Endpoint(),
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},

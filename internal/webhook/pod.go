@@ -24,6 +24,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/annotations"
 	"github.com/registrar-dev/registrar/internal/injector"
+	"github.com/registrar-dev/registrar/internal/metrics"
 )
 
 // Path is where the API server sends pod admission reviews (see config/webhook/manifests.yaml).
@@ -84,6 +85,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 			log.Error(fmt.Errorf("panic: %v", r), "pod webhook panicked; pod admitted unchanged")
 			resp = allowWithWarning(fmt.Sprintf("registrar: internal error (%v); pod admitted without injection", r))
 		}
+		metrics.WebhookInjections.WithLabelValues(injectionResult(resp)).Inc()
 	}()
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("registrar: only pod CREATE is mutated")
@@ -225,6 +227,18 @@ func matching(regs []v1alpha1.ServiceRegistry, podLabels map[string]string) ([]*
 		return out[i].Name < out[j].Name
 	})
 	return out, skipped
+}
+
+// injectionResult names an admission response for metrics: injected (it carries a patch),
+// error (admitted unchanged with a warning) or skipped.
+func injectionResult(resp admission.Response) string {
+	switch {
+	case len(resp.Patches) > 0:
+		return "injected"
+	case len(resp.Warnings) > 0:
+		return "error"
+	}
+	return "skipped"
 }
 
 // describePod names the pod for messages: at admission a pod created from a template has

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/metrics"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 )
 
@@ -229,5 +231,20 @@ var _ = Describe("Pod webhook before the operator created the Deployment's regis
 
 		other := create(newPod(ns, "other-", map[string]string{"app": "other"}, container("app", 8080)))
 		Expect(gateCount(other)).To(BeZero(), "a pod the Deployment does not select was injected")
+	})
+})
+
+var _ = Describe("Pod webhook metrics", func() {
+	It("counts injected and skipped pods", func() {
+		labels := map[string]string{"app": "counted"}
+		ns := newNamespace()
+		newRegistry(ns, "counted", labels, 5, true)
+		injected := testutil.ToFloat64(metrics.WebhookInjections.WithLabelValues("injected"))
+		skipped := testutil.ToFloat64(metrics.WebhookInjections.WithLabelValues("skipped"))
+
+		create(newPod(ns, "counted-", labels, container("app", 8080)))
+		create(newPod(ns, "other-", map[string]string{"app": "nobody"}, container("app", 8080)))
+		Expect(testutil.ToFloat64(metrics.WebhookInjections.WithLabelValues("injected"))).To(BeNumerically(">=", injected+1))
+		Expect(testutil.ToFloat64(metrics.WebhookInjections.WithLabelValues("skipped"))).To(BeNumerically(">=", skipped+1))
 	})
 })

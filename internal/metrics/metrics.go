@@ -1,0 +1,73 @@
+// Package metrics defines registrar's Prometheus metrics, registered on controller-runtime's
+// registry and so served on the manager's metrics endpoint.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/registrar-dev/registrar/internal/store"
+)
+
+// lagBuckets spans a store write on loopback (ms) to a lost node (tens of seconds).
+var lagBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+var (
+	// DeregistrationLag is the time from the pod change Kubernetes recorded (deletion
+	// request, containers not ready; one-second resolution) to the store acknowledging the
+	// endpoint's removal.
+	DeregistrationLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "registrar_deregistration_lag_seconds",
+		Help:    "Time from the pod change that made an endpoint ineligible (as recorded by Kubernetes, 1 s resolution) to the store acknowledging its removal.",
+		Buckets: lagBuckets,
+	})
+	// RegistrationLag is the time from the pod's ContainersReady transition to the store
+	// acknowledging its endpoint; it includes the warm-up of gated pods.
+	RegistrationLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "registrar_registration_lag_seconds",
+		Help:    "Time from a pod's ContainersReady transition (1 s resolution) to the store acknowledging its endpoint, warm-up included.",
+		Buckets: lagBuckets,
+	})
+	// StoreOperationDuration times each store call by operation (list, apply).
+	StoreOperationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "registrar_store_operation_duration_seconds",
+		Help:    "Duration of store calls by operation.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"operation"})
+	// StoreOperationErrors counts failed store calls by operation and kind (conflict, error).
+	StoreOperationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "registrar_store_operation_errors_total",
+		Help: "Failed store calls by operation and kind (conflict: the store changed since it was read; error: anything else).",
+	}, []string{"operation", "kind"})
+	// Endpoints counts the pods of each ServiceRegistry by endpoint state.
+	Endpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "registrar_endpoints",
+		Help: "Pods selected by each ServiceRegistry, by endpoint state (Pending, WarmingUp, Registered, Unready, Draining).",
+	}, []string{"namespace", "serviceregistry", "state"})
+	// WarmupDuration times warm-ups by outcome (succeeded, failed, proceeded).
+	WarmupDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "registrar_warmup_duration_seconds",
+		Help:    "Duration of pod warm-ups by outcome (succeeded, failed: kept out under onFailure=Block, proceeded: registered under onFailure=Proceed).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	}, []string{"outcome"})
+	// WebhookInjections counts pod admissions by result (injected, skipped, error).
+	WebhookInjections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "registrar_webhook_injections_total",
+		Help: "Pods admitted by the webhook, by result (injected, skipped: nothing selects the pod or it was already injected, error: admitted unchanged).",
+	}, []string{"result"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors,
+		Endpoints, WarmupDuration, WebhookInjections)
+}
+
+// ObserveStore records one store call (a store.Observer).
+func ObserveStore(operation string, took time.Duration, err error) {
+	StoreOperationDuration.WithLabelValues(operation).Observe(took.Seconds())
+	if err != nil {
+		StoreOperationErrors.WithLabelValues(operation, store.ErrorKind(err)).Inc()
+	}
+}

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Observer receives the outcome of every store call of an Instrumented store.
+type Observer func(operation string, took time.Duration, err error)
+
+// Instrumented wraps s so that every List and Apply is reported to observe.
+func Instrumented(s Store, observe Observer) Store {
+	return &instrumented{Store: s, observe: observe}
+}
+
+type instrumented struct {
+	Store
+	observe Observer
+}
+
+func (i *instrumented) List(ctx context.Context, scope Scope) ([]Record, error) {
+	start := time.Now()
+	records, err := i.Store.List(ctx, scope)
+	i.observe("list", time.Since(start), err)
+	return records, err
+}
+
+func (i *instrumented) Apply(ctx context.Context, scope Scope, changes Changes) ([]Record, error) {
+	start := time.Now()
+	written, err := i.Store.Apply(ctx, scope, changes)
+	i.observe("apply", time.Since(start), err)
+	return written, err
+}
+
+// ErrorKind names an error for metrics: "conflict" for ErrConflict, else "error".
+func ErrorKind(err error) string {
+	if errors.Is(err, ErrConflict) {
+		return "conflict"
+	}
+	return "error"
+}
