@@ -40,7 +40,8 @@ kill_pods() {
   for ((i = 0; i < 50; i++)); do
     # Only the pods' cgroups: with CLUSTER_CGROUP_ROOT=/ the root is the whole hierarchy.
     pids="$(for dir in $(cgroup_dirs); do
-      [[ ! -d "$dir/kubepods" ]] || find "$dir/kubepods" -name cgroup.procs -exec cat {} + 2>/dev/null
+      # Cgroups vanish while their processes die: find may then fail, which is not an error here.
+      [[ ! -d "$dir/kubepods" ]] || find "$dir/kubepods" -name cgroup.procs -exec cat {} + 2>/dev/null || true
     done | sort -u)"
     pids="$(for p in $pids; do alive "$p" && echo "$p"; done)" || true
     [[ -n "$pids" ]] || return 0

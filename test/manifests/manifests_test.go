@@ -1,0 +1,168 @@
+// Package manifests renders the kustomize installs (config/default, config/default-selfsigned)
+// with the kustomize library and checks the objects a cluster would receive.
+package manifests
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resource"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+const (
+	ns          = "registrar-system"
+	manager     = "registrar-controller-manager"
+	webhookName = "registrar-mutating-webhook-configuration"
+)
+
+func render(t *testing.T, dir string) map[string]*resource.Resource {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resMap, err := k.Run(filesys.MakeFsOnDisk(), "../../config/"+dir)
+	if err != nil {
+		t.Fatalf("kustomize build config/%s: %v", dir, err)
+	}
+	out := map[string]*resource.Resource{}
+	for _, r := range resMap.Resources() {
+		out[r.GetKind()+"/"+r.GetName()] = r
+	}
+	return out
+}
+
+func decode[T any](t *testing.T, objs map[string]*resource.Resource, key string) *T {
+	t.Helper()
+	r, ok := objs[key]
+	if !ok {
+		t.Fatalf("%s not rendered; have %v", key, keys(objs))
+	}
+	m, err := r.Map()
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &out); err != nil {
+		t.Fatalf("decode %s: %v", key, err)
+	}
+	return &out
+}
+
+func keys(m map[string]*resource.Resource) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkCommon asserts what both installs share: namespace, CRD, RBAC bound to the manager's
+// ServiceAccount, a hardened manager with probes and resources, and the webhook wiring.
+func checkCommon(t *testing.T, objs map[string]*resource.Resource) *appsv1.Deployment {
+	t.Helper()
+	for _, k := range []string{"Namespace/" + ns, "CustomResourceDefinition/serviceregistries.discovery.registrar.dev",
+		"ServiceAccount/" + manager, "Service/registrar-webhook-service", "Role/registrar-leader-election-role"} {
+		if _, ok := objs[k]; !ok {
+			t.Errorf("%s not rendered", k)
+		}
+	}
+	binding := decode[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding/registrar-manager-rolebinding")
+	if binding.RoleRef.Name != "registrar-manager-role" || binding.Subjects[0].Name != manager || binding.Subjects[0].Namespace != ns {
+		t.Errorf("manager ClusterRoleBinding = %+v", binding)
+	}
+	d := decode[appsv1.Deployment](t, objs, "Deployment/"+manager)
+	if d.Namespace != ns {
+		t.Errorf("manager in namespace %q", d.Namespace)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--leader-elect") {
+		t.Errorf("manager args %v lack --leader-elect", c.Args)
+	}
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Error("manager has no liveness or readiness probe")
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("manager resources %+v", c.Resources)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("manager container security context %+v", sc)
+	}
+	if psc := d.Spec.Template.Spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Errorf("manager pod security context %+v", psc)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook-server" && p.ContainerPort == 9443 }) {
+		t.Errorf("manager ports %+v lack webhook-server 9443", c.Ports)
+	}
+	w := decode[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/"+webhookName)
+	svc := w.Webhooks[0].ClientConfig.Service
+	if svc == nil || svc.Name != "registrar-webhook-service" || svc.Namespace != ns || w.Webhooks[0].FailurePolicy == nil ||
+		*w.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
+		t.Errorf("webhook %+v", w.Webhooks[0])
+	}
+	return d
+}
+
+func TestDefaultInstall(t *testing.T) {
+	objs := render(t, "default")
+	d := checkCommon(t, objs)
+	w := decode[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/"+webhookName)
+	if got := w.Annotations["cert-manager.io/inject-ca-from"]; got != ns+"/registrar-serving-cert" {
+		t.Errorf("cert-manager.io/inject-ca-from = %q", got)
+	}
+	cert, ok := objs["Certificate/registrar-serving-cert"]
+	if !ok {
+		t.Fatal("no cert-manager Certificate")
+	}
+	m, _ := cert.Map()
+	if !strings.Contains(strings.Join(dnsNames(m), ","), "registrar-webhook-service."+ns+".svc") {
+		t.Errorf("certificate dnsNames %v", dnsNames(m))
+	}
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Secret != nil && v.Secret.SecretName == "webhook-server-cert"
+	}) {
+		t.Error("manager does not mount the cert-manager Secret")
+	}
+}
+
+func TestSelfSignedInstall(t *testing.T) {
+	objs := render(t, "default-selfsigned")
+	d := checkCommon(t, objs)
+	if _, ok := objs["Certificate/registrar-serving-cert"]; ok {
+		t.Error("the self-signed install renders a cert-manager Certificate")
+	}
+	if *d.Spec.Replicas != 1 {
+		t.Errorf("replicas = %d, want 1 (each replica would generate its own CA)", *d.Spec.Replicas)
+	}
+	args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"--webhook-ca-inject=" + webhookName, "--webhook-self-signed-hosts=registrar-webhook-service." + ns + ".svc"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("manager args %q lack %q", args, want)
+		}
+	}
+	role := decode[rbacv1.ClusterRole](t, objs, "ClusterRole/registrar-manager-role")
+	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.Resources, "mutatingwebhookconfigurations") && slices.Contains(r.ResourceNames, webhookName)
+	}) {
+		t.Errorf("the manager may not patch %s: %+v", webhookName, role.Rules)
+	}
+}
+
+func dnsNames(m map[string]any) []string {
+	spec, _ := m["spec"].(map[string]any)
+	raw, _ := spec["dnsNames"].([]any)
+	var out []string
+	for _, n := range raw {
+		if s, ok := n.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
