@@ -45,10 +45,14 @@ func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
 		if err != nil {
 			continue // reported as NamedPortMissing by selectPods
 		}
-		job := warmupJob{registry: name, pod: client.ObjectKeyFromObject(p.pod), uid: p.pod.UID}
-		reg, pod := s.reg.DeepCopy(), p.pod.DeepCopy()
-		job.run = func(ctx context.Context) bool { return r.warmUp(ctx, reg, pod, spec) }
-		jobs[p.pod.UID] = job
+		regObj, podObj := s.reg, p.pod
+		jobs[p.pod.UID] = warmupJob{
+			registry: name, pod: client.ObjectKeyFromObject(p.pod), uid: p.pod.UID,
+			newRun: func() func(ctx context.Context) bool { // copies only for a warm-up that starts
+				reg, pod := regObj.DeepCopy(), podObj.DeepCopy()
+				return func(ctx context.Context) bool { return r.warmUp(ctx, reg, pod, spec) }
+			},
+		}
 	}
 	r.warmups.sync(name, jobs)
 }

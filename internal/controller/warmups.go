@@ -12,9 +12,10 @@ type warmupJob struct {
 	registry types.NamespacedName
 	pod      types.NamespacedName
 	uid      types.UID
-	// run warms the pod up and records the outcome on it; it reports whether the outcome
-	// was recorded (false: cancelled, or the pod could not be updated).
-	run func(ctx context.Context) bool
+	// newRun, called only when the warm-up starts, returns the function that warms the pod
+	// up and records the outcome on it; that reports whether the outcome was recorded
+	// (false: cancelled, or the pod could not be updated).
+	newRun func() func(ctx context.Context) bool
 }
 
 // warmupTracker runs warm-ups off the reconcile path: at most one per pod, at most
@@ -80,6 +81,7 @@ func (t *warmupTracker) sync(registry types.NamespacedName, jobs map[types.UID]w
 func (t *warmupTracker) start(job warmupJob) *warmupRun {
 	ctx, cancel := context.WithCancel(t.base)
 	run := &warmupRun{cancel: cancel}
+	warmUp := job.newRun()
 	go func() {
 		defer cancel()
 		select {
@@ -87,7 +89,7 @@ func (t *warmupTracker) start(job warmupJob) *warmupRun {
 		case <-ctx.Done():
 			return
 		}
-		recorded := job.run(ctx)
+		recorded := warmUp(ctx)
 		<-t.slots
 		if !recorded {
 			t.forget(job, run) // let the next reconcile start it again
