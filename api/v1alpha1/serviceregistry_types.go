@@ -16,6 +16,14 @@ const (
 	// ConditionConfigured is False when the Deployment annotations this registry was
 	// generated from could not be parsed.
 	ConditionConfigured = "Configured"
+	// ConditionReconciling is present, True, while the registry is converging: pods warming
+	// up, eligible pods not yet in the store, the store briefly unreachable. It follows the
+	// kstatus convention (sigs.k8s.io/cli-utils), so GitOps tools report "in progress".
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is present, True, when the registry cannot converge without a
+	// change: an invalid selector, store keys owned by someone else, invalid annotations,
+	// or a store unreachable for minutes. kstatus reports such a registry as Failed.
+	ConditionStalled = "Stalled"
 )
 
 // Names on pods and Deployments that users and other tools see.
@@ -265,11 +273,13 @@ type DrainStatus struct {
 
 // ServiceRegistryStatus is the observed state of a ServiceRegistry.
 type ServiceRegistryStatus struct {
-	// observedGeneration is the generation last reconciled successfully.
+	// observedGeneration is the generation this status describes: the conditions say
+	// whether that generation has been fully applied (Ready) or why not (Reconciling, Stalled).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Ready and StoreSynced.
+	// conditions are Ready, StoreSynced, DrainSufficient, Configured (for registries
+	// generated from a Deployment), and Reconciling or Stalled while either is True.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -379,11 +379,11 @@ func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {
 				was = &s.original.Status.Conditions[i]
 			}
 		}
-		if was != nil && was.Status == c.Status && was.Reason == c.Reason {
-			continue
+		if (was != nil && was.Status == c.Status && was.Reason == c.Reason) || c.Type == v1alpha1.ConditionReconciling {
+			continue // Reconciling comes and goes with every rollout: no Event
 		}
 		typ := corev1.EventTypeNormal
-		if c.Status != metav1.ConditionTrue {
+		if c.Status != metav1.ConditionTrue || c.Type == v1alpha1.ConditionStalled {
 			typ = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(s.reg, nil, typ, c.Reason, "Reconcile", "%s: %s", c.Type, c.Message)

@@ -72,15 +72,21 @@ type Input struct {
 	StoreErr error
 	// StoreName says which store, for messages (e.g. its endpoints).
 	StoreName string
-	Drain     Drain
-	Config    Configuration
-	Now       time.Time
+	// StoreStallAfter is how long the store may stay unreachable before the registry
+	// reports Stalled=True; DefaultStoreStallAfter when zero.
+	StoreStallAfter time.Duration
+	Drain           Drain
+	Config          Configuration
+	Now             time.Time
 }
 
 // Build returns the new status; old supplies the transition times to keep.
 func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistryStatus {
 	st := v1alpha1.ServiceRegistryStatus{
-		ObservedGeneration: old.ObservedGeneration,
+		// The status, including a failure, always describes the generation just evaluated,
+		// so that kstatus reads the Reconciling and Stalled conditions rather than
+		// "generation not observed" (see health.go).
+		ObservedGeneration: in.Generation,
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 		ServiceName:        in.ServiceName,
 	}
@@ -89,6 +95,7 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 		st.ServiceName, st.Registered = old.ServiceName, old.Registered // nothing was written
 		setCondition(&st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonInvalidSelector,
 			fmt.Sprintf("spec.selector is invalid, nothing is written to the store: %v", in.SelectorErr))
+		healthConditions(&st, old, in)
 		return st
 	}
 	configuredCondition(&st, in)
@@ -100,9 +107,7 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 	}
 	storeCondition(&st, in)
 	readyCondition(&st, in)
-	if in.StoreErr == nil {
-		st.ObservedGeneration = in.Generation
-	}
+	healthConditions(&st, old, in)
 	return st
 }
 

@@ -213,8 +213,8 @@ func TestBuildSelectorError(t *testing.T) {
 			if len(got.Endpoints) != 0 {
 				t.Errorf("endpoints = %+v, want none", got.Endpoints)
 			}
-			if got.ObservedGeneration != tt.old.ObservedGeneration {
-				t.Errorf("observedGeneration = %d, want unchanged %d", got.ObservedGeneration, tt.old.ObservedGeneration)
+			if got.ObservedGeneration != tt.in.Generation {
+				t.Errorf("observedGeneration = %d, want %d", got.ObservedGeneration, tt.in.Generation)
 			}
 			if got.Registered != tt.old.Registered {
 				t.Errorf("registered = %d, want unchanged %d: nothing was removed from the store", got.Registered, tt.old.Registered)
@@ -391,7 +391,6 @@ func TestBuildConditions(t *testing.T) {
 		old            v1alpha1.ServiceRegistryStatus
 		in             Input
 		ready, synced  condWant
-		wantGen        int64 // status.observedGeneration
 		wantRegistered int32
 	}{
 		{
@@ -399,7 +398,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a, b)},
 			ready:          condWant{status: metav1.ConditionTrue, reason: ReasonAllRegistered, contains: []string{"2 of 2"}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 2,
 		},
 		{
@@ -408,7 +406,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a, b)},
 			ready:          condWant{status: metav1.ConditionTrue, reason: ReasonAllRegistered, contains: []string{"2 of 2"}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 2,
 		},
 		{
@@ -416,7 +413,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a)},
 			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonNotInStore, contains: []string{"1 eligible pods"}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 1,
 		},
 		{
@@ -424,7 +420,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a), Conflicts: []string{b.Name}},
 			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonKeyConflict, contains: []string{b.Name}, excludes: []string{"more"}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 1,
 		},
 		{
@@ -432,7 +427,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: many[:5], Stored: stored(), Conflicts: manyNames[:5]},
 			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonKeyConflict, contains: manyNames[:5], excludes: []string{"more"}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 0,
 		},
 		{
@@ -441,7 +435,6 @@ func TestBuildConditions(t *testing.T) {
 			ready: condWant{status: metav1.ConditionFalse, reason: ReasonKeyConflict,
 				contains: append(slices.Clone(manyNames[:5]), "and 2 more"), excludes: manyNames[5:]},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 0,
 		},
 		{
@@ -449,7 +442,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, noPort}, Stored: stored(a)},
 			ready:          condWant{status: metav1.ConditionFalse, reason: eligibility.ReasonPortMissing, contains: []string{noPort.Name}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 1,
 		},
 		{
@@ -459,7 +451,6 @@ func TestBuildConditions(t *testing.T) {
 				contains: []string{"web-np-0, web-np-1, web-np-2, web-np-3, web-np-4", "and 3 more"},
 				excludes: []string{"web-np-5", "web-np-6", "web-np-7"}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 0,
 		},
 		{
@@ -467,7 +458,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, noPort}, Stored: stored(), Conflicts: []string{a.Name}},
 			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonKeyConflict, contains: []string{a.Name}, excludes: []string{noPort.Name}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 0,
 		},
 		{
@@ -476,7 +466,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, b}, Stored: nil, StoreErr: errStore},
 			ready:          notSynced,
 			synced:         unreachable,
-			wantGen:        oldGen,
 			wantRegistered: oldStatus().Registered,
 		},
 		{
@@ -484,7 +473,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, b}, Stored: nil, StoreErr: errStore},
 			ready:          notSynced,
 			synced:         unreachable,
-			wantGen:        0,
 			wantRegistered: 0,
 		},
 		{
@@ -493,7 +481,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a, b), StoreErr: errStore},
 			ready:          notSynced,
 			synced:         unreachable,
-			wantGen:        oldGen,
 			wantRegistered: 2,
 		},
 		{
@@ -502,7 +489,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, b}, Stored: map[string]store.Record{}, StoreErr: errStore},
 			ready:          notSynced,
 			synced:         unreachable,
-			wantGen:        oldGen,
 			wantRegistered: 0,
 		},
 		{
@@ -510,7 +496,6 @@ func TestBuildConditions(t *testing.T) {
 			in:             Input{Pods: []Pod{a, noPort}, Stored: stored(), Conflicts: []string{a.Name}, StoreErr: errStore},
 			ready:          notSynced,
 			synced:         unreachable,
-			wantGen:        0,
 			wantRegistered: 0,
 		},
 	}
@@ -522,16 +507,16 @@ func TestBuildConditions(t *testing.T) {
 
 			checkCond(t, got, v1alpha1.ConditionReady, tt.ready)
 			checkCond(t, got, v1alpha1.ConditionStoreSynced, tt.synced)
-			if len(got.Conditions) != 3 {
-				t.Errorf("got %d conditions, want Ready, StoreSynced and DrainSufficient: %+v", len(got.Conditions), got.Conditions)
+			if n := len(baseConditions(got)); n != 3 {
+				t.Errorf("got %d conditions besides Reconciling and Stalled, want Ready, StoreSynced and DrainSufficient: %+v", n, got.Conditions)
 			}
 			for _, c := range got.Conditions {
 				if c.ObservedGeneration != gen {
 					t.Errorf("%s observedGeneration = %d, want %d", c.Type, c.ObservedGeneration, gen)
 				}
 			}
-			if got.ObservedGeneration != tt.wantGen {
-				t.Errorf("observedGeneration = %d, want %d", got.ObservedGeneration, tt.wantGen)
+			if got.ObservedGeneration != gen {
+				t.Errorf("observedGeneration = %d, want %d: a status always describes the generation evaluated", got.ObservedGeneration, gen)
 			}
 			if got.Registered != tt.wantRegistered {
 				t.Errorf("registered = %d, want %d", got.Registered, tt.wantRegistered)
@@ -627,8 +612,8 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 			if got.Desired != 5 || got.Draining != 1 {
 				t.Errorf("desired, draining = %d, %d, want 5, 1", got.Desired, got.Draining)
 			}
-			if got.ObservedGeneration != oldGen {
-				t.Errorf("observedGeneration = %d, want unchanged %d", got.ObservedGeneration, oldGen)
+			if got.ObservedGeneration != gen {
+				t.Errorf("observedGeneration = %d, want %d", got.ObservedGeneration, gen)
 			}
 		})
 	}

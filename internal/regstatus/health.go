@@ -1,0 +1,95 @@
+package regstatus
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+)
+
+// DefaultStoreStallAfter is how long the store may stay unreachable before a registry
+// reports Stalled=True: long enough for a leader change or a rolling restart of etcd,
+// short enough that a GitOps tool reports the failure instead of waiting for its timeout.
+const DefaultStoreStallAfter = 2 * time.Minute
+
+// Reasons of the Reconciling condition (ReasonNotInStore and ReasonStoreUnreachable too).
+const (
+	ReasonWarmingUp = "WarmingUp"
+)
+
+// health is the verdict of the kstatus conditions: at most one of them is True.
+type health struct {
+	stalled, reconciling bool
+	reason, message      string
+}
+
+// healthConditions sets the "abnormal-true" conditions kstatus (sigs.k8s.io/cli-utils)
+// and the GitOps tools built on it (Flux, Argo CD) read: Stalled=True when the registry
+// cannot make progress without a change by a person, Reconciling=True while it is still
+// converging. Each is removed when it would be False, as kstatus recommends, so a healthy
+// registry carries neither; with neither, kstatus falls back to the Ready condition.
+func healthConditions(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRegistryStatus, in Input) {
+	h := judge(st, old, in)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
+	typ := v1alpha1.ConditionReconciling
+	switch {
+	case h.stalled:
+		typ = v1alpha1.ConditionStalled
+	case !h.reconciling:
+		return
+	}
+	// Keep the transition time of a condition that stays True.
+	if was := meta.FindStatusCondition(old.Conditions, typ); was != nil && was.Status == metav1.ConditionTrue {
+		st.Conditions = append(st.Conditions, *was)
+	}
+	setCondition(st, in.Generation, in.Now, typ, true, h.reason, h.message)
+}
+
+// judge decides between stalled, reconciling and neither, most severe first.
+func judge(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRegistryStatus, in Input) health {
+	switch {
+	case in.SelectorErr != nil:
+		return health{stalled: true, reason: ReasonInvalidSelector,
+			message: fmt.Sprintf("fix spec.selector: %v", in.SelectorErr)}
+	case in.StoreErr != nil:
+		return storeHealth(old, in)
+	case len(in.Conflicts) > 0:
+		return health{stalled: true, reason: ReasonKeyConflict,
+			message: "another ServiceRegistry or installation owns the store keys of some pods; give this registry a distinct spec.serviceName (see the Ready condition)"}
+	case in.Config.Generated && in.Config.Problems != "":
+		return health{stalled: true, reason: ReasonInvalidAnnotation,
+			message: "fix the Deployment's registrar.dev/ annotations: " + in.Config.Problems}
+	case st.Warming > 0:
+		return health{reconciling: true, reason: ReasonWarmingUp,
+			message: fmt.Sprintf("%d pods are warming up before they are registered", st.Warming)}
+	case notInStore(st.Endpoints) > 0:
+		return health{reconciling: true, reason: ReasonNotInStore,
+			message: fmt.Sprintf("%d eligible pods are not in the store yet", notInStore(st.Endpoints))}
+	}
+	return health{}
+}
+
+// storeHealth is Reconciling while the store has been unreachable for less than
+// StoreStallAfter (the reconciler retries with backoff), Stalled after that. The outage
+// starts at the transition time of the StoreSynced=False condition the last status carried.
+func storeHealth(old v1alpha1.ServiceRegistryStatus, in Input) health {
+	since := in.Now
+	if c := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionStoreSynced); c != nil && c.Status == metav1.ConditionFalse {
+		since = c.LastTransitionTime.Time
+	}
+	limit := in.StoreStallAfter
+	if limit <= 0 {
+		limit = DefaultStoreStallAfter
+	}
+	down := in.Now.Sub(since).Round(time.Second)
+	if down >= limit {
+		return health{stalled: true, reason: ReasonStoreUnreachable,
+			message: fmt.Sprintf("store %s has been unreachable for %s (more than %s); check its endpoints, TLS and network policy: %v", in.StoreName, down, limit, in.StoreErr)}
+	}
+	return health{reconciling: true, reason: ReasonStoreUnreachable,
+		message: fmt.Sprintf("retrying store %s with backoff (unreachable for %s): %v", in.StoreName, down, in.StoreErr)}
+}
