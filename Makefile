@@ -162,3 +162,20 @@ test-e2e: images cluster-up ## Install registrar on the real single-node cluster
 .PHONY: print-envtest-assets
 print-envtest-assets:
 	@echo $(ENVTEST_ASSETS)
+
+##@ OLM bundle and configuration reference (generated: verify-generated fails when stale)
+VERSION ?= 0.1.0
+CHANNELS ?= candidate
+DEFAULT_CHANNEL ?= candidate
+BUNDLE_IMG ?= registrar-bundle:v$(VERSION)
+GENERATED += bundle bundle.Dockerfile
+
+verify-generated: bundle
+
+.PHONY: bundle
+bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests and config/samples, offline.
+	go run ./hack/bundlegen -version $(VERSION) -image $(IMG) -channels $(CHANNELS) -default-channel $(DEFAULT_CHANNEL)
+
+.PHONY: bundle-build
+bundle-build: bundle ## Build the bundle image BUNDLE_IMG (needs a Docker engine).
+	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
