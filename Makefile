@@ -42,7 +42,7 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
 verify-generated: manifests generate ## Fail when generated files differ from what is committed.
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		git status --porcelain -- $(GENERATED); git --no-pager diff --stat -- $(GENERATED); \
-		echo "generated files are stale: run 'make generate manifests' and commit them"; exit 1; fi
+		echo "generated files are stale: run 'make generate manifests bundle docs' and commit them"; exit 1; fi
 
 .PHONY: fmt
 fmt: ## Run go fmt.
@@ -168,9 +168,9 @@ VERSION ?= 0.1.0
 CHANNELS ?= candidate
 DEFAULT_CHANNEL ?= candidate
 BUNDLE_IMG ?= registrar-bundle:v$(VERSION)
-GENERATED += bundle bundle.Dockerfile
+GENERATED += bundle bundle.Dockerfile docs/reference.md
 
-verify-generated: bundle
+verify-generated: bundle docs
 
 .PHONY: bundle
 bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests and config/samples, offline.
@@ -179,3 +179,7 @@ bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from c
 .PHONY: bundle-build
 bundle-build: bundle ## Build the bundle image BUNDLE_IMG (needs a Docker engine).
 	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: docs
+docs: manifests ## Regenerate docs/reference.md (manager flags, annotations, conditions, CRD fields) from the code.
+	go test ./cmd -run '^TestConfigurationReference$$' -count=1 -args -update-docs

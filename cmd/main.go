@@ -57,6 +57,20 @@ type config struct {
 
 func parseFlags(args []string) (config, zap.Options, error) {
 	var c config
+	zopts := zap.Options{Development: false}
+	fs := newFlagSet(&c, &zopts)
+	if err := fs.Parse(args); err != nil {
+		return c, zopts, err
+	}
+	if (c.storeCert == "") != (c.storeKey == "") {
+		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
+	}
+	return c, zopts, nil
+}
+
+// newFlagSet registers every flag of the manager, bound to c and zopts, on a fresh
+// FlagSet; docs/reference.md is generated from it (`make docs`, cmd/reference_test.go).
+func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("registrar", flag.ContinueOnError)
 	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
@@ -81,15 +95,8 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil { // registered by controller-runtime
 		fs.Var(kc.Value, kc.Name, kc.Usage)
 	}
-	zopts := zap.Options{Development: false}
 	zopts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return c, zopts, err
-	}
-	if (c.storeCert == "") != (c.storeKey == "") {
-		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
-	}
-	return c, zopts, nil
+	return fs
 }
 
 func envOr(key, def string) string {

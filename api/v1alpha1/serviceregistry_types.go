@@ -46,11 +46,11 @@ const (
 
 	// Deployment annotations (opt-in sugar): AnnotationService makes the operator own a
 	// ServiceRegistry for the Deployment; the others fill its spec.
-	AnnotationService        = "registrar.dev/service"
-	AnnotationPort           = "registrar.dev/port"
-	AnnotationWarmupPaths    = "registrar.dev/warmup-paths"
-	AnnotationWarmupRequests = "registrar.dev/warmup-requests"
-	AnnotationDrainSeconds   = "registrar.dev/drain-seconds"
+	AnnotationService        = "registrar.dev/service"         // on a Deployment: the service name in the store (spec.serviceName); the registry selects the Deployment's pods
+	AnnotationPort           = "registrar.dev/port"            // on a Deployment: a port number (published as "http") or a container port name (spec.ports)
+	AnnotationWarmupPaths    = "registrar.dev/warmup-paths"    // on a Deployment: comma-separated HTTP paths requested during warm-up (spec.warmup.paths); needs registrar.dev/port
+	AnnotationWarmupRequests = "registrar.dev/warmup-requests" // on a Deployment: warm-up requests per pod, 1 to 10000 (spec.warmup.requests); needs registrar.dev/warmup-paths
+	AnnotationDrainSeconds   = "registrar.dev/drain-seconds"   // on a Deployment: the preStop sleep in seconds, 0 to 3600 (spec.drain.seconds)
 
 	// AnnotationConfigError, on a ServiceRegistry generated from a Deployment, carries the
 	// problems found in the Deployment's annotations; it is reported as Configured=False.
