@@ -85,11 +85,13 @@ func storeHealth(old v1alpha1.ServiceRegistryStatus, in Input) health {
 	if limit <= 0 {
 		limit = DefaultStoreStallAfter
 	}
-	down := in.Now.Sub(since).Round(time.Second)
-	if down >= limit {
+	// The messages name when the outage began, not how long it lasts: a message that
+	// changed on every retry would write the status, and so trigger a reconcile, each time.
+	start := since.UTC().Format(time.RFC3339)
+	if in.Now.Sub(since) >= limit {
 		return health{stalled: true, reason: ReasonStoreUnreachable,
-			message: fmt.Sprintf("store %s has been unreachable for %s (more than %s); check its endpoints, TLS and network policy: %v", in.StoreName, down, limit, in.StoreErr)}
+			message: fmt.Sprintf("store %s has been unreachable since %s (more than %s); check its endpoints, TLS and network policy: %v", in.StoreName, start, limit, in.StoreErr)}
 	}
 	return health{reconciling: true, reason: ReasonStoreUnreachable,
-		message: fmt.Sprintf("retrying store %s with backoff (unreachable for %s): %v", in.StoreName, down, in.StoreErr)}
+		message: fmt.Sprintf("retrying store %s with backoff (unreachable since %s): %v", in.StoreName, start, in.StoreErr)}
 }

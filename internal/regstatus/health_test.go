@@ -2,6 +2,7 @@ package regstatus
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -60,12 +61,12 @@ func TestHealthConditions(t *testing.T) {
 		{
 			name: "store unreachable for less than the default limit", old: syncedFalseSince(now.Add(-DefaultStoreStallAfter + time.Second)),
 			in:  Input{Pods: []Pod{a}, StoreErr: errStore},
-			typ: v1alpha1.ConditionReconciling, reason: ReasonStoreUnreachable, contains: "unreachable for 1m59s",
+			typ: v1alpha1.ConditionReconciling, reason: ReasonStoreUnreachable, contains: "unreachable since 2025-06-07T08:07:11Z",
 		},
 		{
 			name: "store unreachable for the default limit", old: syncedFalseSince(now.Add(-DefaultStoreStallAfter)),
 			in:  Input{Pods: []Pod{a}, StoreErr: errStore},
-			typ: v1alpha1.ConditionStalled, reason: ReasonStoreUnreachable, contains: "unreachable for 2m0s (more than 2m0s)",
+			typ: v1alpha1.ConditionStalled, reason: ReasonStoreUnreachable, contains: "unreachable since 2025-06-07T08:07:10Z (more than 2m0s)",
 		},
 		{
 			name: "store unreachable beyond a configured limit", old: syncedFalseSince(now.Add(-30 * time.Second)),
@@ -152,5 +153,23 @@ func TestHealthConditionTransitions(t *testing.T) {
 	stalled := Build(done, in)
 	if s := meta.FindStatusCondition(stalled.Conditions, v1alpha1.ConditionStalled); s == nil || !s.LastTransitionTime.Time.Equal(now) {
 		t.Errorf("Stalled = %+v, want True since %v", s, now)
+	}
+}
+
+// A retry during an outage must produce the same status, or every retry would write it
+// and trigger another reconcile.
+func TestHealthStableDuringOutage(t *testing.T) {
+	a := pod("web-a", "10.0.0.1", vEligible)
+	in := Input{Generation: gen, ServiceName: "web", StoreName: storeName, Pods: []Pod{a}, StoreErr: errStore, Now: now}
+	first := Build(oldStatus(), in)
+	in.Now = now.Add(30 * time.Second)
+	retry := Build(first, in)
+	if !reflect.DeepEqual(first.Conditions, retry.Conditions) {
+		t.Errorf("conditions changed between retries:\n%+v\n%+v", first.Conditions, retry.Conditions)
+	}
+	in.Now = now.Add(DefaultStoreStallAfter)
+	stalled := Build(retry, in)
+	if s := meta.FindStatusCondition(stalled.Conditions, v1alpha1.ConditionStalled); s == nil || s.Reason != ReasonStoreUnreachable {
+		t.Errorf("Stalled = %+v after %s of outage", s, DefaultStoreStallAfter)
 	}
 }
