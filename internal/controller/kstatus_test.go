@@ -3,6 +3,9 @@ package controller_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -12,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -50,6 +54,7 @@ var _ = Describe("kstatus", func() {
 		Expect(condition(reg, v1alpha1.ConditionReady)()).To(haveCondition(metav1.ConditionTrue, "AllRegistered"))
 		Expect(condition(reg, v1alpha1.ConditionReconciling)()).To(BeNil())
 		Expect(condition(reg, v1alpha1.ConditionStalled)()).To(BeNil())
+		Expect(kubectlWaitReady(ns, reg.Name, "30s")).To(Succeed())
 	})
 
 	It("is InProgress while a pod warms up, also after a new generation was evaluated", func() {
@@ -85,5 +90,28 @@ var _ = Describe("kstatus", func() {
 		Eventually(kstatusOf(reg)).WithTimeout(timeout).Should(haveKstatus(status.FailedStatus, "KeyConflict"))
 		Expect(condition(reg, v1alpha1.ConditionStalled)()).To(haveCondition(metav1.ConditionTrue, "KeyConflict"))
 		Expect(condition(reg, v1alpha1.ConditionReady)()).To(haveCondition(metav1.ConditionFalse, "KeyConflict"))
+		Expect(kubectlWaitReady(ns, reg.Name, "1s")).NotTo(Succeed())
 	})
 })
+
+// kubectlWaitReady runs `kubectl wait --for=condition=Ready` against the suite's API
+// server, as a user or a CI script would. The spec is skipped, and says so, without kubectl.
+func kubectlWaitReady(ns, name, timeout string) error {
+	GinkgoHelper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		Skip("kubectl is not on PATH: `kubectl wait` not checked")
+	}
+	user, err := testEnv.AddUser(envtest.User{Name: "kubectl-wait", Groups: []string{"system:masters"}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig, err := user.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", path, "wait", "--for=condition=Ready",
+		"serviceregistry/"+name, "-n", ns, "--timeout="+timeout).CombinedOutput()
+	GinkgoWriter.Printf("kubectl wait: %s (%v)\n", out, err)
+	return err
+}
