@@ -109,7 +109,6 @@ type ServicePort struct {
 // WarmupSpec describes the synthetic requests sent to a pod before it is registered.
 // It is acted on for pods that carry the registrar.dev/ready readiness gate.
 // +kubebuilder:validation:XValidation:rule="!has(self.minDuration) || !has(self.timeout) || duration(self.minDuration) <= duration(self.timeout)",message="minDuration must not be longer than timeout",fieldPath=".minDuration"
-// +kubebuilder:validation:XValidation:rule="!has(self.requestTimeout) || !has(self.timeout) || duration(self.requestTimeout) <= duration(self.timeout)",message="requestTimeout must not be longer than timeout",fieldPath=".requestTimeout"
 type WarmupSpec struct {
 	// paths are the HTTP paths requested on the pod during warm-up, in turn. Each starts
 	// with "/" and holds no space or control character (escape them, e.g. %20).
@@ -145,7 +144,7 @@ type WarmupSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be a duration between 1s and 1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1h')",message="must be a duration between 100ms and 1h"
 	// +kubebuilder:default="30s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
