@@ -109,4 +109,3 @@ func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj
 	}
 	return reqs
 }
-

@@ -201,4 +201,3 @@ func (s *TLSServer) Stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
 }
-
