@@ -63,6 +63,14 @@ test: verify-generated vet envtest-assets ## Run unit and envtest suites against
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
 		go test ./... -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
 
+##@ Fuzzing
+FUZZTIME ?= 30s
+FUZZ_PACKAGES ?= ./internal/store/etcd
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target of FUZZ_PACKAGES for FUZZTIME each (seed corpora also run in make test).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_PACKAGES)
+
 ##@ Build
 .PHONY: build
 build: ## Build the manager binary.

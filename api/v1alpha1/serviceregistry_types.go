@@ -116,11 +116,13 @@ type ServicePort struct {
 
 // WarmupSpec describes the synthetic requests sent to a pod before it is registered.
 // It is acted on for pods that carry the registrar.dev/ready readiness gate.
+// +kubebuilder:validation:XValidation:rule="!has(self.minDuration) || !has(self.timeout) || duration(self.minDuration) <= duration(self.timeout)",message="minDuration must not be longer than timeout",fieldPath=".minDuration"
 type WarmupSpec struct {
-	// paths are the HTTP paths requested on the pod during warm-up, in turn.
+	// paths are the HTTP paths requested on the pod during warm-up, in turn. Each starts
+	// with "/" and holds no space or control character (escape them, e.g. %20).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:items:Pattern=`^/`
+	// +kubebuilder:validation:items:Pattern=`^/[^\x00-\x20\x7f]*$`
 	// +kubebuilder:validation:items:MaxLength=1024
 	// +listType=atomic
 	// +required
@@ -147,16 +149,28 @@ type WarmupSpec struct {
 
 	// timeout bounds the whole warm-up of one pod (e.g. "30s"). onFailure applies when the
 	// requests have not all succeeded by then.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1h')",message="must be a duration between 100ms and 1h"
 	// +kubebuilder:default="30s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// requestTimeout bounds each warm-up request.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('5m')",message="must be a duration between 10ms and 5m"
 	// +kubebuilder:default="2s"
 	// +optional
 	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 
 	// minDuration is the least time a warm-up lasts, even when requests finish sooner.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1h')",message="must be a duration of at most 1h"
 	// +optional
 	MinDuration *metav1.Duration `json:"minDuration,omitempty"`
 
@@ -195,9 +209,9 @@ type InjectionSpec struct {
 }
 
 // ServiceRegistrySpec is the desired publication of a set of pods into the store.
-// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, self.ports.exists_one(q, q.name == p.name))",message="ports[].name must be unique"
-// +kubebuilder:validation:XValidation:rule="!has(self.warmup) || (has(self.ports) && size(self.ports) > 0)",message="warmup needs at least one entry in ports to send requests to"
-// +kubebuilder:validation:XValidation:rule="!has(self.warmup) || !has(self.warmup.port) || (has(self.ports) && self.ports.exists(p, p.name == self.warmup.port))",message="warmup.port must name an entry of ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, self.ports.exists_one(q, q.name == p.name))",message="ports[].name must be unique",fieldPath=".ports"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmup) || (has(self.ports) && size(self.ports) > 0)",message="warmup needs at least one entry in ports to send requests to",fieldPath=".warmup"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmup) || !has(self.warmup.port) || (has(self.ports) && self.ports.exists(p, p.name == self.warmup.port))",message="warmup.port must name an entry of ports",fieldPath=".warmup.port"
 type ServiceRegistrySpec struct {
 	// serviceName is the logical service name in the store (a DNS-1123 label).
 	// Defaults to metadata.name.
@@ -317,7 +331,7 @@ type ServiceRegistryStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=sreg,categories=registrar
-// +kubebuilder:validation:XValidation:rule="has(self.spec.serviceName) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="spec.serviceName is required when metadata.name is not a DNS-1123 label"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.serviceName) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="spec.serviceName is required when metadata.name is not a DNS-1123 label",fieldPath=".spec.serviceName"
 // +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.serviceName`
 // +kubebuilder:printcolumn:name="Registered",type=integer,JSONPath=`.status.registered`
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desired`

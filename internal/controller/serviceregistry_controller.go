@@ -92,6 +92,8 @@ type reconcileScope struct {
 	plan     plan.Plan
 	selErr   error
 	storeErr error
+	// overlaps are pods an older registry of the same service also selects: pod → its name.
+	overlaps map[string]string
 	// leaseCheck is the earliest time a node Lease of a registered pod lapses, if renewed
 	// no more: the reconcile comes back then, as nothing else would trigger it.
 	leaseCheck time.Time
@@ -131,7 +133,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if s.storeErr = r.sync(ctx, s); s.storeErr != nil {
 		return ctrl.Result{}, s.storeErr
 	}
-	return r.leaseRequeue(s), r.flipGates(ctx, s)
+	return conflictRequeue(s, r.leaseRequeue(s)), r.flipGates(ctx, s)
 }
 
 func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
@@ -157,6 +159,10 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 		s.selErr = errors.Join(err, errEmptySelector(sel))
 		return nil
 	}
+	older, err := r.olderClaims(ctx, s.reg)
+	if err != nil {
+		return err
+	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(s.reg.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return fmt.Errorf("list pods of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
@@ -166,6 +172,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	for i := range pods.Items {
 		p := r.classify(ctx, s.reg, &pods.Items[i])
 		r.checkNodeLease(ctx, s, &p)
+		yieldToOlder(s, &p, older)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		}
@@ -219,6 +226,14 @@ func (r *ServiceRegistryReconciler) sync(ctx context.Context, s *reconcileScope)
 	}
 	owner := string(s.reg.UID)
 	s.plan = plan.Compute(owner, s.desired, current, r.Clock.Now())
+	if len(s.plan.Conflicts) > 0 {
+		// The other owner may have released its keys since they were read: read them again.
+		r.known.forget(name)
+		if current, err = r.current(ctx, name, s.reg.UID, s.target); err != nil {
+			return err
+		}
+		s.plan = plan.Compute(owner, s.desired, current, r.Clock.Now())
+	}
 	s.stored = plan.Owned(owner, current)
 	if s.plan.Changes.Len() == 0 {
 		return nil
@@ -314,6 +329,7 @@ func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcil
 		Pods:        r.statusPods(s),
 		Stored:      s.stored,
 		Conflicts:   s.plan.Conflicts,
+		Overlaps:    s.overlaps,
 		SelectorErr: s.selErr,
 		StoreErr:    s.storeErr,
 		StoreName:   r.StoreName,

@@ -51,7 +51,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ServiceRegistry{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod))
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod)).
+		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(r.registriesOfService))
 	if r.NodeLeaseTimeout > 0 {
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
 			builder.WithPredicates(r.leaseRenewedAfterLapse()))

@@ -30,6 +30,9 @@ const (
 	ReasonKeyConflict      = "KeyConflict"
 	ReasonInvalidSelector  = "InvalidSelector"
 	ReasonNotInStore       = "NotInStore"
+	// ReasonSelectorOverlap: an older ServiceRegistry of the same service and namespace also
+	// selects some of this registry's pods; it publishes them, this registry leaves them alone.
+	ReasonSelectorOverlap = "SelectorOverlap"
 )
 
 // Pod is what the status needs of one selected pod.
@@ -66,6 +69,9 @@ type Input struct {
 	Stored map[string]store.Record
 	// Conflicts are pods whose key another owner holds.
 	Conflicts []string
+	// Overlaps are pods an older ServiceRegistry of the same service also selects, each with
+	// that registry's name; this registry writes nothing for them.
+	Overlaps map[string]string
 	// SelectorErr is set when spec.selector could not be parsed; nothing was written.
 	SelectorErr error
 	// StoreErr is set when the last list or write failed.
@@ -185,6 +191,8 @@ func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	case in.StoreErr != nil:
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonStoreNotSynced,
 			"the store could not be updated; see the StoreSynced condition")
+	case len(in.Overlaps) > 0:
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonSelectorOverlap, overlapMessage(in))
 	case len(in.Conflicts) > 0:
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonKeyConflict,
 			fmt.Sprintf("the store keys of pods %s are owned by another ServiceRegistry or installation; give this registry a distinct spec.serviceName",
@@ -243,6 +251,25 @@ func configuredCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, true, ReasonAnnotationsValid,
 			"generated from the Deployment's registrar.dev/ annotations")
 	}
+}
+
+// overlapMessage names the pods held back and the older registries that publish them.
+func overlapMessage(in Input) string {
+	pods := make([]string, 0, len(in.Overlaps))
+	owners := map[string]bool{}
+	for pod, owner := range in.Overlaps {
+		pods = append(pods, pod)
+		owners[owner] = true
+	}
+	sort.Strings(pods)
+	names := make([]string, 0, len(owners))
+	for o := range owners {
+		names = append(names, o)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("pods %s are also selected by the older ServiceRegistry %s of service %q, which publishes them; "+
+		"this registry writes nothing for them: make the selectors disjoint or give this registry another spec.serviceName",
+		strings.Join(first(pods, 5), ", "), strings.Join(first(names, 3), ", "), in.ServiceName)
 }
 
 func notInStore(eps []v1alpha1.EndpointStatus) int {

@@ -382,6 +382,7 @@ func TestBuildConditions(t *testing.T) {
 	// Unsorted on purpose: the message lists the missing pods by name.
 	manyNoPort[0], manyNoPort[7] = manyNoPort[7], manyNoPort[0]
 
+	overlapped := pod("web-shared", "10.0.4.1", eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: ReasonSelectorOverlap})
 	synced := condWant{status: metav1.ConditionTrue, reason: ReasonSynced, contains: []string{storeName}}
 	unreachable := condWant{status: metav1.ConditionFalse, reason: ReasonStoreUnreachable, contains: []string{errStore.Error(), storeName}}
 	notSynced := condWant{status: metav1.ConditionFalse, reason: ReasonStoreNotSynced}
@@ -436,6 +437,25 @@ func TestBuildConditions(t *testing.T) {
 				contains: append(slices.Clone(manyNames[:5]), "and 2 more"), excludes: manyNames[5:]},
 			synced:         synced,
 			wantRegistered: 0,
+		},
+		{
+			name: "selector overlaps an older registry",
+			in: Input{ServiceName: "web", Pods: []Pod{a, overlapped}, Stored: stored(a),
+				Overlaps: map[string]string{overlapped.Name: "web-stable"}},
+			ready: condWant{status: metav1.ConditionFalse, reason: ReasonSelectorOverlap,
+				contains: []string{overlapped.Name, "older ServiceRegistry web-stable", `service "web"`, "writes nothing"}},
+			synced:         synced,
+			wantGen:        gen,
+			wantRegistered: 1,
+		},
+		{
+			name: "an overlap is reported before a key conflict",
+			in: Input{Pods: []Pod{a, b, overlapped}, Stored: stored(a), Conflicts: []string{b.Name},
+				Overlaps: map[string]string{overlapped.Name: "web-stable"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonSelectorOverlap, contains: []string{"web-stable"}},
+			synced:         synced,
+			wantGen:        gen,
+			wantRegistered: 1,
 		},
 		{
 			name:           "named port missing",

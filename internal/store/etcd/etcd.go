@@ -4,7 +4,6 @@ package etcd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -46,7 +45,8 @@ func New(kv clientv3.KV, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
-	opts.Prefix = "/" + strings.Trim(opts.Prefix, "/")
+	// Cleaned, so that every key and scope prefix starts with it literally ("a/../b" is "/b").
+	opts.Prefix = path.Clean("/" + strings.Trim(opts.Prefix, "/"))
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
@@ -58,7 +58,7 @@ func New(kv clientv3.KV, opts Options) *Store {
 
 // Key is the store key of pod in scope.
 func (s *Store) Key(scope store.Scope, pod string) string {
-	return path.Join(s.opts.Prefix, scope.Service, scope.Namespace, pod)
+	return keyFor(s.opts.Prefix, scope, pod)
 }
 
 func (s *Store) scopePrefix(scope store.Scope) string {
@@ -67,6 +67,9 @@ func (s *Store) scopePrefix(scope store.Scope) string {
 
 // List returns every record under {prefix}/{service}/{namespace}/.
 func (s *Store) List(ctx context.Context, scope store.Scope) ([]store.Record, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	prefix := s.scopePrefix(scope)
@@ -76,13 +79,7 @@ func (s *Store) List(ctx context.Context, scope store.Scope) ([]store.Record, er
 	}
 	records := make([]store.Record, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		rec := store.Record{Key: string(kv.Key), Revision: kv.ModRevision}
-		if err := json.Unmarshal(kv.Value, &rec.Endpoint); err != nil {
-			// Not ours to judge: keep it visible but unowned so it is never touched.
-			rec.Endpoint = store.Endpoint{}
-		}
-		rec.Pod = strings.TrimPrefix(rec.Key, prefix)
-		records = append(records, rec)
+		records = append(records, decodeRecord(prefix, kv.Key, kv.Value, kv.ModRevision))
 	}
 	return records, nil
 }
@@ -119,8 +116,14 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 }
 
 func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, fmt.Errorf("write: %w", err)
+	}
 	ops := make([]op, 0, c.Len())
 	for i := range c.Delete {
+		if err := checkSegment("pod", c.Delete[i].Pod); err != nil {
+			return nil, fmt.Errorf("delete: %w", err)
+		}
 		key := s.Key(scope, c.Delete[i].Pod)
 		ops = append(ops, op{
 			cmp: clientv3.Compare(clientv3.ModRevision(key), "=", c.Delete[i].Revision),
@@ -146,8 +149,11 @@ func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
 }
 
 func (s *Store) putOp(scope store.Scope, ep *store.Endpoint, guard clientv3.Cmp) (op, error) {
+	if err := checkSegment("pod", ep.Pod); err != nil {
+		return op{}, fmt.Errorf("write: %w", err)
+	}
 	key := s.Key(scope, ep.Pod)
-	value, err := json.Marshal(ep)
+	value, err := encodeValue(ep)
 	if err != nil {
 		return op{}, fmt.Errorf("encode %s: %w", key, err)
 	}

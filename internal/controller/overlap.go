@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/regstatus"
+)
+
+// Two ServiceRegistries of one namespace with the same service name write into the same
+// store scope. Where their selectors overlap — both select a pod — the OLDER registry (by
+// creationTimestamp, then name) owns that pod: the younger one neither writes its key, nor
+// warms it up, nor touches its gate, and reports Ready=False with reason SelectorOverlap
+// naming the older registry. Pods only one of them selects are published by that one, so
+// registries with disjoint selectors can share a service (e.g. stable and canary).
+
+// ConflictRetry is how often a registry whose keys another owner holds looks again: nothing
+// in Kubernetes signals that, say, another installation released a key.
+const ConflictRetry = 30 * time.Second
+
+// claim is an older registry of the same service and namespace, with its selector.
+type claim struct {
+	name     string
+	selector labels.Selector
+}
+
+// olderClaims returns the registries of reg's namespace with the same service name that
+// are older than reg.
+func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alpha1.ServiceRegistry) ([]claim, error) {
+	var regs v1alpha1.ServiceRegistryList
+	if err := r.List(ctx, &regs, client.InNamespace(reg.Namespace)); err != nil {
+		return nil, fmt.Errorf("list ServiceRegistries of %s: %w", reg.Namespace, err)
+	}
+	var out []claim
+	for i := range regs.Items {
+		other := &regs.Items[i]
+		if other.UID == reg.UID || other.ResolvedServiceName() != reg.ResolvedServiceName() || !olderThan(other, reg) {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&other.Spec.Selector)
+		if err != nil || sel.Empty() {
+			continue // it writes nothing, so it claims nothing
+		}
+		out = append(out, claim{name: other.Name, selector: sel})
+	}
+	return out, nil
+}
+
+// olderThan orders registries by creationTimestamp, then name.
+func olderThan(a, b *v1alpha1.ServiceRegistry) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// yieldToOlder holds back a pod an older registry also selects, and notes which one.
+func yieldToOlder(s *reconcileScope, p *selectedPod, older []claim) {
+	set := labels.Set(p.pod.Labels)
+	for _, c := range older {
+		if c.selector.Matches(set) {
+			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: regstatus.ReasonSelectorOverlap}
+			if s.overlaps == nil {
+				s.overlaps = map[string]string{}
+			}
+			s.overlaps[p.pod.Name] = c.name
+			return
+		}
+	}
+}
+
+// conflictRequeue brings a registry with key conflicts back after ConflictRetry at the latest.
+func conflictRequeue(s *reconcileScope, res ctrl.Result) ctrl.Result {
+	if len(s.plan.Conflicts) > 0 && (res.RequeueAfter <= 0 || res.RequeueAfter > ConflictRetry) {
+		res.RequeueAfter = ConflictRetry
+	}
+	return res
+}
+
+// registriesOfService maps a ServiceRegistry event to the other registries of its namespace
+// with the same service name (called with both the old and the new object of an update), so
+// that a younger registry yields or takes over as soon as an older one changes, and an older
+// one takes over the keys a younger one released.
+func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj client.Object) []reconcile.Request {
+	changed, ok := obj.(*v1alpha1.ServiceRegistry)
+	if !ok {
+		return nil
+	}
+	var regs v1alpha1.ServiceRegistryList
+	if err := r.List(ctx, &regs, client.InNamespace(changed.Namespace)); err != nil {
+		log.FromContext(ctx).Error(err, "list ServiceRegistries of a service", "namespace", changed.Namespace)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range regs.Items {
+		if regs.Items[i].UID != changed.UID && regs.Items[i].ResolvedServiceName() == changed.ResolvedServiceName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])})
+		}
+	}
+	return reqs
+}
