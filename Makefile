@@ -59,9 +59,20 @@ $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) hack/envtest-assets.sh
 
 .PHONY: test
-test: verify-generated vet envtest-assets ## Run unit and envtest suites against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+test: verify-generated vet envtest-assets store-assets ## Run unit and envtest suites against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) \
 		go test ./... -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
+
+##@ Stores (the real servers the tests of internal/store/coredns and zookeeper run against)
+COREDNS_VERSION := $(shell awk '$$1 == "github.com/coredns/coredns" || ($$1 == "require" && $$2 == "github.com/coredns/coredns") {print $$NF; exit}' hack/coredns/go.mod)
+COREDNS_BIN ?= $(LOCALBIN)/coredns-$(COREDNS_VERSION)
+STORE_TEST_ENV = COREDNS_BIN=$(COREDNS_BIN)
+
+.PHONY: store-assets
+store-assets: $(COREDNS_BIN) ## Build CoreDNS (etcd plugin only, cached in bin/).
+
+$(COREDNS_BIN): hack/coredns/go.mod hack/coredns/main.go
+	OUT=$@ hack/coredns.sh
 
 ##@ Build
 .PHONY: build
