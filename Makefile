@@ -69,7 +69,11 @@ COREDNS_BIN ?= $(LOCALBIN)/coredns-$(COREDNS_VERSION)
 STORE_TEST_ENV = COREDNS_BIN=$(COREDNS_BIN)
 
 .PHONY: store-assets
-store-assets: $(COREDNS_BIN) ## Build CoreDNS (etcd plugin only, cached in bin/).
+store-assets: $(COREDNS_BIN) zookeeper-assets ## Build CoreDNS (etcd plugin only, cached in bin/); install ZooKeeper (apt) when missing.
+
+.PHONY: zookeeper-assets
+zookeeper-assets:
+	hack/zookeeper.sh >/dev/null
 
 $(COREDNS_BIN): hack/coredns/go.mod hack/coredns/main.go
 	OUT=$@ hack/coredns.sh

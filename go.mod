@@ -3,6 +3,7 @@ module github.com/registrar-dev/registrar
 go 1.26.0
 
 require (
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/google/go-containerregistry v0.22.1
 	github.com/miekg/dns v1.1.72
 	github.com/onsi/ginkgo/v2 v2.34.0
