@@ -70,7 +70,7 @@ type Options struct {
 	// is org.apache.dubbo.registry.zookeeper.ZookeeperInstance. Both have {id, name, metadata}.
 	PayloadClass string
 	// PortName picks the port published as "port"; when empty or absent, the first port by
-	// name. A port named "https" is published as "sslPort".
+	// name. A port named "https" is published as "sslPort" too, and the uriSpec then uses it.
 	PortName string
 	// Timeout bounds every call to ZooKeeper; DefaultTimeout when zero.
 	Timeout time.Duration
@@ -160,10 +160,16 @@ type URIPart struct {
 	Variable bool   `json:"variable"`
 }
 
-// defaultURISpec is "{scheme}://{address}:{port}", Spring Cloud Zookeeper's default.
-var defaultURISpec = URISpec{Parts: []URIPart{
-	{"scheme", true}, {"://", false}, {"address", true}, {":", false}, {"port", true},
-}}
+// uriSpec is "{scheme}://{address}:{port}", Spring Cloud Zookeeper's default, or, for an
+// instance with an sslPort, "{scheme}://{address}:{ssl-port}": Curator's {scheme} is https
+// whenever sslPort is set, so the URI must use that port.
+func uriSpec(ssl bool) *URISpec {
+	port := "port"
+	if ssl {
+		port = "ssl-port"
+	}
+	return &URISpec{Parts: []URIPart{{"scheme", true}, {"://", false}, {"address", true}, {":", false}, {port, true}}}
+}
 
 // instance encodes ep as a Curator ServiceInstance.
 func (s *Store) instance(ep *store.Endpoint) Instance {
@@ -181,7 +187,6 @@ func (s *Store) instance(ep *store.Endpoint) Instance {
 		Payload:             &Payload{Class: s.opts.PayloadClass, ID: id, Name: ep.Service, Metadata: meta},
 		RegistrationTimeUTC: ep.RegisteredAt.UnixMilli(),
 		ServiceType:         "DYNAMIC",
-		URISpec:             &defaultURISpec,
 	}
 	if name := s.mainPort(ep.Ports); name != "" {
 		p := ep.Ports[name]
@@ -190,6 +195,7 @@ func (s *Store) instance(ep *store.Endpoint) Instance {
 	if p, ok := ep.Ports["https"]; ok {
 		in.SSLPort = &p
 	}
+	in.URISpec = uriSpec(in.SSLPort != nil)
 	return in
 }
 
