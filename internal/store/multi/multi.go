@@ -74,8 +74,8 @@ func New(stores []Named, defaults []string) (*Store, error) {
 		s.stores[n.Name] = n.Store
 		s.names = append(s.names, n.Name)
 	}
-	if _, err := s.targets(store.Scope{}); err != nil {
-		return nil, fmt.Errorf("default stores: %w", err)
+	if names, err := s.targets(store.Scope{}); err != nil || len(names) == 0 {
+		return nil, fmt.Errorf("default stores %q: %w", defaults, errors.Join(err, errors.New("none configured")))
 	}
 	return s, nil
 }
@@ -83,44 +83,50 @@ func New(stores []Named, defaults []string) (*Store, error) {
 // Names are the configured stores, in configuration order.
 func (s *Store) Names() []string { return slices.Clone(s.names) }
 
-// targets are the store names of scope.
-func (s *Store) targets(scope store.Scope) ([]string, error) {
-	names := s.defaults
+// ErrNotConfigured is returned by List when a scope names a store the installation does not
+// configure. The configured ones are listed all the same (and Apply writes them), so that
+// the records of a registry naming such a store can still be removed.
+var ErrNotConfigured = errors.New("store not configured")
+
+// targets are the configured store names of scope; err names those that are not configured.
+func (s *Store) targets(scope store.Scope) (names []string, err error) {
+	all := s.defaults
 	if scope.Stores != "" {
-		names = strings.Split(scope.Stores, ",")
+		all = strings.Split(scope.Stores, ",")
 	}
-	if len(names) == 0 {
-		return nil, errors.New("no store named")
-	}
-	for _, n := range names {
+	var missing []string
+	for _, n := range all {
 		if s.stores[n] == nil {
-			return nil, fmt.Errorf("store %q is not configured in this installation (configured: %s)", n, strings.Join(s.names, ", "))
+			missing = append(missing, n)
+		} else {
+			names = append(names, n)
 		}
 	}
-	return names, nil
+	if len(missing) > 0 {
+		err = fmt.Errorf("%w: %q named but this installation configures only %s (its --stores flag)",
+			ErrNotConfigured, missing, strings.Join(s.names, ", "))
+	}
+	return names, err
 }
 
 // List lists every target store of scope and returns the merged view.
 func (s *Store) List(ctx context.Context, scope store.Scope) ([]store.Record, error) {
-	names, err := s.targets(scope)
-	if err != nil {
-		return nil, err
-	}
+	names, notConfigured := s.targets(scope)
 	lists := make([]map[string]store.Record, len(names))
-	var errs []error
+	errs := []error{notConfigured}
+	var err error
 	for i, name := range names {
 		if lists[i], err = s.list(ctx, scope, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if len(errs) > 1 { // a store failed
+		return nil, errors.Join(errs...)
 	}
 	if len(names) == 1 {
-		return slices.Collect(maps.Values(lists[0])), nil
+		return slices.Collect(maps.Values(lists[0])), notConfigured
 	}
-	merged := merge(lists, nil)
-	return slices.Collect(maps.Values(merged)), nil
+	return slices.Collect(maps.Values(merge(lists, nil))), notConfigured
 }
 
 func (s *Store) list(ctx context.Context, scope store.Scope, name string) (map[string]store.Record, error) {
@@ -198,10 +204,7 @@ func mergePod(lists []map[string]store.Record, pod string) store.Record {
 // States reports, for each target store of scope, how many records of owner it held after
 // the last call and whether that call failed. A store not called yet counts nothing.
 func (s *Store) States(scope store.Scope, owner string) []State {
-	names, err := s.targets(scope)
-	if err != nil {
-		return nil
-	}
+	names, _ := s.targets(scope)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]State, 0, len(names))

@@ -297,8 +297,22 @@ func TestForeignOwnerInOneStore(t *testing.T) {
 func TestUnknownStore(t *testing.T) {
 	f := newFixture(t, nil)
 	scope := store.Scope{Service: "web", Namespace: "shop", Stores: "a,zookeeper"}
-	if _, err := f.multi.List(ctx(t), scope); err == nil || !strings.Contains(err.Error(), `store "zookeeper" is not configured`) {
-		t.Errorf("List error = %v, want store \"zookeeper\" is not configured", err)
+	if _, err := f.converge(t, store.Scope{Service: "web", Namespace: "shop"}, ep("web-0", "10.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := f.multi.List(ctx(t), scope)
+	if !errors.Is(err, multi.ErrNotConfigured) || !strings.Contains(err.Error(), `["zookeeper"]`) {
+		t.Errorf("List error = %v, want ErrNotConfigured naming zookeeper", err)
+	}
+	if len(listed) != 1 {
+		t.Fatalf("List returned %+v, want the configured store's web-0 all the same", listed)
+	}
+	// The records of the configured store can still be removed.
+	if _, err := f.multi.Apply(ctx(t), scope, store.Changes{Delete: listed}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if got := pods(t, f.a, scope); len(got) != 0 {
+		t.Errorf("store a still holds %v", got)
 	}
 	if _, err := multi.New([]multi.Named{{Name: "a", Store: f.a}}, []string{"b"}); err == nil {
 		t.Errorf("New with an unknown default store succeeded")
