@@ -234,6 +234,21 @@ type ServiceRegistrySpec struct {
 	// +listType=set
 	// +optional
 	Stores []string `json:"stores,omitempty"`
+
+	// dns configures the records of the coredns store.
+	// +optional
+	DNS *DNSSpec `json:"dns,omitempty"`
+}
+
+// DNSSpec configures the DNS records of a service.
+type DNSSpec struct {
+	// ttlSeconds is the TTL of the service's records. Resolvers may hand out a deregistered
+	// address for this long, so drain.callerCacheSeconds should cover it. Defaults to the
+	// installation's --coredns-ttl (5 s).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	TTLSeconds *int32 `json:"ttlSeconds,omitempty"`
 }
 
 // StoreStatus is the state of one store the endpoints are published to.

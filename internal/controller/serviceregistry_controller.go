@@ -136,7 +136,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
-	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, Stores: storesOf(reg)}
+	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, Stores: storesOf(reg), TTL: dnsTTL(reg)}
 }
 
 func (r *ServiceRegistryReconciler) ensureFinalizer(ctx context.Context, reg *v1alpha1.ServiceRegistry) error {

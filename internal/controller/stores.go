@@ -2,6 +2,7 @@ package controller
 
 import (
 	"strings"
+	"time"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -19,6 +20,14 @@ const maxStoreMessage = 512
 
 // storesOf is the registry's spec.stores as Scope.Stores.
 func storesOf(reg *v1alpha1.ServiceRegistry) string { return strings.Join(reg.Spec.Stores, ",") }
+
+// dnsTTL is the registry's spec.dns.ttlSeconds; zero (the store's default) when unset.
+func dnsTTL(reg *v1alpha1.ServiceRegistry) time.Duration {
+	if reg.Spec.DNS == nil || reg.Spec.DNS.TTLSeconds == nil {
+		return 0
+	}
+	return time.Duration(*reg.Spec.DNS.TTLSeconds) * time.Second
+}
 
 // storeStatuses reports each store of the registry; nil when the Store is a single backend.
 func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1alpha1.StoreStatus {

@@ -92,6 +92,22 @@ var _ = Describe("Publishing to etcd and DNS at once", Serial, func() {
 		deleteRegistry(reg)
 	})
 
+	It("carries spec.dns.ttlSeconds in the answers, and rewrites the records when it changes", func() {
+		reg := newRegistry(ns, "ttl", []string{"etcd", "coredns"}, func(r *v1alpha1.ServiceRegistry) {
+			r.Spec.DNS = &v1alpha1.DNSSpec{TTLSeconds: ptr.To[int32](7)}
+		})
+		readyPod(ns, "ttl-0", "10.4.0.1")
+		Eventually(func() []uint32 { return dnsTTLs("ttl", ns) }).WithTimeout(timeout).Should(Equal([]uint32{7}))
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := getRegistry(reg)
+			cur.Spec.DNS.TTLSeconds = ptr.To[int32](3)
+			return k8sClient.Update(context.Background(), cur)
+		})).To(Succeed())
+		Eventually(func() []uint32 { return dnsTTLs("ttl", ns) }).WithTimeout(timeout).Should(Equal([]uint32{3}))
+		Expect(etcdPods("ttl", ns)).To(Equal([]string{"ttl-0"}))
+		deleteRegistry(reg)
+	})
+
 	It("reports a store the installation does not configure", func() {
 		reg := newRegistry(ns, "jvm", []string{"zookeeper"})
 		readyPod(ns, "jvm-0", "10.3.0.1")
@@ -127,7 +143,7 @@ var _ = Describe("Publishing to etcd and DNS at once", Serial, func() {
 	})
 })
 
-func newRegistry(ns, name string, stores []string) *v1alpha1.ServiceRegistry {
+func newRegistry(ns, name string, stores []string, mutate ...func(*v1alpha1.ServiceRegistry)) *v1alpha1.ServiceRegistry {
 	GinkgoHelper()
 	reg := &v1alpha1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -136,6 +152,9 @@ func newRegistry(ns, name string, stores []string) *v1alpha1.ServiceRegistry {
 			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}},
 			Stores:   stores,
 		},
+	}
+	for _, m := range mutate {
+		m(reg)
 	}
 	Expect(k8sClient.Create(context.Background(), reg)).To(Succeed())
 	DeferCleanup(deleteRegistry, reg)
@@ -237,6 +256,17 @@ func dnsA(service, ns string) []string {
 	}
 	sort.Strings(ips)
 	return ips
+}
+
+// dnsTTLs are the TTLs of the A answer for <service>.<ns>.<zone>.
+func dnsTTLs(service, ns string) []uint32 {
+	GinkgoHelper()
+	r, _ := dnsQuery(service+"."+ns+"."+zone, dns.TypeA)
+	ttls := []uint32{}
+	for _, rr := range r.Answer {
+		ttls = append(ttls, rr.Header().Ttl)
+	}
+	return ttls
 }
 
 // dnsSRV is the SRV answer for _<port>._tcp.<service>.<ns>.<zone> as "port target", and its TTL.

@@ -25,13 +25,14 @@ func (s *Store) List(ctx context.Context, scope store.Scope) ([]store.Record, er
 		return nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
 	pods := map[string]*podKeys{}
+	ttl := s.ttl(scope)
 	for _, kv := range resp.Kvs {
 		pod, port, ok := parseKey(strings.TrimPrefix(string(kv.Key), prefix))
 		if !ok {
 			continue
 		}
 		if pods[pod] == nil {
-			pods[pod] = &podKeys{pod: pod, ports: map[string]int32{}, hosts: map[string]bool{}, owners: map[string]bool{}}
+			pods[pod] = &podKeys{pod: pod, ttl: ttl, ports: map[string]int32{}, hosts: map[string]bool{}, owners: map[string]bool{}}
 		}
 		pods[pod].add(string(kv.Key), port, kv.ModRevision, kv.Value)
 	}
@@ -62,6 +63,8 @@ type podKeys struct {
 	meta     *store.Endpoint
 	foreign  bool // a key without registrar's metadata
 	base     bool // a key without a port
+	ttl      uint32
+	staleTTL bool // a key whose TTL is not the scope's
 	ports    map[string]int32
 	hosts    map[string]bool
 	owners   map[string]bool
@@ -82,6 +85,7 @@ func (p *podKeys) add(key, port string, modRevision int64, value []byte) {
 	}
 	p.owners[rec.Registrar.Owner] = true
 	p.hosts[rec.Host] = true
+	p.staleTTL = p.staleTTL || rec.TTL != p.ttl
 	if port == "" {
 		p.base = true
 	} else {
@@ -102,8 +106,8 @@ func (p *podKeys) record() store.Record {
 	if len(p.ports) > 0 {
 		r.Ports = p.ports
 	}
-	if len(p.hosts) != 1 || (p.base && len(p.ports) > 0) {
-		r.Address = "" // inconsistent keys: never equal to a desired endpoint
+	if len(p.hosts) != 1 || (p.base && len(p.ports) > 0) || p.staleTTL {
+		r.Address = "" // inconsistent keys or another TTL: never equal to a desired endpoint
 	} else {
 		r.Address = slices.Collect(maps.Keys(p.hosts))[0]
 	}

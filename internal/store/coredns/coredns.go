@@ -9,7 +9,8 @@
 //
 // so that `S.N.Z` answers A/AAAA with the pods' IPs, `_<port name>._tcp.S.N.Z` answers SRV
 // with their ports (targets `<pod>._<port name>._tcp.S.N.Z`, which answer A), and every
-// record carries the configured TTL.
+// record carries the scope's TTL (a ServiceRegistry's spec.dns.ttlSeconds) or the Store's. A
+// pod whose records carry another TTL is listed as differing, so a TTL change rewrites them.
 //
 // Each value is a SkyDNS record ({"host","port","priority","weight","ttl"}) with one more
 // member, "registrar", holding the whole store.Endpoint including its owner. CoreDNS decodes
@@ -54,7 +55,8 @@ type Options struct {
 	Prefix string
 	// Zone is the DNS zone CoreDNS serves from etcd, e.g. "registrar.local"; DefaultZone when empty.
 	Zone string
-	// TTL of every record, rounded down to whole seconds (at least 1); DefaultTTL when zero.
+	// TTL of every record, rounded down to whole seconds (at least 1), unless the scope
+	// sets one (a ServiceRegistry's spec.dns.ttlSeconds); DefaultTTL when zero.
 	TTL time.Duration
 	// Timeout bounds every call to etcd; DefaultTimeout when zero.
 	Timeout time.Duration
@@ -67,7 +69,6 @@ type Options struct {
 type Store struct {
 	kv   clientv3.KV
 	opts Options
-	ttl  uint32
 }
 
 var _ store.Store = (*Store)(nil)
@@ -91,7 +92,16 @@ func New(kv clientv3.KV, opts Options) *Store {
 	if opts.MaxTxnOps <= 0 {
 		opts.MaxTxnOps = DefaultMaxTxnOps
 	}
-	return &Store{kv: kv, opts: opts, ttl: uint32(max(1, int64(opts.TTL/time.Second)))}
+	return &Store{kv: kv, opts: opts}
+}
+
+// ttl is the TTL of scope's records in whole seconds: the scope's, else the Store's.
+func (s *Store) ttl(scope store.Scope) uint32 {
+	ttl := s.opts.TTL
+	if scope.TTL > 0 {
+		ttl = scope.TTL
+	}
+	return uint32(min(max(1, int64(ttl/time.Second)), 1<<31-1))
 }
 
 // Domain is the DNS name of the service of scope, e.g. "web.shop.registrar.local.".
@@ -136,7 +146,7 @@ type Record struct {
 func (s *Store) values(scope store.Scope, ep *store.Endpoint) (map[string]string, error) {
 	out := make(map[string]string, max(1, len(ep.Ports)))
 	put := func(key string, port int32) error {
-		b, err := json.Marshal(Record{Host: ep.Address, Port: port, Priority: Priority, Weight: Weight, TTL: s.ttl, Registrar: ep})
+		b, err := json.Marshal(Record{Host: ep.Address, Port: port, Priority: Priority, Weight: Weight, TTL: s.ttl(scope), Registrar: ep})
 		if err != nil {
 			return fmt.Errorf("encode %s: %w", key, err)
 		}

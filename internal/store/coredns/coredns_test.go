@@ -17,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/coredns"
 	"github.com/registrar-dev/registrar/test/corednstest"
@@ -414,4 +415,29 @@ func TestDeregistrationLatency(t *testing.T) {
 	slices.Sort(took)
 	t.Logf("deregistration -> gone from DNS (server side, %d rounds): p50 %s, p90 %s, max %s",
 		rounds, took[rounds/2].Round(time.Microsecond), took[rounds*9/10].Round(time.Microsecond), took[rounds-1].Round(time.Microsecond))
+}
+
+// TestScopeTTL: the scope's TTL wins over the Store's, and records of another TTL are listed
+// as differing so that planning rewrites them.
+func TestScopeTTL(t *testing.T) {
+	f := newFixture(t, coredns.Options{})
+	f.scope.TTL = 9 * time.Second
+	f.apply(t, store.Changes{Create: []store.Endpoint{f.ep("web-0", "10.0.0.1")}})
+	if _, ttls, _ := answers(t, f.name(), dns.TypeA); !slices.Equal(ttls, []uint32{9}) {
+		t.Fatalf("A TTLs = %v, want [9] (the scope's)", ttls)
+	}
+	f.scope.TTL = 3 * time.Second
+	listed := f.list(t)["web-0"]
+	desired := f.ep("web-0", "10.0.0.1")
+	if plan.Same(listed.Endpoint, desired) {
+		t.Fatalf("a record with TTL 9 listed as the same as desired under TTL 3: %+v", listed.Endpoint)
+	}
+	p := plan.Compute("reg-uid", map[string]store.Endpoint{"web-0": desired}, map[string]store.Record{"web-0": listed}, time.Now())
+	f.apply(t, p.Changes)
+	if _, ttls, _ := answers(t, f.name(), dns.TypeA); !slices.Equal(ttls, []uint32{3}) {
+		t.Errorf("A TTLs after the TTL change = %v, want [3]", ttls)
+	}
+	if listed := f.list(t)["web-0"]; !plan.Same(listed.Endpoint, desired) {
+		t.Errorf("rewritten record still differs: %+v", listed.Endpoint)
+	}
 }
