@@ -59,8 +59,8 @@ $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) hack/envtest-assets.sh
 
 .PHONY: test
-test: verify-generated vet envtest-assets ## Run unit and envtest suites against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+test: verify-generated vet envtest-assets store-assets ## Run unit and envtest suites against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) \
 		go test ./... -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
 
 ##@ Fuzzing
@@ -70,6 +70,27 @@ FUZZ_PACKAGES ?= ./internal/store/etcd
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target of FUZZ_PACKAGES for FUZZTIME each (seed corpora also run in make test).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_PACKAGES)
+
+##@ Stores (the real servers the tests of internal/store/coredns and zookeeper run against)
+COREDNS_VERSION := $(shell awk '$$1 == "github.com/coredns/coredns" || ($$1 == "require" && $$2 == "github.com/coredns/coredns") {print $$NF; exit}' hack/coredns/go.mod)
+COREDNS_BIN ?= $(LOCALBIN)/coredns-$(COREDNS_VERSION)
+STORE_TEST_ENV = COREDNS_BIN=$(COREDNS_BIN)
+
+.PHONY: store-assets
+store-assets: $(COREDNS_BIN) zookeeper-assets ## Build CoreDNS (etcd plugin only, cached in bin/); install ZooKeeper (apt) when missing.
+
+.PHONY: zookeeper-assets
+zookeeper-assets:
+	hack/zookeeper.sh >/dev/null
+
+$(COREDNS_BIN): hack/coredns/go.mod hack/coredns/main.go
+	OUT=$@ hack/coredns.sh
+
+.PHONY: measure-dns-lag
+measure-dns-lag: envtest-assets store-assets ## Pod unready -> gone from DNS (CoreDNS answering, server side), from the multi-store envtest (3 runs).
+	for i in 1 2 3; do KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) \
+		go test ./test/multistore/ -count=1 -v -args -ginkgo.v -ginkgo.focus='registers ready pods in both stores' \
+		| grep 'unready -> gone from DNS (server side'; done
 
 ##@ Build
 .PHONY: build

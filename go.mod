@@ -4,7 +4,9 @@ go 1.26.3
 
 require (
 	github.com/blang/semver/v4 v4.0.0
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/google/go-containerregistry v0.22.1
+	github.com/miekg/dns v1.1.72
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0
 	github.com/operator-framework/api v0.45.0

@@ -26,8 +26,6 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
-	"github.com/registrar-dev/registrar/internal/metrics"
-	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
@@ -52,6 +50,7 @@ type config struct {
 	storeDataDir            string
 	embeddedClientURL       string
 	embeddedPeerURL         string
+	stores                  storesConfig
 	webhook                 webhookConfig
 }
 
@@ -64,6 +63,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	}
 	if (c.storeCert == "") != (c.storeKey == "") {
 		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
+	}
+	if _, err := c.stores.names(); err != nil {
+		return c, zopts, err
 	}
 	return c, zopts, nil
 }
@@ -91,6 +93,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.storeDataDir, "store-data-dir", "registrar-data", "Data directory of the embedded etcd (used without --store-endpoints).")
 	fs.StringVar(&c.embeddedClientURL, "embedded-store-client-url", "http://127.0.0.1:2379", "Where the embedded etcd serves clients.")
 	fs.StringVar(&c.embeddedPeerURL, "embedded-store-peer-url", "http://127.0.0.1:2380", "Where the embedded etcd listens for peers.")
+	bindStoreFlags(fs, &c.stores)
 	bindWebhookFlags(fs, &c.webhook)
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil { // registered by controller-runtime
 		fs.Var(kc.Value, kc.Name, kc.Usage)
@@ -203,11 +206,14 @@ func newManager(cfg config) (ctrl.Manager, error) {
 }
 
 func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string) error {
+	stores, storeName, err := buildStores(mgr, cfg, cli, endpoints)
+	if err != nil {
+		return err
+	}
 	r := &controller.ServiceRegistryReconciler{
-		Client: mgr.GetClient(),
-		Store: store.Instrumented(etcdstore.New(cli, etcdstore.Options{Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout}),
-			metrics.ObserveStore),
-		StoreName: strings.Join(endpoints, ","),
+		Client:    mgr.GetClient(),
+		Store:     stores,
+		StoreName: storeName,
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},
 		Cluster:   cfg.clusterName,

@@ -212,6 +212,7 @@ type InjectionSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, self.ports.exists_one(q, q.name == p.name))",message="ports[].name must be unique",fieldPath=".ports"
 // +kubebuilder:validation:XValidation:rule="!has(self.warmup) || (has(self.ports) && size(self.ports) > 0)",message="warmup needs at least one entry in ports to send requests to",fieldPath=".warmup"
 // +kubebuilder:validation:XValidation:rule="!has(self.warmup) || !has(self.warmup.port) || (has(self.ports) && self.ports.exists(p, p.name == self.warmup.port))",message="warmup.port must name an entry of ports",fieldPath=".warmup.port"
+// +kubebuilder:validation:XValidation:rule="has(self.stores) == has(oldSelf.stores) && (!has(self.stores) || self.stores == oldSelf.stores)",message="stores cannot change after creation: create a new ServiceRegistry to publish elsewhere",fieldPath=".stores"
 type ServiceRegistrySpec struct {
 	// serviceName is the logical service name in the store (a DNS-1123 label).
 	// Defaults to metadata.name.
@@ -244,6 +245,45 @@ type ServiceRegistrySpec struct {
 	// injection controls the pod webhook for matching pods.
 	// +optional
 	Injection *InjectionSpec `json:"injection,omitempty"`
+
+	// stores names the stores of the installation (its --stores flag) that the endpoints are
+	// published to, e.g. [etcd, coredns]; unset means the installation's default stores. A
+	// store the installation does not configure is reported in StoreSynced. It cannot change
+	// after creation (the records in a dropped store would be orphaned).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:Enum=etcd;coredns;zookeeper
+	// +listType=set
+	// +optional
+	Stores []string `json:"stores,omitempty"`
+
+	// dns configures the records of the coredns store.
+	// +optional
+	DNS *DNSSpec `json:"dns,omitempty"`
+}
+
+// DNSSpec configures the DNS records of a service.
+type DNSSpec struct {
+	// ttlSeconds is the TTL of the service's records. Resolvers may hand out a deregistered
+	// address for this long, so drain.callerCacheSeconds should cover it. Defaults to the
+	// installation's --coredns-ttl (5 s).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	TTLSeconds *int32 `json:"ttlSeconds,omitempty"`
+}
+
+// StoreStatus is the state of one store the endpoints are published to.
+type StoreStatus struct {
+	// name is the store, as named in spec.stores or the installation's --stores.
+	Name string `json:"name"`
+	// registered is the number of this registry's endpoints in the store.
+	Registered int32 `json:"registered"`
+	// synced is false while the last read or write of the store failed.
+	Synced bool `json:"synced"`
+	// message is the last error of the store, when it is not synced.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // EndpointStatus is what registrar knows of one selected pod.
@@ -319,6 +359,13 @@ type ServiceRegistryStatus struct {
 	// drain says how long terminating pods keep serving and how long they should.
 	// +optional
 	Drain *DrainStatus `json:"drain,omitempty"`
+
+	// stores reports each store the endpoints are published to (when the installation
+	// publishes to several, or spec.stores names them).
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Stores []StoreStatus `json:"stores,omitempty"`
 
 	// endpoints lists the selected pods, sorted by name (at most 256 entries).
 	// +listType=atomic

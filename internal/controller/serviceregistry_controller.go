@@ -26,6 +26,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
@@ -137,7 +138,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
-	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace}
+	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, Stores: storesOf(reg), TTL: dnsTTL(reg)}
 }
 
 func (r *ServiceRegistryReconciler) ensureFinalizer(ctx context.Context, reg *v1alpha1.ServiceRegistry) error {
@@ -274,13 +275,13 @@ func (r *ServiceRegistryReconciler) retireOldScope(ctx context.Context, s *recon
 	if old == "" || old == s.target.Service {
 		return nil
 	}
-	return r.removeOwned(ctx, s.reg, store.Scope{Service: old, Namespace: s.reg.Namespace})
+	return r.removeOwned(ctx, s.reg, store.Scope{Service: old, Namespace: s.reg.Namespace, Stores: storesOf(s.reg)})
 }
 
 // removeOwned deletes every record of reg in scope.
 func (r *ServiceRegistryReconciler) removeOwned(ctx context.Context, reg *v1alpha1.ServiceRegistry, target store.Scope) error {
 	listed, err := r.Store.List(ctx, target)
-	if err != nil {
+	if err != nil && !errors.Is(err, multi.ErrNotConfigured) { // an unconfigured store holds nothing to remove
 		return err
 	}
 	p := plan.Compute(string(reg.UID), nil, byPod(listed), r.Clock.Now())
@@ -303,7 +304,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	r.warmups.sync(name, nil)
 	scopes := []store.Scope{scopeOf(reg)}
 	if old := reg.Status.ServiceName; old != "" && old != scopes[0].Service {
-		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace})
+		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
 	}
 	for _, target := range scopes {
 		if err := r.removeOwned(ctx, reg, target); err != nil {
@@ -340,6 +341,7 @@ func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcil
 		},
 		Now: r.Clock.Now(),
 	})
+	s.reg.Status.Stores = r.storeStatuses(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
 		return nil

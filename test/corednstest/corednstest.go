@@ -1,0 +1,154 @@
+// Package corednstest runs a real CoreDNS process (the etcd-plugin-only build hack/coredns.sh
+// makes) for tests, serving one zone from an etcd on a 127.0.0.x address.
+package corednstest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Binary finds the CoreDNS binary: $COREDNS_BIN, else the newest bin/coredns-v* of the
+// module this test runs in (make test builds it with hack/coredns.sh).
+func Binary() (string, error) {
+	if p := os.Getenv("COREDNS_BIN"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("COREDNS_BIN: %w", err)
+		}
+		return p, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for ; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			matches, _ := filepath.Glob(filepath.Join(dir, "bin", "coredns-v*"))
+			if len(matches) > 0 {
+				return matches[len(matches)-1], nil
+			}
+			break
+		}
+		if dir == filepath.Dir(dir) {
+			break
+		}
+	}
+	return "", errors.New("no CoreDNS binary: run hack/coredns.sh (make test does) or set COREDNS_BIN")
+}
+
+// Server is one CoreDNS process.
+type Server struct {
+	// Addr is the host:port it serves DNS on (UDP and TCP).
+	Addr string
+	cmd  *exec.Cmd
+	once sync.Once
+	done chan struct{}
+}
+
+// Start runs CoreDNS serving zone from the etcd at etcdEndpoint under pathPrefix, writing its
+// Corefile under dir, and waits until it answers.
+func Start(dir, zone, pathPrefix, etcdEndpoint string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 5 { // a port picked as free may be taken by the time CoreDNS binds it
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		s, err := start(bin, dir, zone, pathPrefix, etcdEndpoint, addr)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func start(bin, dir, zone, pathPrefix, etcdEndpoint, addr string) (*Server, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	corefile := fmt.Sprintf("%s:%s {\n  bind %s\n  errors\n  etcd {\n    path %s\n    endpoint %s\n  }\n}\n",
+		dns.Fqdn(zone), port, host, pathPrefix, etcdEndpoint)
+	path := filepath.Join(dir, "Corefile-"+port)
+	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
+		return nil, fmt.Errorf("write Corefile: %w", err)
+	}
+	cmd := exec.Command(bin, "-conf", path, "-quiet")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start CoreDNS: %w", err)
+	}
+	s := &Server{Addr: addr, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	if err := s.waitReady(dns.Fqdn(zone), 30*time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(zone string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := s.Query(zone, dns.TypeSOA); err == nil {
+			return nil
+		}
+		select {
+		case <-s.done:
+			return fmt.Errorf("CoreDNS on %s exited before serving", s.Addr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CoreDNS on %s not answering after %s", s.Addr, timeout)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a starting process, not synchronising a test
+	}
+}
+
+// Query asks the server one question over UDP (2 s timeout) and returns the reply.
+func (s *Server) Query(name string, qtype uint16) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	r, _, err := c.Exchange(m, s.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("query %s %s at %s: %w", name, dns.TypeToString[qtype], s.Addr, err)
+	}
+	return r, nil
+}
+
+// Stop kills the process.
+func (s *Server) Stop() {
+	s.once.Do(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	})
+}
+
+// freeAddr picks a random 127.0.0.x address and a port free there for UDP and TCP.
+func freeAddr() (string, error) {
+	host := "127.0.0." + strconv.Itoa(2+rand.IntN(250))
+	u, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("free UDP port on %s: %w", host, err)
+	}
+	defer u.Close()
+	addr := u.LocalAddr().String()
+	t, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("free TCP port %s: %w", addr, err)
+	}
+	_ = t.Close()
+	return addr, nil
+}
