@@ -19,14 +19,14 @@ type Instance struct {
 	Service      string           `json:"service"`
 	Namespace    string           `json:"namespace"`
 	Pod          string           `json:"pod"`
-	UID          string           `json:"uid"`
+	UID          string           `json:"uid,omitempty"`
 	Address      string           `json:"address"`
 	Ports        map[string]int32 `json:"ports"`
 	Node         string           `json:"node,omitempty"`
 	Zone         string           `json:"zone,omitempty"`
 	Cluster      string           `json:"cluster,omitempty"`
 	Owner        string           `json:"owner,omitempty"`
-	RegisteredAt time.Time        `json:"registeredAt"`
+	RegisteredAt time.Time        `json:"registeredAt,omitzero"`
 
 	// Key is the instance's store key, {prefix}/{service}/{namespace}/{pod}.
 	Key string `json:"key"`

@@ -61,7 +61,8 @@ func requireServer(t testing.TB) *etcdtest.Server {
 	return server
 }
 
-// storeClient is a separate etcd client the test writes and reads the store with.
+// storeClient is a separate etcd client the test writes and reads the store with. It
+// empties the default prefix first, so every test (and every -count=N run) starts clean.
 func storeClient(t testing.TB, srv *etcdtest.Server) *clientv3.Client {
 	t.Helper()
 	cli, err := srv.Client()
@@ -69,6 +70,11 @@ func storeClient(t testing.TB, srv *etcdtest.Server) *clientv3.Client {
 		t.Fatalf("etcd client: %v", err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Delete(ctx, discovery.DefaultPrefix+"/", clientv3.WithPrefix()); err != nil {
+		t.Fatalf("empty the store: %v", err)
+	}
 	return cli
 }
 
