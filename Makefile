@@ -68,6 +68,10 @@ test: verify-generated vet envtest-assets ## Run unit and envtest suites against
 build: ## Build the manager binary.
 	CGO_ENABLED=0 go build -o bin/registrar ./cmd
 
+.PHONY: build-registrarctl
+build-registrarctl: ## Build the registrarctl CLI (bin/registrarctl).
+	CGO_ENABLED=0 go build -o bin/registrarctl ./cmd/registrarctl
+
 .PHONY: run
 run: envtest-assets ## Run the operator against $$KUBECONFIG, or a local control plane when none is reachable.
 	ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/run.sh
