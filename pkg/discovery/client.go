@@ -165,8 +165,9 @@ type Stats struct {
 	Connected bool
 	LastSync  time.Time
 	// Lists counts full lists (the first, and each after a compacted revision); Resumes
-	// counts watches resumed from the last revision; Reconnects counts scheduled
-	// reconnects; Undecodable counts keys skipped because their value was not an instance.
+	// counts attempts to resume the watch from the last revision; Reconnects counts
+	// scheduled reconnects; Undecodable counts values skipped because they were not an
+	// instance (not JSON, or no address).
 	Lists, Resumes, Reconnects, Undecodable int64
 }
 
