@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/metadata"
 )
 
 // ErrNoInstances is returned by Pick and Do when the service has no usable instance.
@@ -25,10 +27,14 @@ var ErrNoInstances = errors.New("discovery: no instances")
 // ErrClosed is returned by Subscription.Next after the Client or the Subscription closed.
 var ErrClosed = errors.New("discovery: closed")
 
+// clientIDs numbers the Clients of this process.
+var clientIDs atomic.Int64
+
 // Client keeps the live instances of one service, pushed from the store. It is safe for
 // concurrent use. Create it with New and Close it when done.
 type Client struct {
 	cfg    Config
+	id     string // names the client's own watch stream
 	cli    *clientv3.Client
 	ownCli bool
 	prefix string
@@ -74,7 +80,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		cfg: cfg, cli: cfg.Client, prefix: ServicePrefix(cfg.Prefix, cfg.Service), rand: rand.Float64, now: time.Now,
+		cfg: cfg, id: strconv.FormatInt(clientIDs.Add(1), 10), cli: cfg.Client, prefix: ServicePrefix(cfg.Prefix, cfg.Service), rand: rand.Float64, now: time.Now,
 		synced: make(chan struct{}), subs: map[*Subscription]struct{}{}, done: make(chan struct{}),
 		needList: true,
 	}
@@ -232,7 +238,11 @@ func (c *Client) session(ctx context.Context) (synced bool, err error) {
 	} else {
 		c.stats.resumes.Add(1)
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// A gRPC watch stream of its own (the etcd client shares one per distinct metadata):
+	// the server answers a progress request only when every watch on the stream is caught
+	// up, so the probe must not depend on other watches of a shared etcd client.
+	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(
+		clientv3.WithRequireLeader(ctx), "registrar-discovery-client", c.id))
 	defer cancel()
 	wch, err := c.openWatch(wctx)
 	if err != nil {
