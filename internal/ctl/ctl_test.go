@@ -357,3 +357,51 @@ func TestLag(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchReportsOutages stops the store under a running watch: it prints DISCONNECTED,
+// keeps running, and prints RECONNECTED when the store is back.
+func TestWatchReportsOutages(t *testing.T) {
+	requireServer(t)
+	srv, err := etcdtest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	cli, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	mustPut(t, cli, "/registrar/services/web/default/web-1", `{"service":"web","namespace":"default","pod":"web-1","address":"10.9.0.1","ports":{"http":80}}`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- ctl.Run(ctx, []string{"watch", "web", "--store-endpoints", srv.Endpoint(), "--store-timeout", "2s"},
+			ctl.Env{Stdout: &out, Stderr: &errOut, Now: func() time.Time { return now }, Getenv: func(string) string { return "" }})
+	}()
+	waitFor(t, &out, "ADDED", 1)
+	srv.Stop()
+	waitFor(t, &out, "DISCONNECTED", 1)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &out, "RECONNECTED", 1)
+	mustPut(t, cli, "/registrar/services/web/default/web-2", `{"service":"web","namespace":"default","pod":"web-2","address":"10.9.0.2","ports":{"http":80}}`)
+	waitFor(t, &out, "ADDED", 2)
+	cancel()
+	select {
+	case code := <-done:
+		if code != ctl.ExitOK {
+			t.Fatalf("exit %d, stderr %s", code, errOut.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("watch did not end after its context was cancelled")
+	}
+	t.Logf("watch output:\n%s", out.String())
+	if !strings.Contains(out.String(), "store unreachable; the list was last confirmed") {
+		t.Errorf("DISCONNECTED line without its explanation:\n%s", out.String())
+	}
+}
