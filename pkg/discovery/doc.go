@@ -9,8 +9,8 @@
 //
 // What a Client guarantees:
 //
-//   - The instance list is an immutable snapshot sorted by key, replaced atomically; Pick,
-//     All and Do never block on the network.
+//   - The instance list is an immutable snapshot sorted by key, replaced atomically; Pick and
+//     All never touch the network.
 //   - When the store is unreachable it keeps serving the last known-good list, and
 //     Staleness/LastSync say how old it is. Emptying the list because the registry is down
 //     would turn a registry outage into a full outage.
