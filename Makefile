@@ -97,6 +97,10 @@ measure-dns-lag: envtest-assets store-assets ## Pod unready -> gone from DNS (Co
 build: ## Build the manager binary.
 	CGO_ENABLED=0 go build -o bin/registrar ./cmd
 
+.PHONY: build-registrarctl
+build-registrarctl: ## Build the registrarctl CLI (bin/registrarctl).
+	CGO_ENABLED=0 go build -o bin/registrarctl ./cmd/registrarctl
+
 .PHONY: run
 run: envtest-assets ## Run the operator against $$KUBECONFIG, or a local control plane when none is reachable.
 	ENVTEST_ASSETS=$(ENVTEST_ASSETS) hack/run.sh

@@ -1,0 +1,28 @@
+// Package discovery is the caller's side of registrar: it finds the live instances of a
+// service that the registrar operator keeps in etcd, and picks one for each call.
+//
+// The operator writes one key per ready, warmed-up, non-terminating pod,
+// {prefix}/{service}/{namespace}/{pod}, whose value is a JSON object (see Instance), and
+// deletes it on the pod event that makes the pod ineligible. A Client lists
+// {prefix}/{service}/ once and then watches it (push, not poll), so a removal reaches the
+// caller within one watch round trip instead of a cache TTL.
+//
+// What a Client guarantees:
+//
+//   - The instance list is an immutable snapshot sorted by key, replaced atomically; Pick and
+//     All never touch the network.
+//   - When the store is unreachable it keeps serving the last known-good list, and
+//     Staleness/LastSync say how old it is. Emptying the list because the registry is down
+//     would turn a registry outage into a full outage.
+//   - Reconnects wait an exponential backoff with full jitter (a uniform draw in
+//     [0, min(max, base*2^attempt))), so a fleet of callers that lost the store together does
+//     not come back together.
+//   - A watch resumes from the last revision it saw; when that revision was compacted the
+//     client lists again.
+//   - Passive ejection: ReportFailure takes an instance out of rotation for a cool-down, but
+//     never more than MaxEjectionPercent of the instances at once (Envoy's
+//     max_ejection_percent guard), so a bad network day cannot eject the whole service.
+//   - Do retries an idempotent call on a different instance.
+//
+// The package depends only on the etcd client; it does not import registrar's internals.
+package discovery

@@ -1,0 +1,9 @@
+package discovery
+
+import "time"
+
+// SetClock replaces the clock of c's ejections (tests only).
+func SetClock(c *Client, now func() time.Time) { c.now = now }
+
+// SetRoundRobinCounter sets c's round-robin counter (tests only).
+func SetRoundRobinCounter(c *Client, v int64) { c.rr.Store(v) }

@@ -1,0 +1,243 @@
+package discovery_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/registrar-dev/registrar/pkg/discovery"
+	"github.com/registrar-dev/registrar/test/etcdtest"
+)
+
+// server is the etcd process shared by the tests (tests that stop a store start their own);
+// etcdEndpoint is its client URL, used by the examples too.
+var (
+	server       *etcdtest.Server
+	serverErr    error
+	etcdEndpoint string
+)
+
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	if os.Getenv("ETCD_BIN") == "" && os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		serverErr = errors.New("neither ETCD_BIN nor KUBEBUILDER_ASSETS is set")
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "registrar-discovery-test-")
+	if err != nil {
+		serverErr = fmt.Errorf("temp dir: %w", err)
+		return m.Run()
+	}
+	defer os.RemoveAll(dir)
+	server, serverErr = etcdtest.Start(dir)
+	if serverErr != nil {
+		server = nil
+		fmt.Fprintf(os.Stderr, "etcd test server unavailable: %v\n", serverErr)
+		return m.Run()
+	}
+	defer server.Stop()
+	etcdEndpoint = server.Endpoint()
+	return m.Run()
+}
+
+// requireServer fails (never skips) the test when there is no etcd.
+func requireServer(t testing.TB) *etcdtest.Server {
+	t.Helper()
+	if server == nil {
+		t.Fatalf("etcd test server unavailable: %v; run hack/envtest-assets.sh and set ETCD_BIN, e.g. "+
+			"ETCD_BIN=$PWD/bin/k8s/v1.37.2-etcdv3.7.3/etcd go test ./pkg/discovery/", serverErr)
+	}
+	return server
+}
+
+// storeClient is a separate etcd client the test writes and reads the store with. It
+// empties the default prefix first, so every test (and every -count=N run) starts clean.
+func storeClient(t testing.TB, srv *etcdtest.Server) *clientv3.Client {
+	t.Helper()
+	cli, err := srv.Client()
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Delete(ctx, discovery.DefaultPrefix+"/", clientv3.WithPrefix()); err != nil {
+		t.Fatalf("empty the store: %v", err)
+	}
+	return cli
+}
+
+// endpoint is the value the operator would write for pod in namespace "ns".
+func endpoint(service, pod, addr string) map[string]any {
+	return map[string]any{
+		"service": service, "namespace": "ns", "pod": pod, "uid": "uid-" + pod, "address": addr,
+		"ports": map[string]int32{"http": 8080}, "owner": "owner-uid", "registeredAt": "2026-11-29T18:00:00Z",
+	}
+}
+
+func key(service, pod string) string { return path.Join(discovery.DefaultPrefix, service, "ns", pod) }
+
+func put(t testing.TB, cli *clientv3.Client, service, pod, addr string) {
+	t.Helper()
+	value, err := json.Marshal(endpoint(service, pod, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, key(service, pod), string(value)); err != nil {
+		t.Fatalf("put %s: %v", pod, err)
+	}
+}
+
+func del(t testing.TB, cli *clientv3.Client, service, pod string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Delete(ctx, key(service, pod)); err != nil {
+		t.Fatalf("delete %s: %v", pod, err)
+	}
+}
+
+// newClient starts a discovery client with test-sized timers and closes it at cleanup.
+func newClient(t testing.TB, cfg discovery.Config) *discovery.Client {
+	t.Helper()
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = 200 * time.Millisecond
+	}
+	if cfg.ProbeTimeout == 0 {
+		cfg.ProbeTimeout = 3 * time.Second // generous: a busy machine must not look like an outage
+	}
+	if cfg.BackoffBase == 0 {
+		cfg.BackoffBase, cfg.BackoffMax = 100*time.Millisecond, time.Second
+	}
+	c, err := discovery.New(cfg)
+	if err != nil {
+		t.Fatalf("discovery.New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func waitSynced(t testing.TB, c *discovery.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pods is the pod names of the client's list, in its order.
+func pods(c *discovery.Client) []string {
+	var out []string
+	for _, inst := range c.All() {
+		out = append(out, inst.Pod)
+	}
+	return out
+}
+
+// proxy is a TCP proxy between a client and etcd that the test can cut (a partition of
+// that client only: etcd keeps serving everyone else).
+type proxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	blocked bool
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+func newProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.Block()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// URL is the proxy's client URL.
+func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		conn, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.blocked {
+			p.mu.Unlock()
+			_ = conn.Close()
+			continue
+		}
+		p.conns[conn] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.forward(conn)
+	}
+}
+
+func (p *proxy) forward(conn net.Conn) {
+	defer p.wg.Done()
+	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		p.drop(conn)
+		return
+	}
+	p.mu.Lock()
+	p.conns[up] = struct{}{}
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, conn); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(conn, up); done <- struct{}{} }()
+	<-done
+	p.drop(conn)
+	p.drop(up)
+	<-done
+}
+
+func (p *proxy) drop(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	_ = c.Close()
+}
+
+// Block cuts every connection and refuses new ones until Unblock.
+func (p *proxy) Block() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// Unblock lets connections through again.
+func (p *proxy) Unblock() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked = false
+}

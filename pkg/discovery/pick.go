@@ -1,0 +1,214 @@
+package discovery
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// health is the passive-ejection state: consecutive failures, last failure and ejection
+// deadline per instance key. Entries of instances gone from the list are pruned.
+type health struct {
+	mu    sync.Mutex
+	byKey map[string]*instanceHealth
+	// any is false while byKey is empty, so picks skip the lock when nothing ever failed.
+	any atomic.Bool
+}
+
+type instanceHealth struct {
+	failures     int
+	lastFailure  time.Time
+	ejectedUntil time.Time
+}
+
+func (h *health) prune(live map[string]Instance) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range h.byKey {
+		if _, ok := live[k]; !ok {
+			delete(h.byKey, k)
+		}
+	}
+	h.any.Store(len(h.byKey) > 0)
+}
+
+// ReportFailure records a failed call to inst. After FailureThreshold consecutive failures
+// the instance is ejected for EjectionTime, unless MaxEjectionPercent of the instances are
+// ejected already. It reports whether inst is ejected now.
+func (c *Client) ReportFailure(inst Instance) bool {
+	s := c.snap.Load()
+	if !contains(s, inst.Key) {
+		return false // gone from the list already
+	}
+	now := c.now()
+	c.health.mu.Lock()
+	defer c.health.mu.Unlock()
+	h := c.health.byKey[inst.Key]
+	if h == nil {
+		h = &instanceHealth{}
+		c.health.byKey[inst.Key] = h
+		c.health.any.Store(true)
+	}
+	h.failures++
+	h.lastFailure = now
+	if now.Before(h.ejectedUntil) {
+		return true
+	}
+	if h.failures < c.cfg.FailureThreshold {
+		return false
+	}
+	if c.ejectedLocked(s, now) >= maxEjected(len(s.instances), c.cfg.MaxEjectionPercent) {
+		return false // the cap: keep enough instances in rotation
+	}
+	h.ejectedUntil = now.Add(c.cfg.EjectionTime)
+	h.failures = 0
+	return true
+}
+
+// ReportSuccess records a successful call to inst: its consecutive failures start again
+// from zero (an ejection in progress runs its course).
+func (c *Client) ReportSuccess(inst Instance) {
+	if !c.health.any.Load() {
+		return
+	}
+	c.health.mu.Lock()
+	defer c.health.mu.Unlock()
+	if h := c.health.byKey[inst.Key]; h != nil {
+		h.failures = 0
+	}
+}
+
+// Ejected reports whether inst is currently skipped by Pick.
+func (c *Client) Ejected(inst Instance) bool {
+	s := c.snap.Load()
+	for i, e := range c.ejectedSet(s, c.now()) {
+		if e && s.instances[i].Key == inst.Key {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) ejectedCount(s *snapshot, now time.Time) int {
+	n := 0
+	for _, e := range c.ejectedSet(s, now) {
+		if e {
+			n++
+		}
+	}
+	return n
+}
+
+// ejectedSet marks the ejected instances of s, at most the cap of them (the list may have
+// shrunk since they were ejected; the first in key order win). Nil when none is.
+func (c *Client) ejectedSet(s *snapshot, now time.Time) []bool {
+	if !c.health.any.Load() {
+		return nil
+	}
+	c.health.mu.Lock()
+	defer c.health.mu.Unlock()
+	var set []bool
+	allowed := maxEjected(len(s.instances), c.cfg.MaxEjectionPercent)
+	for i, inst := range s.instances {
+		if allowed == 0 {
+			break
+		}
+		if h := c.health.byKey[inst.Key]; h != nil && now.Before(h.ejectedUntil) {
+			if set == nil {
+				set = make([]bool, len(s.instances))
+			}
+			set[i] = true
+			allowed--
+		}
+	}
+	return set
+}
+
+func (c *Client) ejectedLocked(s *snapshot, now time.Time) int {
+	n := 0
+	for _, inst := range s.instances {
+		if h := c.health.byKey[inst.Key]; h != nil && now.Before(h.ejectedUntil) {
+			n++
+		}
+	}
+	return n
+}
+
+// Pick returns an instance by the configured strategy, skipping ejected ones. It never
+// touches the network. It returns ErrNoInstances when the list is empty.
+func (c *Client) Pick() (Instance, error) { return c.pick(nil) }
+
+// pick chooses among the instances that are neither ejected nor in exclude; when every
+// instance not excluded is ejected it ignores ejection rather than fail.
+func (c *Client) pick(exclude map[string]bool) (Instance, error) {
+	s := c.snap.Load()
+	n := len(s.instances)
+	if n == 0 {
+		return Instance{}, ErrNoInstances
+	}
+	ejected := c.ejectedSet(s, c.now())
+	if ejected == nil && len(exclude) == 0 && c.cfg.Strategy != LeastRecentlyFailed {
+		return s.instances[c.index(n)], nil // the common case: no allocation
+	}
+	cand := candidates(s, ejected, exclude)
+	if len(cand) == 0 {
+		cand = candidates(s, nil, exclude)
+	}
+	if len(cand) == 0 {
+		return Instance{}, ErrNoInstances
+	}
+	if c.cfg.Strategy == LeastRecentlyFailed {
+		return s.instances[c.leastRecentlyFailed(s, cand)], nil
+	}
+	return s.instances[cand[c.index(len(cand))]], nil
+}
+
+// index draws the next index in [0, n) for RoundRobin or Random.
+func (c *Client) index(n int) int {
+	if c.cfg.Strategy == Random {
+		return rand.IntN(n)
+	}
+	return floorMod(c.rr.Add(1)-1, n)
+}
+
+func candidates(s *snapshot, ejected []bool, exclude map[string]bool) []int {
+	cand := make([]int, 0, len(s.instances))
+	for i, inst := range s.instances {
+		if (ejected == nil || !ejected[i]) && !exclude[inst.Key] {
+			cand = append(cand, i)
+		}
+	}
+	return cand
+}
+
+// leastRecentlyFailed returns the candidate with the oldest last failure (never failed
+// counts as oldest); equals take turns in round-robin order.
+func (c *Client) leastRecentlyFailed(s *snapshot, cand []int) int {
+	c.health.mu.Lock()
+	var ties []int
+	var oldest time.Time
+	for _, i := range cand {
+		var at time.Time
+		if h := c.health.byKey[s.instances[i].Key]; h != nil {
+			at = h.lastFailure
+		}
+		switch {
+		case len(ties) == 0 || at.Before(oldest):
+			ties, oldest = append(ties[:0], i), at
+		case at.Equal(oldest):
+			ties = append(ties, i)
+		}
+	}
+	c.health.mu.Unlock()
+	return ties[floorMod(c.rr.Add(1)-1, len(ties))]
+}
+
+func contains(s *snapshot, key string) bool {
+	for _, inst := range s.instances {
+		if inst.Key == key {
+			return true
+		}
+	}
+	return false
+}
