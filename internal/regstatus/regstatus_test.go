@@ -445,7 +445,6 @@ func TestBuildConditions(t *testing.T) {
 			ready: condWant{status: metav1.ConditionFalse, reason: ReasonSelectorOverlap,
 				contains: []string{overlapped.Name, "older ServiceRegistry web-stable", `service "web"`, "writes nothing"}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 1,
 		},
 		{
@@ -454,7 +453,6 @@ func TestBuildConditions(t *testing.T) {
 				Overlaps: map[string]string{overlapped.Name: "web-stable"}},
 			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonSelectorOverlap, contains: []string{"web-stable"}},
 			synced:         synced,
-			wantGen:        gen,
 			wantRegistered: 1,
 		},
 		{
