@@ -139,7 +139,8 @@ func (c *Client) WaitSynced(ctx context.Context) error {
 // All returns the instances in key order. The slice is shared: do not modify it.
 func (c *Client) All() []Instance { return c.snap.Load().instances }
 
-// Connected reports whether the client's watch on the store is currently alive.
+// Connected reports whether the client is in contact with the store: its last list or watch
+// response succeeded and the watch has not failed since.
 func (c *Client) Connected() bool { return c.connected.Load() }
 
 // LastSync is the last time the store confirmed the list was current (the list, a watch
@@ -333,6 +334,10 @@ func (c *Client) list(ctx context.Context) error {
 	}
 	c.rev, c.needList = resp.Header.Revision, false
 	c.stats.lists.Add(1)
+	// The store answered: connected from here (set before the list is published, so a
+	// subscriber that sees the list sees it connected), and a failure before the watch is
+	// established is reported as a disconnection.
+	c.setConnected(true)
 	c.replace(byKey)
 	c.markSynced()
 	return nil
