@@ -31,12 +31,33 @@ type Options struct {
 	// MaxTxnOps is the largest number of operations in one transaction; changes larger
 	// than this are split into several transactions. DefaultMaxTxnOps when zero.
 	MaxTxnOps int
+	// Fence, when set, guards every transaction: writes fail with store.ErrFenced once
+	// another leader took the fence, and wait until this process has taken it.
+	Fence *Fence
+	// ProbeTimeout bounds each call while the store is known to be unreachable, so that a
+	// reconcile reports the outage fast instead of waiting out Timeout every time; it is
+	// also the timeout of Start's probes. DefaultProbeTimeout when zero.
+	ProbeTimeout time.Duration
+	// ProbeInterval is how often Start probes an unreachable store. DefaultProbeInterval
+	// when zero.
+	ProbeInterval time.Duration
+	// OnRecover is called (from Start's goroutine or a caller's) when the store answers
+	// again after an outage, e.g. to retry every registry at once instead of waiting out
+	// each one's backoff.
+	OnRecover func()
 }
+
+// Defaults of the outage handling.
+const (
+	DefaultProbeTimeout  = time.Second
+	DefaultProbeInterval = time.Second
+)
 
 // Store writes endpoints to etcd.
 type Store struct {
-	kv   clientv3.KV
-	opts Options
+	kv     clientv3.KV
+	opts   Options
+	health health
 }
 
 var _ store.Store = (*Store)(nil)
@@ -53,7 +74,13 @@ func New(kv clientv3.KV, opts Options) *Store {
 	if opts.MaxTxnOps <= 0 {
 		opts.MaxTxnOps = DefaultMaxTxnOps
 	}
-	return &Store{kv: kv, opts: opts}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = min(DefaultProbeTimeout, opts.Timeout)
+	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+	}
+	return &Store{kv: kv, opts: opts, health: health{wake: make(chan struct{}, 1)}}
 }
 
 // Key is the store key of pod in scope.
@@ -67,10 +94,11 @@ func (s *Store) scopePrefix(scope store.Scope) string {
 
 // List returns every record under {prefix}/{service}/{namespace}/.
 func (s *Store) List(ctx context.Context, scope store.Scope) ([]store.Record, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
 	prefix := s.scopePrefix(scope)
 	resp, err := s.kv.Get(ctx, prefix, clientv3.WithPrefix())
+	s.observe(ctx, err)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
@@ -156,18 +184,30 @@ func (s *Store) putOp(scope store.Scope, ep *store.Endpoint, guard clientv3.Cmp)
 
 // commit runs one guarded transaction and returns the revision it created.
 func (s *Store) commit(ctx context.Context, scope store.Scope, batch []op) (int64, error) {
-	cmps := make([]clientv3.Cmp, len(batch))
+	cmps := make([]clientv3.Cmp, 0, len(batch)+1)
 	thens := make([]clientv3.Op, len(batch))
 	for i, o := range batch {
-		cmps[i], thens[i] = o.cmp, o.op
+		cmps, thens[i] = append(cmps, o.cmp), o.op
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	var elses []clientv3.Op
+	if f := s.opts.Fence; f != nil {
+		guard, err := f.guard(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), err)
+		}
+		cmps, elses = append(cmps, guard), []clientv3.Op{clientv3.OpGet(f.key)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	resp, err := s.kv.Txn(ctx).If(cmps...).Then(thens...).Commit()
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
+	s.observe(ctx, err)
 	if err != nil {
 		return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), err)
 	}
 	if !resp.Succeeded {
+		if s.opts.Fence != nil && s.opts.Fence.check(resp) {
+			return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), store.ErrFenced)
+		}
 		return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), store.ErrConflict)
 	}
 	return resp.Header.Revision, nil
