@@ -256,6 +256,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	etcd := etcdstore.New(cli, etcdstore.Options{
 		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout, Fence: fence,
 		OnRecover: func() {
+			setupLog.Info("store reachable again: retrying every ServiceRegistry", "store", endpoints)
 			select { // one pending event is enough: it enqueues every registry
 			case recovered <- event.GenericEvent{Object: &v1alpha1.ServiceRegistry{}}:
 			default:

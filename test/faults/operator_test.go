@@ -61,8 +61,8 @@ func startOperator(t *testing.T, name string, cfg operatorConfig) *operator {
 	o.start()
 	t.Cleanup(func() {
 		o.kill()
-		if t.Failed() {
-			o.dumpLog(60)
+		if t.Failed() || os.Getenv("FAULTS_LOGS") != "" {
+			o.dumpLog(40)
 		}
 	})
 	return o

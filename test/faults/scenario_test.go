@@ -9,7 +9,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -55,7 +54,9 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 	t.Helper()
 	requireSetup(t)
 	s := &scenario{t: t, ctx: testCtx(t), world: newWorld(), pods: map[string]*corev1.Pod{}, storeURL: strings.Join(endpoints, ",")}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	// The operator's client settings: gRPC's default reconnect backoff (up to 120 s) would
+	// make this client, not the operator, slow to see the store return.
+	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: endpoints, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,6 +108,7 @@ func TestFenceWritesWaitUntilHeld(t *testing.T) {
 // TestOutageFailsFastAndRecovers uses a dedicated server: after the first call finds the
 // store down, calls fail within ProbeTimeout, and Start notices the store's return.
 func TestOutageFailsFastAndRecovers(t *testing.T) {
+	const outage = 5 * time.Second
 	requireServer(t)
 	srv, err := etcdtest.Start(t.TempDir())
 	if srv != nil {
@@ -117,7 +118,12 @@ func TestOutageFailsFastAndRecovers(t *testing.T) {
 		t.Fatalf("start dedicated etcd: %v", err)
 	}
 	var recovered atomic.Int32
-	s := etcd.New(newClient(t, srv), etcd.Options{
+	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{srv.Endpoint()}}) // the operator's client
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	s := etcd.New(cli, etcd.Options{
 		Prefix: "/t/" + t.Name(), Timeout: 3 * time.Second, ProbeTimeout: 300 * time.Millisecond,
 		ProbeInterval: 200 * time.Millisecond, OnRecover: func() { recovered.Add(1) },
 	})
@@ -132,6 +138,7 @@ func TestOutageFailsFastAndRecovers(t *testing.T) {
 	if _, err := s.List(ctx(t), scope); err == nil {
 		t.Fatal("List against a stopped server succeeded")
 	}
+	time.Sleep(outage) // the client's reconnect backoff grows meanwhile: scenario, not synchronisation
 	if !s.Down() {
 		t.Fatal("store not marked down after a failed call")
 	}
