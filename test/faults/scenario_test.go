@@ -93,11 +93,30 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 	if err := k8s.Create(s.ctx, s.reg); err != nil {
 		t.Fatalf("create ServiceRegistry: %v", err)
 	}
+	t.Cleanup(s.deleteRegistry) // runs after the test's operators are gone (cleanups run last-in first-out)
 	s.checks = checks{
 		world: s.world, servicePrefix: svcPrefix, ownedPrefix: prefix + "/" + etcdstore.FenceDir + "/",
 		owner: string(s.reg.UID), foreign: foreign, window: s.window,
 	}
 	return s
+}
+
+// deleteRegistry removes the test's ServiceRegistry, finalizer and all, so that the next
+// test's operator (which watches every namespace) does not write it into its store.
+func (s *scenario) deleteRegistry() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.retry("delete ServiceRegistry", func() error {
+		reg := &v1alpha1.ServiceRegistry{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(s.reg), reg); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		reg.Finalizers = nil
+		if err := k8s.Update(ctx, reg); err != nil {
+			return err
+		}
+		return client.IgnoreNotFound(k8s.Delete(ctx, reg))
+	})
 }
 
 // window is invariant (a)'s deadline for a pod that became ineligible at: grace after at,
