@@ -141,7 +141,9 @@ type checks struct {
 	servicePrefix string
 	// ownedPrefix holds keys the operator may write besides endpoints (its fence).
 	ownedPrefix string
-	owner       string
+	// alsoOwned are other services' prefixes the test lets the operator write.
+	alsoOwned []string
+	owner     string
 	// foreign are keys (and their values) seeded for someone else: never to be touched.
 	foreign map[string]string
 	// window is the bounded time after a pod became ineligible (at) by which its endpoint
@@ -170,6 +172,11 @@ func (c checks) checkEvent(ev storeEvent) []string {
 	}
 	if c.ownedPrefix != "" && strings.HasPrefix(ev.key, c.ownedPrefix) {
 		return nil
+	}
+	for _, p := range c.alsoOwned {
+		if strings.HasPrefix(ev.key, p) {
+			return nil
+		}
 	}
 	if !strings.HasPrefix(ev.key, c.servicePrefix) {
 		return []string{fmt.Sprintf("(c) key %s outside the operator's keys touched (rev %d)", ev.key, ev.rev)}

@@ -103,12 +103,15 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 
 // deleteRegistry removes the test's ServiceRegistry, finalizer and all, so that the next
 // test's operator (which watches every namespace) does not write it into its store.
-func (s *scenario) deleteRegistry() {
+func (s *scenario) deleteRegistry() { s.forceDelete(s.reg) }
+
+// forceDelete deletes a ServiceRegistry without waiting for an operator's finalizer.
+func (s *scenario) forceDelete(obj *v1alpha1.ServiceRegistry) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s.retry("delete ServiceRegistry", func() error {
 		reg := &v1alpha1.ServiceRegistry{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(s.reg), reg); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), reg); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		reg.Finalizers = nil
