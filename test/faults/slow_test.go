@@ -167,7 +167,7 @@ func TestSlowStore(t *testing.T) {
 	conv := s.converge(back)
 	s.finish("8. store slow (delaying TCP proxy)", conv,
 		fmt.Sprintf("400 ms each way (a read took %s): %d registries' pods registered after %s…%s (one at a time the last would be ≥%s); 4 s each way (> --store-timeout 3s): StoreSynced=False; latency removed: converged %s",
-			rtt.Round(10*time.Millisecond), others, lags[0].Round(10*time.Millisecond), worst.Round(10*time.Millisecond), (time.Duration(others)*4*delay), conv.Round(10*time.Millisecond)))
+			rtt.Round(10*time.Millisecond), others, lags[0].Round(10*time.Millisecond), worst.Round(10*time.Millisecond), serial, conv.Round(10*time.Millisecond)))
 }
 
 // otherPod creates a ready pod for registry svc-i (outside the scenario's world: only the
