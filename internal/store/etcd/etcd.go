@@ -189,6 +189,8 @@ func (s *Store) commit(ctx context.Context, scope store.Scope, batch []op) (int6
 	for i, o := range batch {
 		cmps, thens[i] = append(cmps, o.cmp), o.op
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout()) // also bounds the wait for the fence
+	defer cancel()
 	var elses []clientv3.Op
 	if f := s.opts.Fence; f != nil {
 		guard, err := f.guard(ctx)
@@ -197,8 +199,6 @@ func (s *Store) commit(ctx context.Context, scope store.Scope, batch []op) (int6
 		}
 		cmps, elses = append(cmps, guard), []clientv3.Op{clientv3.OpGet(f.key)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
-	defer cancel()
 	resp, err := s.kv.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
 	s.observe(ctx, err)
 	if err != nil {

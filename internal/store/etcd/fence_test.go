@@ -89,11 +89,21 @@ func TestFenceConflictIsNotFenced(t *testing.T) {
 
 func TestFenceWritesWaitUntilHeld(t *testing.T) {
 	f := newFixture(t, etcd.Options{})
-	s, fence := fencedStore(t, f, etcd.FenceKey(f.prefix, "ns"), "me")
-	c, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if _, err := s.Apply(c, scope, store.Changes{Create: []store.Endpoint{ep("web-0")}}); err == nil {
-		t.Fatal("write before the fence was taken succeeded")
+	cli := newClient(t, requireServer(t))
+	fence := etcd.NewFence(cli, etcd.FenceKey(f.prefix, "ns"), "me", 0)
+	s := etcd.New(cli, etcd.Options{Prefix: f.prefix, Fence: fence, Timeout: 300 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { // no deadline of its own: the store's Timeout bounds the wait for the fence
+		_, err := s.Apply(context.Background(), scope, store.Changes{Create: []store.Endpoint{ep("web-0")}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("write before the fence was taken succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write waited for the fence beyond the store's Timeout")
 	}
 	if keys := f.keys(t); len(keys) != 0 {
 		t.Errorf("keys written before the fence was taken: %v", keys)
