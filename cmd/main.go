@@ -53,6 +53,7 @@ type config struct {
 	storeEndpoints          string
 	storePrefix             string
 	storeTimeout            time.Duration
+	storeLeaseTTL           time.Duration
 	storeCA, storeCert      string
 	storeKey                string
 	storeDataDir            string
@@ -81,6 +82,7 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	fs.StringVar(&c.storeEndpoints, "store-endpoints", os.Getenv("REGISTRAR_STORE_ENDPOINTS"), "Comma-separated etcd client URLs; empty runs an embedded etcd (env REGISTRAR_STORE_ENDPOINTS).")
 	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
+	fs.DurationVar(&c.storeLeaseTTL, "store-lease-ttl", 0, "When set, write endpoints with an etcd lease of this TTL that the leader keeps alive, so they expire if every replica is gone longer; 0 (default) keeps them until an operator removes them.")
 	fs.StringVar(&c.storeCA, "store-ca-file", "", "CA bundle to verify the store's TLS certificate.")
 	fs.StringVar(&c.storeCert, "store-cert-file", "", "Client certificate for the store.")
 	fs.StringVar(&c.storeKey, "store-key-file", "", "Client key for the store.")
@@ -253,15 +255,20 @@ func newManager(cfg config) (ctrl.Manager, error) {
 
 func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence *etcdstore.Fence, endpoints []string) error {
 	recovered := make(chan event.GenericEvent, 1)
-	etcd := etcdstore.New(cli, etcdstore.Options{
-		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout, Fence: fence,
-		OnRecover: func() {
-			setupLog.Info("store reachable again: retrying every ServiceRegistry", "store", endpoints)
+	resync := func(why string) func() {
+		return func() {
+			setupLog.Info(why+": syncing every ServiceRegistry", "store", endpoints)
 			select { // one pending event is enough: it enqueues every registry
 			case recovered <- event.GenericEvent{Object: &v1alpha1.ServiceRegistry{}}:
 			default:
 			}
-		},
+		}
+	}
+	etcd := etcdstore.New(cli, etcdstore.Options{
+		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout, Fence: fence,
+		OnRecover: resync("store reachable again"),
+		LeaseTTL:  cfg.storeLeaseTTL, Leases: cli, LeaseKey: etcdstore.LeaseKey(cfg.storePrefix, fenceName(cfg)),
+		OnLeaseLost: resync("endpoint lease expired"),
 	})
 	if err := mgr.Add(etcd); err != nil { // probes the store while it is unreachable
 		return fmt.Errorf("add store monitor: %w", err)

@@ -94,7 +94,8 @@ func (r *ServiceRegistryReconciler) registriesForPod(ctx context.Context, pod cl
 	return reqs
 }
 
-// allRegistries maps any event to every ServiceRegistry.
+// allRegistries maps any event to every ServiceRegistry, forgetting the records it knew of
+// them: the store may have changed behind the operator's back (an expired endpoint lease).
 func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.Object) []reconcile.Request {
 	var regs v1alpha1.ServiceRegistryList
 	if err := r.List(ctx, &regs); err != nil {
@@ -104,6 +105,7 @@ func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.
 	reqs := make([]reconcile.Request, len(regs.Items))
 	for i := range regs.Items {
 		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])}
+		r.known.forget(reqs[i].NamespacedName)
 	}
 	return reqs
 }

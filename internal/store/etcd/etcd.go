@@ -45,6 +45,18 @@ type Options struct {
 	// again after an outage, e.g. to retry every registry at once instead of waiting out
 	// each one's backoff.
 	OnRecover func()
+	// LeaseTTL, when positive, writes every endpoint with an etcd lease of this TTL that
+	// the Store keeps alive (Leases must be set): if every writer is gone for longer, the
+	// endpoints expire instead of lingering. Off by default: a stale list of instances
+	// beats an empty one when the operator, not the instances, is down.
+	LeaseTTL time.Duration
+	// Leases grants and keeps alive the endpoint lease (a *clientv3.Client).
+	Leases clientv3.Lease
+	// LeaseKey records the lease's ID so that the next leader adopts it (see LeaseKey).
+	LeaseKey string
+	// OnLeaseLost is called when the endpoint lease expired while this process wrote with
+	// it: its endpoints are gone from the store and must be written again.
+	OnLeaseLost func()
 }
 
 // Defaults of the outage handling.
@@ -55,9 +67,10 @@ const (
 
 // Store writes endpoints to etcd.
 type Store struct {
-	kv     clientv3.KV
-	opts   Options
-	health health
+	kv       clientv3.KV
+	opts     Options
+	health   health
+	backstop *backstop
 }
 
 var _ store.Store = (*Store)(nil)
@@ -80,7 +93,14 @@ func New(kv clientv3.KV, opts Options) *Store {
 	if opts.ProbeInterval <= 0 {
 		opts.ProbeInterval = DefaultProbeInterval
 	}
-	return &Store{kv: kv, opts: opts, health: health{wake: make(chan struct{}, 1)}}
+	s := &Store{kv: kv, opts: opts, health: health{wake: make(chan struct{}, 1)}}
+	if opts.LeaseTTL > 0 && opts.Leases != nil {
+		s.backstop = &backstop{kv: kv, key: opts.LeaseKey, leases: opts.Leases, ttl: opts.LeaseTTL, lost: opts.OnLeaseLost}
+		if s.backstop.key == "" {
+			s.backstop.key = LeaseKey(opts.Prefix, "default")
+		}
+	}
+	return s
 }
 
 // Key is the store key of pod in scope.
@@ -126,7 +146,18 @@ type op struct {
 // operation is guarded by the revision it was planned against, so a concurrent writer
 // (another registrar, or a deposed leader) makes the transaction fail with ErrConflict.
 func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Changes) ([]store.Record, error) {
-	ops, err := s.ops(scope, changes)
+	var lease clientv3.LeaseID
+	if s.backstop != nil && len(changes.Create)+len(changes.Update) > 0 {
+		lctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+		var err error
+		lease, err = s.backstop.lease(lctx)
+		s.observe(lctx, err)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	ops, err := s.ops(scope, changes, lease)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +177,7 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 	return written, nil
 }
 
-func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
+func (s *Store) ops(scope store.Scope, c store.Changes, lease clientv3.LeaseID) ([]op, error) {
 	ops := make([]op, 0, c.Len())
 	for i := range c.Delete {
 		key := s.Key(scope, c.Delete[i].Pod)
@@ -156,7 +187,7 @@ func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
 		})
 	}
 	for i := range c.Create {
-		o, err := s.putOp(scope, &c.Create[i], clientv3.Compare(clientv3.CreateRevision(s.Key(scope, c.Create[i].Pod)), "=", 0))
+		o, err := s.putOp(scope, &c.Create[i], clientv3.Compare(clientv3.CreateRevision(s.Key(scope, c.Create[i].Pod)), "=", 0), lease)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +195,7 @@ func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
 	}
 	for i := range c.Update {
 		u := &c.Update[i]
-		o, err := s.putOp(scope, &u.New, clientv3.Compare(clientv3.ModRevision(s.Key(scope, u.New.Pod)), "=", u.Old.Revision))
+		o, err := s.putOp(scope, &u.New, clientv3.Compare(clientv3.ModRevision(s.Key(scope, u.New.Pod)), "=", u.Old.Revision), lease)
 		if err != nil {
 			return nil, err
 		}
@@ -173,13 +204,17 @@ func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
 	return ops, nil
 }
 
-func (s *Store) putOp(scope store.Scope, ep *store.Endpoint, guard clientv3.Cmp) (op, error) {
+func (s *Store) putOp(scope store.Scope, ep *store.Endpoint, guard clientv3.Cmp, lease clientv3.LeaseID) (op, error) {
 	key := s.Key(scope, ep.Pod)
 	value, err := json.Marshal(ep)
 	if err != nil {
 		return op{}, fmt.Errorf("encode %s: %w", key, err)
 	}
-	return op{cmp: guard, op: clientv3.OpPut(key, string(value)), put: ep}, nil
+	var opts []clientv3.OpOption
+	if lease != 0 {
+		opts = append(opts, clientv3.WithLease(lease))
+	}
+	return op{cmp: guard, op: clientv3.OpPut(key, string(value), opts...), put: ep}, nil
 }
 
 // commit runs one guarded transaction and returns the revision it created.
