@@ -144,6 +144,16 @@ $(GINKGO):
 measure-lag: envtest-assets ## Deregistration and warm-up timings from the envtest suite (3 runs).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd hack/measure-lag.sh 3
 
+##@ Fault tests (test/faults; a fast subset runs in make test)
+FAULTS_TIMEOUT ?= 30m
+
+.PHONY: test-faults
+test-faults: envtest-assets ## Run every fault test (real processes on loopback) and print the summary table.
+	mkdir -p $(LOCALBIN)
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd FAULTS_FULL=1 FAULTS_SUMMARY=$(LOCALBIN)/faults-summary.md \
+		go test ./test/faults/ -count=1 -v -timeout $(FAULTS_TIMEOUT) 2>&1 | grep -v '^\s*>' | tee $(LOCALBIN)/faults.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|PASS|FAIL|ok)'
+	@echo; echo "Fault suite summary ($$(date -u +%FT%TZ), make test-faults):"; echo; cat $(LOCALBIN)/faults-summary.md
+
 ##@ Images
 IMAGES_DIR ?= $(LOCALBIN)/images
 IMAGE_GO_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w"

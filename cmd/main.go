@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -20,12 +21,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
@@ -37,6 +40,10 @@ type config struct {
 	metricsAddr, probeAddr  string
 	leaderElect             bool
 	leaderElectionNamespace string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
+	fenceName               string
 	clusterName             string
 	maxConcurrentReconciles int
 	maxConcurrentWarmups    int
@@ -45,6 +52,7 @@ type config struct {
 	storeEndpoints          string
 	storePrefix             string
 	storeTimeout            time.Duration
+	storeLeaseTTL           time.Duration
 	storeCA, storeCert      string
 	storeKey                string
 	storeDataDir            string
@@ -60,6 +68,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	fs := newFlagSet(&c, &zopts)
 	if err := fs.Parse(args); err != nil {
 		return c, zopts, err
+	}
+	if c.leaderElect && !(c.retryPeriod > 0 && c.retryPeriod < c.renewDeadline && c.renewDeadline < c.leaseDuration) {
+		return c, zopts, fmt.Errorf("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration")
 	}
 	if (c.storeCert == "") != (c.storeKey == "") {
 		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
@@ -79,6 +90,10 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	fs.BoolVar(&c.leaderElect, "leader-elect", inCluster, "Elect a leader so only one replica writes (default true inside a cluster).")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a follower waits after the leader's last renewal before it takes over.")
+	fs.DurationVar(&c.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it steps down (less than the lease duration).")
+	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election clients retry.")
+	fs.StringVar(&c.fenceName, "store-fence-name", "", "Names this installation's write fence {prefix}/.registrar/fence/{name}; replicas of one installation share it (default: the leader election namespace).")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
 	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "ServiceRegistries synced at once.")
 	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", 64, "Pods warmed up at once, across all registries.")
@@ -87,6 +102,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.storeEndpoints, "store-endpoints", os.Getenv("REGISTRAR_STORE_ENDPOINTS"), "Comma-separated etcd client URLs; empty runs an embedded etcd (env REGISTRAR_STORE_ENDPOINTS).")
 	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
+	fs.DurationVar(&c.storeLeaseTTL, "store-lease-ttl", 0, "When set, write endpoints with an etcd lease of this TTL that the leader keeps alive, so they expire if every replica is gone longer; 0 (default) keeps them until an operator removes them.")
 	fs.StringVar(&c.storeCA, "store-ca-file", "", "CA bundle to verify the store's TLS certificate.")
 	fs.StringVar(&c.storeCert, "store-cert-file", "", "Client certificate for the store.")
 	fs.StringVar(&c.storeKey, "store-key-file", "", "Client key for the store.")
@@ -123,6 +139,8 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	endpoints, stopStore, err := storeEndpoints(ctx, cfg)
 	if err != nil {
 		return err
@@ -139,14 +157,52 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	if err := setupControllers(mgr, cfg, cli, endpoints); err != nil {
+	fence := etcdstore.NewFence(cli, etcdstore.FenceKey(cfg.storePrefix, fenceName(cfg)), identity(), cfg.storeTimeout)
+	if err := mgr.Add(fence); err != nil { // needs leader election: taken once this replica leads
+		return fmt.Errorf("add write fence: %w", err)
+	}
+	if err := setupControllers(mgr, cfg, cli, fence, endpoints); err != nil {
 		return err
 	}
 	if err := setupWebhook(mgr, cfg.webhook); err != nil {
 		return err
 	}
-	setupLog.Info("starting manager", "store", endpoints, "prefix", cfg.storePrefix, "leaderElection", cfg.leaderElect)
-	return mgr.Start(ctx)
+	go func() {
+		select {
+		case <-fence.Lost():
+			setupLog.Info("another leader took the store's write fence: stepping down", "fence", fence.Key())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	setupLog.Info("starting manager", "store", endpoints, "prefix", cfg.storePrefix, "leaderElection", cfg.leaderElect, "fence", fence.Key())
+	err = mgr.Start(ctx)
+	select {
+	case <-fence.Lost():
+		return errors.Join(err, fmt.Errorf("deposed: %w", store.ErrFenced))
+	default:
+		return err
+	}
+}
+
+// fenceName is --store-fence-name, else the namespace leader election uses.
+func fenceName(cfg config) string {
+	if cfg.fenceName != "" {
+		return cfg.fenceName
+	}
+	if cfg.leaderElectionNamespace != "" {
+		return cfg.leaderElectionNamespace
+	}
+	if ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(ns) > 0 {
+		return strings.TrimSpace(string(ns))
+	}
+	return "default"
+}
+
+// identity names this process in the fence key's value.
+func identity() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s_%d_%d", host, os.Getpid(), time.Now().UnixNano())
 }
 
 // storeEndpoints returns the configured store, or starts the embedded one.
@@ -192,6 +248,9 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		LeaderElectionID:              "registrar.registrar.dev",
 		LeaderElectionNamespace:       cfg.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &cfg.leaseDuration,
+		RenewDeadline:                 &cfg.renewDeadline,
+		RetryPeriod:                   &cfg.retryPeriod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -205,8 +264,24 @@ func newManager(cfg config) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string) error {
-	stores, storeName, err := buildStores(mgr, cfg, cli, endpoints)
+func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence *etcdstore.Fence, endpoints []string) error {
+	recovered := make(chan event.GenericEvent, 1)
+	resync := func(why string) func() {
+		return func() {
+			setupLog.Info(why+": syncing every ServiceRegistry", "store", endpoints)
+			select { // one pending event is enough: it enqueues every registry
+			case recovered <- event.GenericEvent{Object: &v1alpha1.ServiceRegistry{}}:
+			default:
+			}
+		}
+	}
+	etcdOpts := etcdstore.Options{
+		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout, Fence: fence,
+		OnRecover: resync("store reachable again"),
+		LeaseTTL:  cfg.storeLeaseTTL, Leases: cli, LeaseKey: etcdstore.LeaseKey(cfg.storePrefix, fenceName(cfg)),
+		OnLeaseLost: resync("endpoint lease expired"),
+	}
+	stores, storeName, err := buildStores(mgr, cfg, cli, endpoints, etcdOpts)
 	if err != nil {
 		return err
 	}
@@ -226,6 +301,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoi
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
+		StoreRecovered: recovered,
 	}); err != nil {
 		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
 	}

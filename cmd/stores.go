@@ -75,7 +75,10 @@ func (c storesConfig) names() ([]string, error) {
 
 // buildStores returns the store the reconciler writes to: every store of --stores, each
 // wrapped for metrics, behind one multi.Store. Clients it opens close when mgr stops.
-func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string) (store.Store, string, error) {
+// buildStores opens every store of --stores and fans a registry's changes out to them. The
+// etcd store gets etcdOpts (fence, recovery and lease callbacks) and runs as a manager
+// Runnable that probes it while it is unreachable.
+func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string, etcdOpts etcdstore.Options) (store.Store, string, error) {
 	names, err := cfg.stores.names()
 	if err != nil {
 		return nil, "", err
@@ -83,7 +86,7 @@ func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints [
 	var named []multi.Named
 	var described []string
 	for _, name := range names {
-		s, where, err := openStore(mgr, cfg, name, cli, endpoints)
+		s, where, err := openStore(mgr, cfg, name, cli, endpoints, etcdOpts)
 		if err != nil {
 			return nil, "", err
 		}
@@ -97,7 +100,7 @@ func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints [
 	return m, strings.Join(described, ", "), nil
 }
 
-func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, endpoints []string) (store.Store, string, error) {
+func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, endpoints []string, etcdOpts etcdstore.Options) (store.Store, string, error) {
 	sc := cfg.stores
 	switch name {
 	case storeCoreDNS:
@@ -124,7 +127,11 @@ func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, 
 		s := zkstore.New(conn, zkstore.Options{BasePath: sc.zkBasePath, PayloadClass: sc.zkPayloadClass, PortName: sc.zkPortName, Timeout: cfg.storeTimeout})
 		return s, sc.zkServers + sc.zkBasePath, nil
 	default:
-		return etcdstore.New(cli, etcdstore.Options{Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout}), strings.Join(endpoints, ","), nil
+		s := etcdstore.New(cli, etcdOpts)
+		if err := mgr.Add(s); err != nil { // probes the store while it is unreachable
+			return nil, "", fmt.Errorf("add store monitor: %w", err)
+		}
+		return s, strings.Join(endpoints, ","), nil
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 var _ = Describe("Metrics", func() {
 	It("serves registrar's series on the manager's metrics endpoint, and they move", func() {
 		ns := newNamespace()
+		before := scrape() // before the registry: its first reconcile lists the store
 		newRegistry(ns, "web", "web")
-		before := scrape()
 		pod := readyPod(ns, "web-1", web, "10.0.0.1")
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
 		Eventually(func() float64 {

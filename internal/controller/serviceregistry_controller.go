@@ -122,7 +122,11 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.selectPods(ctx, s); err != nil {
 		return ctrl.Result{}, err // nothing observed: leave status as it is
 	}
-	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, s)) }()
+	defer func() {
+		if !errors.Is(s.storeErr, store.ErrFenced) { // a deposed leader leaves status to the new one
+			retErr = errors.Join(retErr, r.patchStatus(ctx, s))
+		}
+	}()
 	if s.selErr != nil {
 		return ctrl.Result{}, nil // reported in status; a spec change brings it back
 	}

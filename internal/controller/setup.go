@@ -13,9 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
@@ -29,6 +31,9 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 	// MaxConcurrentWarmups bounds the pods warmed up at once, across all registries.
 	MaxConcurrentWarmups int
+	// StoreRecovered, when set, enqueues every ServiceRegistry on each event, e.g. when the
+	// store answers again after an outage, so that none waits out its retry backoff.
+	StoreRecovered <-chan event.GenericEvent
 }
 
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
@@ -57,6 +62,9 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
 			builder.WithPredicates(r.leaseRenewedAfterLapse()))
 	}
+	if opts.StoreRecovered != nil {
+		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries)))
+	}
 	return b.
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
@@ -83,6 +91,22 @@ func (r *ServiceRegistryReconciler) registriesForPod(ctx context.Context, pod cl
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])})
+	}
+	return reqs
+}
+
+// allRegistries maps any event to every ServiceRegistry, forgetting the records it knew of
+// them: the store may have changed behind the operator's back (an expired endpoint lease).
+func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.Object) []reconcile.Request {
+	var regs v1alpha1.ServiceRegistryList
+	if err := r.List(ctx, &regs); err != nil {
+		log.FromContext(ctx).Error(err, "list ServiceRegistries")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(regs.Items))
+	for i := range regs.Items {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])}
+		r.known.forget(reqs[i].NamespacedName)
 	}
 	return reqs
 }

@@ -33,10 +33,14 @@ func (i *instrumented) Apply(ctx context.Context, scope Scope, changes Changes) 
 	return written, err
 }
 
-// ErrorKind names an error for metrics: "conflict" for ErrConflict, else "error".
+// ErrorKind names an error for metrics: "conflict" for ErrConflict, "fenced" for
+// ErrFenced, else "error".
 func ErrorKind(err error) string {
 	if errors.Is(err, ErrConflict) {
 		return "conflict"
+	}
+	if errors.Is(err, ErrFenced) {
+		return "fenced"
 	}
 	return "error"
 }

@@ -13,6 +13,10 @@ import (
 // so the caller must list again before it writes. It is how concurrent writers are fenced.
 var ErrConflict = errors.New("store changed since it was read")
 
+// ErrFenced is returned by Apply when this writer no longer holds the store's write fence:
+// another replica became leader and took the fence since. The caller must stop writing.
+var ErrFenced = errors.New("write fence taken by a newer leader")
+
 // Endpoint is one live instance of a service, as serialised into the store.
 type Endpoint struct {
 	Service      string           `json:"service"`

@@ -13,7 +13,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
+
+// MaxReconnectDelay caps the client's delay between attempts to reconnect to the store.
+const MaxReconnectDelay = 2 * time.Second
 
 // ClientConfig says how to reach an etcd cluster.
 type ClientConfig struct {
@@ -47,6 +52,12 @@ func NewClient(cfg ClientConfig) (*clientv3.Client, error) {
 		Username:             cfg.Username,
 		Password:             cfg.Password,
 		Logger:               zap.NewNop(),
+		// gRPC's default reconnect backoff grows to 120 s: after a 30 s outage the client
+		// would wait many seconds more before it dials the returned store. Cap it.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxReconnectDelay},
+			MinConnectTimeout: 2 * time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to store %v: %w", cfg.Endpoints, err)

@@ -54,7 +54,7 @@ func FuzzEndpointRoundTrip(f *testing.F) {
 			Ports: map[string]int32{portName: port}, Node: node, Zone: zone, Cluster: cluster, Owner: owner,
 			RegisteredAt: time.Unix(0, unixNano).UTC(),
 		}
-		o, err := s.putOp(fuzzScope, &ep, clientv3.Cmp{})
+		o, err := s.putOp(fuzzScope, &ep, clientv3.Cmp{}, clientv3.NoLease)
 		if err != nil {
 			if checkSegment("pod", pod) == nil && ep.RegisteredAt.Year() >= 0 && ep.RegisteredAt.Year() <= 9999 {
 				t.Fatalf("encode %+v: %v", ep, err)
@@ -86,7 +86,7 @@ func FuzzKey(f *testing.F) {
 		s := New(nil, Options{Prefix: prefix})
 		scope := store.Scope{Service: service, Namespace: namespace}
 		if checkScope(scope) != nil || checkSegment("pod", pod) != nil {
-			if _, err := s.ops(scope, store.Changes{Create: []store.Endpoint{{Pod: pod}}}); err == nil {
+			if _, err := s.ops(scope, store.Changes{Create: []store.Endpoint{{Pod: pod}}}, clientv3.NoLease); err == nil {
 				t.Fatalf("ops accepted scope %+v, pod %q", scope, pod)
 			}
 			return

@@ -30,12 +30,46 @@ type Options struct {
 	// MaxTxnOps is the largest number of operations in one transaction; changes larger
 	// than this are split into several transactions. DefaultMaxTxnOps when zero.
 	MaxTxnOps int
+	// Fence, when set, guards every transaction: writes fail with store.ErrFenced once
+	// another leader took the fence, and wait until this process has taken it.
+	Fence *Fence
+	// ProbeTimeout bounds each call while the store is known to be unreachable, so that a
+	// reconcile reports the outage fast instead of waiting out Timeout every time; it is
+	// also the timeout of Start's probes. DefaultProbeTimeout when zero.
+	ProbeTimeout time.Duration
+	// ProbeInterval is how often Start probes an unreachable store. DefaultProbeInterval
+	// when zero.
+	ProbeInterval time.Duration
+	// OnRecover is called (from Start's goroutine or a caller's) when the store answers
+	// again after an outage, e.g. to retry every registry at once instead of waiting out
+	// each one's backoff.
+	OnRecover func()
+	// LeaseTTL, when positive, writes every endpoint with an etcd lease of this TTL that
+	// the Store keeps alive (Leases must be set): if every writer is gone for longer, the
+	// endpoints expire instead of lingering. Off by default: a stale list of instances
+	// beats an empty one when the operator, not the instances, is down.
+	LeaseTTL time.Duration
+	// Leases grants and keeps alive the endpoint lease (a *clientv3.Client).
+	Leases clientv3.Lease
+	// LeaseKey records the lease's ID so that the next leader adopts it (see LeaseKey).
+	LeaseKey string
+	// OnLeaseLost is called when the endpoint lease expired while this process wrote with
+	// it: its endpoints are gone from the store and must be written again.
+	OnLeaseLost func()
 }
+
+// Defaults of the outage handling.
+const (
+	DefaultProbeTimeout  = time.Second
+	DefaultProbeInterval = time.Second
+)
 
 // Store writes endpoints to etcd.
 type Store struct {
-	kv   clientv3.KV
-	opts Options
+	kv       clientv3.KV
+	opts     Options
+	health   health
+	backstop *backstop
 }
 
 var _ store.Store = (*Store)(nil)
@@ -53,7 +87,20 @@ func New(kv clientv3.KV, opts Options) *Store {
 	if opts.MaxTxnOps <= 0 {
 		opts.MaxTxnOps = DefaultMaxTxnOps
 	}
-	return &Store{kv: kv, opts: opts}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = min(DefaultProbeTimeout, opts.Timeout)
+	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+	}
+	s := &Store{kv: kv, opts: opts, health: health{wake: make(chan struct{}, 1)}}
+	if opts.LeaseTTL > 0 && opts.Leases != nil {
+		s.backstop = &backstop{kv: kv, key: opts.LeaseKey, leases: opts.Leases, ttl: opts.LeaseTTL, lost: opts.OnLeaseLost}
+		if s.backstop.key == "" {
+			s.backstop.key = LeaseKey(opts.Prefix, "default")
+		}
+	}
+	return s
 }
 
 // Key is the store key of pod in scope.
@@ -70,10 +117,11 @@ func (s *Store) List(ctx context.Context, scope store.Scope) ([]store.Record, er
 	if err := checkScope(scope); err != nil {
 		return nil, fmt.Errorf("list: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
 	prefix := s.scopePrefix(scope)
 	resp, err := s.kv.Get(ctx, prefix, clientv3.WithPrefix())
+	s.observe(ctx, err)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
@@ -95,7 +143,18 @@ type op struct {
 // operation is guarded by the revision it was planned against, so a concurrent writer
 // (another registrar, or a deposed leader) makes the transaction fail with ErrConflict.
 func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Changes) ([]store.Record, error) {
-	ops, err := s.ops(scope, changes)
+	var lease clientv3.LeaseID
+	if s.backstop != nil && len(changes.Create)+len(changes.Update) > 0 {
+		lctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+		var err error
+		lease, err = s.backstop.lease(lctx)
+		s.observe(lctx, err)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	ops, err := s.ops(scope, changes, lease)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +174,7 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 	return written, nil
 }
 
-func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
+func (s *Store) ops(scope store.Scope, c store.Changes, lease clientv3.LeaseID) ([]op, error) {
 	if err := checkScope(scope); err != nil {
 		return nil, fmt.Errorf("write: %w", err)
 	}
@@ -131,7 +190,7 @@ func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
 		})
 	}
 	for i := range c.Create {
-		o, err := s.putOp(scope, &c.Create[i], clientv3.Compare(clientv3.CreateRevision(s.Key(scope, c.Create[i].Pod)), "=", 0))
+		o, err := s.putOp(scope, &c.Create[i], clientv3.Compare(clientv3.CreateRevision(s.Key(scope, c.Create[i].Pod)), "=", 0), lease)
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +198,7 @@ func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
 	}
 	for i := range c.Update {
 		u := &c.Update[i]
-		o, err := s.putOp(scope, &u.New, clientv3.Compare(clientv3.ModRevision(s.Key(scope, u.New.Pod)), "=", u.Old.Revision))
+		o, err := s.putOp(scope, &u.New, clientv3.Compare(clientv3.ModRevision(s.Key(scope, u.New.Pod)), "=", u.Old.Revision), lease)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +207,7 @@ func (s *Store) ops(scope store.Scope, c store.Changes) ([]op, error) {
 	return ops, nil
 }
 
-func (s *Store) putOp(scope store.Scope, ep *store.Endpoint, guard clientv3.Cmp) (op, error) {
+func (s *Store) putOp(scope store.Scope, ep *store.Endpoint, guard clientv3.Cmp, lease clientv3.LeaseID) (op, error) {
 	if err := checkSegment("pod", ep.Pod); err != nil {
 		return op{}, fmt.Errorf("write: %w", err)
 	}
@@ -157,23 +216,39 @@ func (s *Store) putOp(scope store.Scope, ep *store.Endpoint, guard clientv3.Cmp)
 	if err != nil {
 		return op{}, fmt.Errorf("encode %s: %w", key, err)
 	}
-	return op{cmp: guard, op: clientv3.OpPut(key, string(value)), put: ep}, nil
+	var opts []clientv3.OpOption
+	if lease != 0 {
+		opts = append(opts, clientv3.WithLease(lease))
+	}
+	return op{cmp: guard, op: clientv3.OpPut(key, string(value), opts...), put: ep}, nil
 }
 
 // commit runs one guarded transaction and returns the revision it created.
 func (s *Store) commit(ctx context.Context, scope store.Scope, batch []op) (int64, error) {
-	cmps := make([]clientv3.Cmp, len(batch))
+	cmps := make([]clientv3.Cmp, 0, len(batch)+1)
 	thens := make([]clientv3.Op, len(batch))
 	for i, o := range batch {
-		cmps[i], thens[i] = o.cmp, o.op
+		cmps, thens[i] = append(cmps, o.cmp), o.op
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout()) // also bounds the wait for the fence
 	defer cancel()
-	resp, err := s.kv.Txn(ctx).If(cmps...).Then(thens...).Commit()
+	var elses []clientv3.Op
+	if f := s.opts.Fence; f != nil {
+		guard, err := f.guard(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), err)
+		}
+		cmps, elses = append(cmps, guard), []clientv3.Op{clientv3.OpGet(f.key)}
+	}
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
+	s.observe(ctx, err)
 	if err != nil {
 		return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), err)
 	}
 	if !resp.Succeeded {
+		if s.opts.Fence != nil && s.opts.Fence.check(resp) {
+			return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), store.ErrFenced)
+		}
 		return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), store.ErrConflict)
 	}
 	return resp.Header.Revision, nil

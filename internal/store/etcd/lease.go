@@ -1,0 +1,113 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// LeaseKey is where an installation records its endpoint lease:
+// {prefix}/.registrar/lease/{name} (name as in FenceKey).
+func LeaseKey(prefix, name string) string {
+	return path.Join("/"+strings.Trim(prefix, "/"), FenceDir, "lease", name)
+}
+
+// backstop attaches every endpoint the Store writes to one etcd lease that this process
+// keeps alive, so that the endpoints expire LeaseTTL after every writer is gone instead of
+// lingering (Options.LeaseTTL; off by default).
+type backstop struct {
+	kv     clientv3.KV
+	key    string
+	leases clientv3.Lease
+	ttl    time.Duration
+	lost   func()
+
+	mu sync.Mutex
+	id clientv3.LeaseID
+	// stop ends the keep-alive of the current lease (when the Store is closed).
+	stop context.CancelFunc
+}
+
+// lease returns the current lease, granting one (and starting its keep-alive) when there
+// is none.
+func (b *backstop) lease(ctx context.Context) (clientv3.LeaseID, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.id != 0 {
+		return b.id, nil
+	}
+	id, err := b.adoptOrGrant(ctx)
+	if err != nil {
+		return 0, err
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	ch, err := b.leases.KeepAlive(kctx, id)
+	if err != nil {
+		cancel()
+		return 0, fmt.Errorf("keep endpoint lease %x alive: %w", id, err)
+	}
+	b.id, b.stop = id, cancel
+	go b.watch(kctx, id, ch)
+	return id, nil
+}
+
+// adoptOrGrant returns the installation's lease recorded at key when it is still alive (a
+// new leader keeps its predecessor's endpoints alive that way), else grants a new one and
+// records it there, the record itself attached to the lease.
+func (b *backstop) adoptOrGrant(ctx context.Context) (clientv3.LeaseID, error) {
+	resp, err := b.kv.Get(ctx, b.key)
+	if err != nil {
+		return 0, fmt.Errorf("read endpoint lease %s: %w", b.key, err)
+	}
+	if len(resp.Kvs) == 1 {
+		if id, err := strconv.ParseInt(string(resp.Kvs[0].Value), 16, 64); err == nil {
+			ttl, err := b.leases.TimeToLive(ctx, clientv3.LeaseID(id))
+			if err == nil && ttl.TTL > 0 {
+				return clientv3.LeaseID(id), nil
+			}
+		}
+	}
+	granted, err := b.leases.Grant(ctx, int64(max(b.ttl/time.Second, 1)))
+	if err != nil {
+		return 0, fmt.Errorf("grant endpoint lease: %w", err)
+	}
+	if _, err := b.kv.Put(ctx, b.key, strconv.FormatInt(int64(granted.ID), 16), clientv3.WithLease(granted.ID)); err != nil {
+		return 0, fmt.Errorf("record endpoint lease at %s: %w", b.key, err)
+	}
+	return granted.ID, nil
+}
+
+// watch drains the keep-alive responses; when they end the lease has expired (or the Store
+// was closed): the next write grants a new one, and lost tells the caller that the
+// endpoints of the old lease are gone.
+func (b *backstop) watch(ctx context.Context, id clientv3.LeaseID, ch <-chan *clientv3.LeaseKeepAliveResponse) {
+	for range ch {
+	}
+	b.mu.Lock()
+	if b.id == id {
+		b.id = 0
+	}
+	b.mu.Unlock()
+	if ctx.Err() == nil && b.lost != nil {
+		b.lost()
+	}
+}
+
+// Close stops keeping the Store's endpoint lease alive (its endpoints then expire after
+// LeaseTTL). It is a no-op without Options.LeaseTTL.
+func (s *Store) Close() {
+	if s.backstop == nil {
+		return
+	}
+	s.backstop.mu.Lock()
+	defer s.backstop.mu.Unlock()
+	if s.backstop.stop != nil {
+		s.backstop.stop()
+	}
+}
