@@ -37,6 +37,7 @@ var setupLog = ctrl.Log.WithName("setup")
 // config is everything the flags set.
 type config struct {
 	metricsAddr, probeAddr  string
+	pprofAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
 	clusterName             string
@@ -61,6 +62,7 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "Address serving Go's net/http/pprof profiles (e.g. 127.0.0.1:8082); empty or 0 disables it.")
 	fs.BoolVar(&c.leaderElect, "leader-elect", inCluster, "Elect a leader so only one replica writes (default true inside a cluster).")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
@@ -177,6 +179,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		},
 		Metrics:                       metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress:        cfg.probeAddr,
+		PprofBindAddress:              cfg.pprofAddr,
 		WebhookServer:                 newWebhookServer(cfg.webhook),
 		LeaderElection:                cfg.leaderElect,
 		LeaderElectionID:              "registrar.registrar.dev",
