@@ -26,6 +26,8 @@ type Config struct {
 	Writers int
 	// RoundTimeout bounds the wait for every system to show a round's transitions.
 	RoundTimeout time.Duration
+	// Settle is how long the watchers keep counting writes after the last round.
+	Settle time.Duration
 	// SetupTimeout bounds the wait for the systems to settle after the objects are created.
 	SetupTimeout time.Duration
 
@@ -78,6 +80,9 @@ func (c *Config) Defaults() {
 	}
 	if c.RoundTimeout <= 0 {
 		c.RoundTimeout = 2 * time.Minute
+	}
+	if c.Settle <= 0 {
+		c.Settle = 2 * time.Second
 	}
 	if c.SetupTimeout <= 0 {
 		c.SetupTimeout = 5 * time.Minute
