@@ -70,7 +70,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 // whose labels stop matching still reaches the registry it left.
 func (r *ServiceRegistryReconciler) registriesForPod(ctx context.Context, pod client.Object) []reconcile.Request {
 	var regs v1alpha1.ServiceRegistryList
-	if err := r.List(ctx, &regs, client.InNamespace(pod.GetNamespace())); err != nil {
+	// Read-only (selectors and names), and called twice per pod update: no deep copies.
+	if err := r.List(ctx, &regs, client.InNamespace(pod.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "list ServiceRegistries for pod", "pod", client.ObjectKeyFromObject(pod))
 		return nil
 	}

@@ -38,6 +38,7 @@ type cluster struct {
 	operator *process
 	kcm      *process
 	pprof    string // the operator's pprof address
+	metrics  string // the operator's metrics address
 }
 
 // startCluster starts the API server, the store, the operator and (optionally) the
@@ -124,7 +125,7 @@ func (cl *cluster) startOperator(ctx context.Context, c *Config) error {
 			return err
 		}
 	}
-	cl.pprof = addrs[2]
+	cl.pprof, cl.metrics = addrs[2], addrs[0]
 	args := append([]string{"--kubeconfig=" + kc, "--store-endpoints=" + cl.store.Endpoint(),
 		"--leader-elect=false", "--enable-webhook=false",
 		"--metrics-bind-address=" + addrs[0], "--health-probe-bind-address=" + addrs[1],

@@ -70,7 +70,7 @@ func (r *runner) results(before, after map[string]Usage) *Results {
 	if r.writeSpan > 0 {
 		res.WriteRate = float64(r.writes) / r.writeSpan.Seconds()
 	}
-	for _, name := range []string{SystemRegistrar, SystemEndpointSlice, SystemTTL} {
+	for _, name := range []string{SystemRegistrar, SystemEndpointSlice, SystemTTL, SystemAPIWatch} {
 		if t := r.trackers[name]; t != nil {
 			res.Systems = append(res.Systems, t.Result(name))
 		}
@@ -147,6 +147,7 @@ func notes(c *Config) []string {
 	n := []string{
 		"lag = API write sent (pod status patch or delete) -> change seen by a separate watcher (etcd watch for registrar and TTL, API watch for EndpointSlices)",
 		fmt.Sprintf("rounds: every pod %s, each round in random order at the offered rate; delete is grace period 0", strings.Join(causes(), " -> ")),
+		"apiwatch: the baseline every controller pays, the pod write seen by a plain API watch in the harness",
 		"EndpointSlice: a pod counts as registered while a slice lists it with conditions.ready=true",
 	}
 	if c.EndpointSlice {
@@ -209,7 +210,12 @@ func (r *Results) WriteTable(out io.Writer) {
 	row("transitions observed/written", func(s SystemResult) string { return fmt.Sprintf("%d/%d", s.Observed, s.Transitions) })
 	row("lost / unexpected writes", func(s SystemResult) string { return fmt.Sprintf("%d / %d", s.Lost, s.Unexpected) })
 	row("transitions/s sustained", func(s SystemResult) string { return fmt.Sprintf("%.0f", s.Sustained) })
-	row("store writes per transition", func(s SystemResult) string { return fmt.Sprintf("%.3f", s.WritesPerTransition) })
+	row("store writes per transition", func(s SystemResult) string {
+		if s.Writes == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", s.WritesPerTransition)
+	})
 	row("peak RSS (MiB)", func(s SystemResult) string { return r.usageCell(s.Name, func(u Usage) float64 { return u.PeakRSSMiB }) })
 	row("CPU seconds (measured phase)", func(s SystemResult) string {
 		if v, ok := r.MeasuredCPUSeconds[s.Name]; ok {

@@ -27,6 +27,8 @@ const (
 	SystemRegistrar     = "registrar"
 	SystemEndpointSlice = "endpointslice"
 	SystemTTL           = "ttl"
+	// SystemAPIWatch is the baseline: the pod write seen by a watch of the API server.
+	SystemAPIWatch = "apiwatch"
 )
 
 // runner is one run in progress.
@@ -77,6 +79,7 @@ func (r *runner) setup(ctx context.Context) error {
 		return err
 	}
 	r.c.Logf("settled after %s", time.Since(start).Round(time.Millisecond))
+	r.trackers[SystemAPIWatch] = NewTracker()
 	if r.c.EndpointSlice {
 		r.trackers[SystemEndpointSlice] = NewTracker()
 	}
@@ -169,7 +172,7 @@ func (r *runner) startWatchers(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	n := 0
 	watch := func(fn func() error) {
 		n++
@@ -179,6 +182,12 @@ func (r *runner) startWatchers(ctx context.Context) (func() error, error) {
 	if t := r.trackers[SystemTTL]; t != nil {
 		watch(func() error { return watchStore(ctx, r.cl.storeCli, TTLPrefix, rev+1, t) })
 	}
+	podsRV, err := podsResourceVersion(ctx, r.cl.kube)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	watch(func() error { return watchPods(ctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatch]) })
 	if t := r.trackers[SystemEndpointSlice]; t != nil {
 		view, rv, _, err := listSlices(ctx, r.cl.kube)
 		if err != nil {
@@ -227,6 +236,10 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 		return nil, err
 	}
 	paths := profiles()
+	metricsFile := filepath.Join(r.c.WorkDir, "registrar-metrics.txt")
+	if err := r.fetch(ctx, r.cl.metrics, "/metrics", metricsFile, 30*time.Second); err != nil {
+		r.c.Logf("operator metrics: %v", err)
+	}
 	if r.ttl != nil {
 		r.ttl.stop()
 	}
@@ -290,7 +303,7 @@ func (r *runner) waitRound(ctx context.Context) {
 func (r *runner) transition(ctx context.Context, p benchPod, cause Cause) {
 	at := time.Now()
 	id := p.ID()
-	targets := []*Tracker{r.trackers[SystemRegistrar]}
+	targets := []*Tracker{r.trackers[SystemRegistrar], r.trackers[SystemAPIWatch]}
 	if t := r.trackers[SystemEndpointSlice]; t != nil {
 		targets = append(targets, t)
 	}
@@ -351,12 +364,12 @@ func (r *runner) startProfiles(ctx context.Context) func() []string {
 	cpu := filepath.Join(r.c.ProfileDir, "registrar-cpu.pprof")
 	done := make(chan error, 1)
 	go func() {
-		done <- r.fetch(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", r.c.ProfileSeconds), cpu, time.Duration(r.c.ProfileSeconds+30)*time.Second)
+		done <- r.fetch(ctx, r.cl.pprof, fmt.Sprintf("/debug/pprof/profile?seconds=%d", r.c.ProfileSeconds), cpu, time.Duration(r.c.ProfileSeconds+30)*time.Second)
 	}()
 	return func() []string {
 		heap := filepath.Join(r.c.ProfileDir, "registrar-heap.pprof")
 		paths := []string{}
-		if err := r.fetch(ctx, "/debug/pprof/heap", heap, 30*time.Second); err != nil {
+		if err := r.fetch(ctx, r.cl.pprof, "/debug/pprof/heap", heap, 30*time.Second); err != nil {
 			r.c.Logf("heap profile: %v", err)
 		} else {
 			paths = append(paths, heap)
@@ -370,10 +383,10 @@ func (r *runner) startProfiles(ctx context.Context) func() []string {
 	}
 }
 
-func (r *runner) fetch(ctx context.Context, path, file string, timeout time.Duration) error {
+func (r *runner) fetch(ctx context.Context, addr, path, file string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.cl.pprof+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return err
 	}

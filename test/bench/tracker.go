@@ -168,3 +168,14 @@ func (t *Tracker) Unexpected() {
 	defer t.mu.Unlock()
 	t.unexpected++
 }
+
+// ObserveIfPending is Observe for systems that show one transition as several events: events
+// after the first are ignored rather than counted unexpected.
+func (t *Tracker) ObserveIfPending(pod string, kind Kind, at time.Time) {
+	t.mu.Lock()
+	_, ok := t.pending[pod]
+	t.mu.Unlock()
+	if ok {
+		t.Observe(pod, kind, at)
+	}
+}

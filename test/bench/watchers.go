@@ -7,6 +7,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -173,4 +174,64 @@ func listSlices(ctx context.Context, kube kubernetes.Interface) (*sliceView, str
 		endpoints += len(s.Endpoints)
 	}
 	return view, list.ResourceVersion, endpoints, nil
+}
+
+// watchPods feeds the API server's pod watch into t: the baseline every controller pays (the
+// write committed, then delivered to a watcher). Ready pods count as registered.
+func watchPods(ctx context.Context, kube kubernetes.Interface, rv string, t *Tracker) error {
+	lw := &cache.ListWatch{WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		return kube.CoreV1().Pods("").Watch(ctx, o)
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
+	if err != nil {
+		return fmt.Errorf("watch pods: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("pod watch closed")
+			}
+			podEvent(ev, t, time.Now())
+		}
+	}
+}
+
+func podEvent(ev watch.Event, t *Tracker, now time.Time) {
+	pod, ok := ev.Object.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	id := pod.Namespace + "/" + pod.Name
+	switch {
+	case ev.Type == watch.Deleted || pod.DeletionTimestamp != nil:
+		t.ObserveIfPending(id, Deregister, now) // a delete shows as deletionTimestamp set, then gone
+	case ev.Type != watch.Modified:
+		t.Unexpected()
+	case podReady(pod):
+		t.Observe(id, Register, now)
+	default:
+		t.Observe(id, Deregister, now)
+	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podsResourceVersion is where the pod watch starts.
+func podsResourceVersion(ctx context.Context, kube kubernetes.Interface) (string, error) {
+	list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return "", fmt.Errorf("list pods: %w", err)
+	}
+	return list.ResourceVersion, nil
 }
