@@ -43,6 +43,7 @@ type config struct {
 	clusterName             string
 	maxConcurrentReconciles int
 	maxConcurrentWarmups    int
+	endpointEvents          bool
 	callerCacheSeconds      int
 	nodeLeaseTimeout        time.Duration
 	storeEndpoints          string
@@ -67,6 +68,7 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
 	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "ServiceRegistries synced at once.")
+	fs.BoolVar(&c.endpointEvents, "endpoint-events", true, "Emit a Registered or Deregistered Event for every endpoint change (one API write per change).")
 	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", 64, "Pods warmed up at once, across all registries.")
 	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
 	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", 5, "Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
@@ -213,6 +215,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoi
 		},
 		CallerCacheSeconds: int32(min(max(cfg.callerCacheSeconds, 0), 3600)),
 		NodeLeaseTimeout:   cfg.nodeLeaseTimeout,
+		QuietEndpoints:     !cfg.endpointEvents,
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
