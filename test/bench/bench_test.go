@@ -2,6 +2,7 @@ package bench
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,5 +201,32 @@ func TestLayoutSpreadsPods(t *testing.T) {
 		if n != 5 {
 			t.Errorf("%s has %d pods, want 5", s, n)
 		}
+	}
+}
+
+func TestOperatorStatsFromMetrics(t *testing.T) {
+	before := sumMetrics(parseMetrics(strings.NewReader(`# HELP x
+workqueue_queue_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 1
+workqueue_queue_duration_seconds_count{controller="serviceregistry",name="serviceregistry"} 10
+workqueue_work_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 0.5
+workqueue_work_duration_seconds_count{controller="serviceregistry",name="serviceregistry"} 10
+workqueue_work_duration_seconds_count{controller="deployment",name="deployment"} 99
+rest_client_requests_total{code="200",host="h",method="PATCH"} 5
+rest_client_requests_total{code="201",host="h",method="POST"} 2
+rest_client_requests_total{code="200",host="h",method="GET"} 7
+`)))
+	after := sumMetrics(parseMetrics(strings.NewReader(`workqueue_queue_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 3
+workqueue_queue_duration_seconds_count{controller="serviceregistry",name="serviceregistry"} 20
+workqueue_work_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 1.5
+workqueue_work_duration_seconds_count{controller="serviceregistry",name="serviceregistry"} 20
+rest_client_requests_total{code="200",host="h",method="PATCH"} 15
+rest_client_requests_total{code="409",host="h",method="PATCH"} 1
+rest_client_requests_total{code="201",host="h",method="POST"} 7
+rest_client_requests_total{code="200",host="h",method="GET"} 70
+`)))
+	got := operatorStats(before, after)
+	want := OperatorStats{Reconciles: 10, QueueWaitMs: 200, ReconcileMs: 100, APIWrites: 16, StatusPatches: 11, Posts: 5}
+	if got != want {
+		t.Errorf("operatorStats = %+v, want %+v", got, want)
 	}
 }

@@ -30,10 +30,12 @@ type Results struct {
 	Usage       map[string]Usage `json:"usage"`
 	// MeasuredCPUSeconds is each process's CPU time during the measured phase only.
 	MeasuredCPUSeconds map[string]float64 `json:"measuredCpuSeconds"`
-	Ratios             []Ratio            `json:"ratios"`
-	Targets            []Target           `json:"targets"`
-	Notes              []string           `json:"notes"`
-	Profiles           []string           `json:"profiles,omitempty"`
+	// Operator is registrar's own view of the measured phase (its /metrics).
+	Operator OperatorStats `json:"operator"`
+	Ratios   []Ratio       `json:"ratios"`
+	Targets  []Target      `json:"targets"`
+	Notes    []string      `json:"notes"`
+	Profiles []string      `json:"profiles,omitempty"`
 }
 
 // Ratio is how many times slower a peer is than registrar at a percentile.
@@ -225,6 +227,11 @@ func (r *Results) WriteTable(out io.Writer) {
 	})
 	row("CPU seconds (whole run)", func(s SystemResult) string { return r.usageCell(s.Name, func(u Usage) float64 { return u.CPUSeconds }) })
 	_ = w.Flush()
+	if reg, ok := r.System(SystemRegistrar); ok && reg.Transitions > 0 {
+		o := r.Operator
+		fmt.Fprintf(out, "registrar inside: %d reconciles, mean queue wait %.1f ms, mean reconcile %.1f ms; %d API writes (%.2f per transition: %d PATCH, %d POST)\n",
+			o.Reconciles, o.QueueWaitMs, o.ReconcileMs, o.APIWrites, float64(o.APIWrites)/float64(reg.Transitions), o.StatusPatches, o.Posts)
+	}
 	for _, rt := range r.Ratios {
 		fmt.Fprintf(out, "ratio %s/registrar %s: %.1f×\n", rt.Peer, rt.Metric, rt.Times)
 	}

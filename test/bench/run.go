@@ -217,6 +217,10 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	metricsBefore, err := scrape(ctx, r.cl.metrics)
+	if err != nil {
+		return nil, err
+	}
 	profiles := r.startProfiles(ctx)
 	rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 2))
 	for i, cause := range Rounds {
@@ -235,6 +239,10 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	metricsAfter, err := scrape(ctx, r.cl.metrics)
+	if err != nil {
+		return nil, err
+	}
 	paths := profiles()
 	metricsFile := filepath.Join(r.c.WorkDir, "registrar-metrics.txt")
 	if err := r.fetch(ctx, r.cl.metrics, "/metrics", metricsFile, 30*time.Second); err != nil {
@@ -249,6 +257,7 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	}
 	res := r.results(before, after)
 	res.Profiles = paths
+	res.Operator = operatorStats(metricsBefore, metricsAfter)
 	return res, nil
 }
 
