@@ -304,6 +304,10 @@ func (r *runner) waitRound(ctx context.Context) {
 		if pending == 0 {
 			return
 		}
+		if err := r.cl.operator.running(); err != nil {
+			r.c.Logf("%v: its pending transitions count as lost", err)
+			return
+		}
 		time.Sleep(10 * time.Millisecond) // polling counters of running watchers
 	}
 }
