@@ -28,7 +28,7 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	res, err := bench.Run(ctx, bench.Config{
-		Pods: 100, Registries: 10, Namespaces: 2, Rate: 50, Writers: 8,
+		Pods: 100, Registries: 10, Namespaces: 2, Rate: 100, Writers: 16,
 		RoundTimeout: 2 * time.Minute, Operator: operator, WorkDir: filepath.Join(dir, "run"),
 		Logf: t.Logf,
 	})
