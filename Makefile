@@ -154,6 +154,27 @@ test-faults: envtest-assets ## Run every fault test (real processes on loopback)
 		go test ./test/faults/ -count=1 -v -timeout $(FAULTS_TIMEOUT) 2>&1 | grep -v '^\s*>' | tee $(LOCALBIN)/faults.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|PASS|FAIL|ok)'
 	@echo; echo "Fault suite summary ($$(date -u +%FT%TZ), make test-faults):"; echo; cat $(LOCALBIN)/faults-summary.md
 
+##@ Benchmark (test/bench; see README "Performance")
+BENCH_DIR ?= $(LOCALBIN)/bench
+BENCH_ARGS ?=
+BENCH_RUN = KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./test/bench/cmd \
+	-operator $(BENCH_DIR)/registrar -kube-controller-manager $(ENVTEST_ASSETS)/kube-controller-manager
+
+.PHONY: bench
+bench: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## 1,000 pods / 100 registries vs the EndpointSlice controller and a TTL registry: table + bin/bench/bench-results.json.
+	CGO_ENABLED=0 go build -o $(BENCH_DIR)/registrar ./cmd
+	$(BENCH_RUN) -pods 1000 -registries 100 -workdir $(BENCH_DIR)/run -out $(BENCH_DIR)/bench-results.json $(BENCH_ARGS)
+
+.PHONY: bench-large
+bench-large: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## 5,000 pods / 500 registries, with the operator's CPU and heap profiles: bin/bench/large/.
+	CGO_ENABLED=0 go build -o $(BENCH_DIR)/registrar ./cmd
+	$(BENCH_RUN) -pods 5000 -registries 500 -workdir $(BENCH_DIR)/large/run -profile-dir $(BENCH_DIR)/large/profiles \
+		-out $(BENCH_DIR)/large/bench-results.json $(BENCH_ARGS)
+
+$(ENVTEST_ASSETS)/kube-controller-manager:
+	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) \
+		KUBE_EXTRA_BINARIES=kube-controller-manager hack/envtest-assets.sh
+
 ##@ Images
 IMAGES_DIR ?= $(LOCALBIN)/images
 IMAGE_GO_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w"

@@ -38,6 +38,7 @@ var setupLog = ctrl.Log.WithName("setup")
 // config is everything the flags set.
 type config struct {
 	metricsAddr, probeAddr  string
+	pprofAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaseDuration           time.Duration
@@ -47,6 +48,7 @@ type config struct {
 	clusterName             string
 	maxConcurrentReconciles int
 	maxConcurrentWarmups    int
+	endpointEvents          bool
 	callerCacheSeconds      int
 	nodeLeaseTimeout        time.Duration
 	storeEndpoints          string
@@ -88,6 +90,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "Address serving Go's net/http/pprof profiles (e.g. 127.0.0.1:8082); empty or 0 disables it.")
 	fs.BoolVar(&c.leaderElect, "leader-elect", inCluster, "Elect a leader so only one replica writes (default true inside a cluster).")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a follower waits after the leader's last renewal before it takes over.")
@@ -96,6 +99,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.fenceName, "store-fence-name", "", "Names this installation's write fence {prefix}/.registrar/fence/{name}; replicas of one installation share it (default: the leader election namespace).")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
 	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "ServiceRegistries synced at once.")
+	fs.BoolVar(&c.endpointEvents, "endpoint-events", true, "Emit a Registered or Deregistered Event for every endpoint change (one API write per change).")
 	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", 64, "Pods warmed up at once, across all registries.")
 	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
 	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", 5, "Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
@@ -243,6 +247,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		},
 		Metrics:                       metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress:        cfg.probeAddr,
+		PprofBindAddress:              cfg.pprofAddr,
 		WebhookServer:                 newWebhookServer(cfg.webhook),
 		LeaderElection:                cfg.leaderElect,
 		LeaderElectionID:              "registrar.registrar.dev",
@@ -298,6 +303,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 		},
 		CallerCacheSeconds: int32(min(max(cfg.callerCacheSeconds, 0), 3600)),
 		NodeLeaseTimeout:   cfg.nodeLeaseTimeout,
+		QuietEndpoints:     !cfg.endpointEvents,
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,

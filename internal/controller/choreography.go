@@ -179,8 +179,10 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 	now := r.Clock.Now()
 	for _, ep := range changes.Create {
 		if p, ok := s.byName[ep.Pod]; ok {
-			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventRegistered, "Register",
-				"registered %s in service %s", ep.Address, s.target.Service)
+			if !r.QuietEndpoints {
+				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventRegistered, "Register",
+					"registered %s in service %s", ep.Address, s.target.Service)
+			}
 			if at, ok := readySince(p.pod); ok {
 				metrics.RegistrationLag.Observe(now.Sub(at).Seconds())
 			}
@@ -189,12 +191,16 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 	for _, rec := range changes.Delete {
 		p, ok := s.byName[rec.Pod]
 		if !ok {
-			r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister",
-				"deregistered pod %s (%s): PodDeleted", rec.Pod, rec.Address)
+			if !r.QuietEndpoints {
+				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister",
+					"deregistered pod %s (%s): PodDeleted", rec.Pod, rec.Address)
+			}
 			continue
 		}
-		r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventDeregistered, "Deregister",
-			"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
+		if !r.QuietEndpoints {
+			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventDeregistered, "Deregister",
+				"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
+		}
 		if at, ok := triggerTime(p.pod); ok {
 			r.lags.add(now.Sub(at))
 			metrics.DeregistrationLag.Observe(now.Sub(at).Seconds())

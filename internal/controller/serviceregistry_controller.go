@@ -58,6 +58,9 @@ type ServiceRegistryReconciler struct {
 	// NodeLeaseTimeout caps how long after its node's last Lease renewal a pod stays
 	// registered (the Lease's own duration applies when shorter); 0 ignores node Leases.
 	NodeLeaseTimeout time.Duration
+	// QuietEndpoints skips the Registered and Deregistered Event of every endpoint change
+	// (one API write per transition, and the Events are held in the recorder's memory).
+	QuietEndpoints bool
 
 	known   *knownRecords
 	warmups *warmupTracker

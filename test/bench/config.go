@@ -1,0 +1,116 @@
+// Package bench is registrar's benchmark harness: a real kube-apiserver and etcd (envtest),
+// a real etcd as the store, the operator as a separate process built from ./cmd, and, side by
+// side on the same transitions, kube-controller-manager's EndpointSlice controller and a
+// self-registration TTL registry. It plays the kubelet by writing pod status at a controlled
+// rate and measures, for every transition, the time from the API write to the moment the
+// change is visible to a separate watcher of each system.
+package bench
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	// Pods and Registries size the run; pods are spread evenly over the registries.
+	Pods, Registries int
+	// Namespaces holds the registries (and their pods), spread evenly.
+	Namespaces int
+	// Nodes are the Node objects pods are bound to (the EndpointSlice controller skips pods
+	// whose node does not exist).
+	Nodes int
+	// Rate is the offered transitions per second (pod status writes and deletes).
+	Rate float64
+	// Writers bounds the API writes in flight.
+	Writers int
+	// RoundTimeout bounds the wait for every system to show a round's transitions.
+	RoundTimeout time.Duration
+	// Settle is how long the watchers keep counting writes after the last round.
+	Settle time.Duration
+	// SetupTimeout bounds the wait for the systems to settle after the objects are created.
+	SetupTimeout time.Duration
+
+	// Operator is the registrar binary (built from ./cmd).
+	Operator string
+	// OperatorArgs are extra flags for the operator.
+	OperatorArgs []string
+	// EndpointSlice runs kube-controller-manager's EndpointSlice controller as a peer.
+	EndpointSlice bool
+	// ControllerManager is the kube-controller-manager binary.
+	ControllerManager string
+	// KCMArgs are extra flags for kube-controller-manager.
+	KCMArgs []string
+	// TTLSample is how many pods also run a self-registration TTL instance (0: no TTL peer).
+	TTLSample int
+	// TTL and the keepalive interval (TTL/3, etcd's client default) of the TTL registry.
+	TTL time.Duration
+
+	// WorkDir holds logs, kubeconfigs and data of this run.
+	WorkDir string
+	// ProfileDir, when set, receives the operator's CPU profile (ProfileSeconds long, from the
+	// start of the measured phase) and heap profile (at its end).
+	ProfileDir     string
+	ProfileSeconds int
+	// Seed makes the transition order reproducible.
+	Seed int64
+	// Logf receives progress lines.
+	Logf func(format string, args ...any)
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.Pods <= 0 {
+		c.Pods = 1000
+	}
+	if c.Registries <= 0 {
+		c.Registries = max(c.Pods/10, 1)
+	}
+	if c.Namespaces <= 0 {
+		c.Namespaces = max(min(c.Registries, 10), 1)
+	}
+	if c.Nodes <= 0 {
+		c.Nodes = 10
+	}
+	if c.Rate <= 0 {
+		c.Rate = 500
+	}
+	if c.Writers <= 0 {
+		c.Writers = 64
+	}
+	if c.RoundTimeout <= 0 {
+		c.RoundTimeout = 2 * time.Minute
+	}
+	if c.Settle <= 0 {
+		c.Settle = 2 * time.Second
+	}
+	if c.SetupTimeout <= 0 {
+		c.SetupTimeout = 5 * time.Minute
+	}
+	if c.TTL <= 0 {
+		c.TTL = 15 * time.Second
+	}
+	if c.ProfileSeconds <= 0 {
+		c.ProfileSeconds = 30
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+}
+
+// Validate rejects configurations the harness cannot run.
+func (c *Config) Validate() error {
+	switch {
+	case c.Operator == "":
+		return fmt.Errorf("no operator binary: build ./cmd and pass its path")
+	case c.EndpointSlice && c.ControllerManager == "":
+		return fmt.Errorf("EndpointSlice peer needs the kube-controller-manager binary")
+	case c.TTLSample > c.Pods:
+		return fmt.Errorf("TTL sample %d is larger than the %d pods", c.TTLSample, c.Pods)
+	case c.Registries > c.Pods:
+		return fmt.Errorf("%d registries for %d pods: every registry needs a pod", c.Registries, c.Pods)
+	case c.WorkDir == "":
+		return fmt.Errorf("no work directory")
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Results is what a run measured; it is written as bench-results.json.
+type Results struct {
+	Date        time.Time `json:"date"`
+	Command     string    `json:"command,omitempty"`
+	CPUs        int       `json:"cpus"`
+	GoVersion   string    `json:"goVersion"`
+	Pods        int       `json:"pods"`
+	Registries  int       `json:"registries"`
+	Namespaces  int       `json:"namespaces"`
+	OfferedRate float64   `json:"offeredRatePerSecond"`
+	// WriteRate is the rate the harness achieved writing transitions to the API server.
+	WriteRate   float64          `json:"writeRatePerSecond"`
+	WriteErrors int64            `json:"writeErrors"`
+	TTLSample   int              `json:"ttlSample"`
+	TTLSeconds  float64          `json:"ttlSeconds"`
+	Systems     []SystemResult   `json:"systems"`
+	Usage       map[string]Usage `json:"usage"`
+	// MeasuredCPUSeconds is each process's CPU time during the measured phase only.
+	MeasuredCPUSeconds map[string]float64 `json:"measuredCpuSeconds"`
+	// Operator is registrar's own view of the measured phase (its /metrics).
+	Operator OperatorStats `json:"operator"`
+	Ratios   []Ratio       `json:"ratios"`
+	Targets  []Target      `json:"targets"`
+	Notes    []string      `json:"notes"`
+	Profiles []string      `json:"profiles,omitempty"`
+}
+
+// Ratio is how many times slower a peer is than registrar at a percentile.
+type Ratio struct {
+	Peer   string  `json:"peer"`
+	Metric string  `json:"metric"`
+	Times  float64 `json:"times"`
+}
+
+// Target is one goal of the issue, with what this run measured.
+type Target struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	Met   bool   `json:"met"`
+}
+
+// System returns the named system's result, if it ran.
+func (r *Results) System(name string) (SystemResult, bool) {
+	for _, s := range r.Systems {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return SystemResult{}, false
+}
+
+func (r *runner) results(before, after map[string]Usage) *Results {
+	res := &Results{
+		Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		Pods: r.c.Pods, Registries: r.c.Registries, Namespaces: r.c.Namespaces, OfferedRate: r.c.Rate,
+		WriteErrors: r.writeErrors.Load(), TTLSample: r.c.TTLSample, TTLSeconds: r.c.TTL.Seconds(),
+		Usage: after, MeasuredCPUSeconds: map[string]float64{},
+	}
+	if r.writeSpan > 0 {
+		res.WriteRate = float64(r.writes) / r.writeSpan.Seconds()
+	}
+	for _, name := range []string{SystemRegistrar, SystemEndpointSlice, SystemTTL, SystemAPIWatch} {
+		if t := r.trackers[name]; t != nil {
+			res.Systems = append(res.Systems, t.Result(name))
+		}
+	}
+	for name, u := range after {
+		res.MeasuredCPUSeconds[name] = u.CPUSeconds - before[name].CPUSeconds
+	}
+	res.Ratios = ratios(res)
+	res.Targets = targets(res)
+	res.Notes = notes(r.c)
+	return res
+}
+
+func ratios(res *Results) []Ratio {
+	reg, _ := res.System(SystemRegistrar)
+	var out []Ratio
+	for _, peer := range []string{SystemEndpointSlice, SystemTTL} {
+		p, ok := res.System(peer)
+		if !ok {
+			continue
+		}
+		add := func(metric string, peerMs, regMs float64) {
+			if peerMs > 0 && regMs > 0 {
+				out = append(out, Ratio{Peer: peer, Metric: metric, Times: peerMs / regMs})
+			}
+		}
+		add("deregistration p50", p.Deregistration.P50, reg.Deregistration.P50)
+		add("deregistration p99", p.Deregistration.P99, reg.Deregistration.P99)
+		add("registration p50", p.Registration.P50, reg.Registration.P50)
+		add("registration p99", p.Registration.P99, reg.Registration.P99)
+	}
+	return out
+}
+
+func ratioOf(res *Results, peer, metric string) (float64, bool) {
+	for _, r := range res.Ratios {
+		if r.Peer == peer && r.Metric == metric {
+			return r.Times, true
+		}
+	}
+	return 0, false
+}
+
+// targets evaluates the issue's goals for this run's scale (measured, not asserted).
+func targets(res *Results) []Target {
+	reg, _ := res.System(SystemRegistrar)
+	var out []Target
+	add := func(name string, met bool, format string, args ...any) {
+		out = append(out, Target{Name: name, Met: met, Value: fmt.Sprintf(format, args...)})
+	}
+	if res.Pods >= 5000 {
+		add("p99 lag ≤ 250 ms (5,000 pods)", reg.Deregistration.P99 <= 250 && reg.Registration.P99 <= 250,
+			"dereg %.1f ms, reg %.1f ms", reg.Deregistration.P99, reg.Registration.P99)
+		add("≥ 500 transitions/s sustained", reg.Sustained >= 500, "%.0f/s", reg.Sustained)
+	} else {
+		add("deregistration p99 ≤ 100 ms", reg.Deregistration.P99 <= 100, "%.1f ms", reg.Deregistration.P99)
+		add("registration p99 ≤ 200 ms", reg.Registration.P99 <= 200, "%.1f ms", reg.Registration.P99)
+	}
+	add("exactly one store write per transition", reg.Writes == reg.Transitions && reg.Lost == 0 && reg.Unexpected == 0,
+		"%d writes / %d transitions (lost %d, unexpected %d)", reg.Writes, reg.Transitions, reg.Lost, reg.Unexpected)
+	rss := res.Usage[SystemRegistrar].PeakRSSMiB
+	add("operator peak RSS ≤ 150 MiB", rss <= 150, "%.1f MiB", rss)
+	if d, ok := ratioOf(res, SystemEndpointSlice, "deregistration p99"); ok {
+		r, _ := ratioOf(res, SystemEndpointSlice, "registration p99")
+		add("faster than EndpointSlice at p99", d > 1 && r > 1, "dereg %.1f×, reg %.1f×", d, r)
+	}
+	if d, ok := ratioOf(res, SystemTTL, "deregistration p99"); ok {
+		add("≥ 100× faster than TTL (deregistration p99)", d >= 100, "%.0f×", d)
+	}
+	return out
+}
+
+func notes(c *Config) []string {
+	n := []string{
+		"lag = API write sent (pod status patch or delete) -> change seen by a separate watcher (etcd watch for registrar and TTL, API watch for EndpointSlices)",
+		fmt.Sprintf("rounds: every pod %s, each round in random order at the offered rate; delete is grace period 0", strings.Join(causes(), " -> ")),
+		"apiwatch: the baseline every controller pays, the pod write seen by a plain API watch in the harness",
+		"EndpointSlice: a pod counts as registered while a slice lists it with conditions.ready=true",
+	}
+	if c.EndpointSlice {
+		n = append(n, "kube-controller-manager flags: "+strings.Join(append([]string{"--controllers=endpointslice-controller"}, c.KCMArgs...), " "))
+	}
+	if c.TTLSample > 0 {
+		n = append(n, fmt.Sprintf("TTL registry measured on a sample of %d of %d pods (lags are ~%s); TTL %s, keepalive every %s; every deregistration is a crash (keepalives stop); registration is the instance's own grant+put",
+			c.TTLSample, c.Pods, c.TTL, c.TTL, c.TTL/3))
+	}
+	return n
+}
+
+func causes() []string {
+	out := make([]string, len(Rounds))
+	for i, c := range Rounds {
+		out[i] = string(c)
+	}
+	return out
+}
+
+// WriteJSON writes res to path.
+func (r *Results) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteTable prints the results as a table.
+func (r *Results) WriteTable(out io.Writer) {
+	fmt.Fprintf(out, "registrar benchmark %s: %d pods, %d ServiceRegistries, %d namespaces, %d CPUs, offered %.0f transitions/s (API writes achieved %.0f/s, %d failed)\n",
+		r.Date.Format(time.RFC3339), r.Pods, r.Registries, r.Namespaces, r.CPUs, r.OfferedRate, r.WriteRate, r.WriteErrors)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "\t"
+	for _, s := range r.Systems {
+		header += s.Name + "\t"
+	}
+	fmt.Fprintln(w, header)
+	row := func(label string, f func(s SystemResult) string) {
+		line := label + "\t"
+		for _, s := range r.Systems {
+			line += f(s) + "\t"
+		}
+		fmt.Fprintln(w, line)
+	}
+	for _, k := range []struct {
+		name string
+		get  func(SystemResult) LagStats
+	}{{"deregistration", func(s SystemResult) LagStats { return s.Deregistration }},
+		{"registration", func(s SystemResult) LagStats { return s.Registration }}} {
+		row(k.name+" lag p50 (ms)", func(s SystemResult) string { return fmt.Sprintf("%.1f", k.get(s).P50) })
+		row(k.name+" lag p90 (ms)", func(s SystemResult) string { return fmt.Sprintf("%.1f", k.get(s).P90) })
+		row(k.name+" lag p99 (ms)", func(s SystemResult) string { return fmt.Sprintf("%.1f", k.get(s).P99) })
+		row(k.name+" lag max (ms)", func(s SystemResult) string { return fmt.Sprintf("%.1f", k.get(s).Max) })
+	}
+	row("transitions observed/written", func(s SystemResult) string { return fmt.Sprintf("%d/%d", s.Observed, s.Transitions) })
+	row("lost / unexpected writes", func(s SystemResult) string { return fmt.Sprintf("%d / %d", s.Lost, s.Unexpected) })
+	row("transitions/s sustained", func(s SystemResult) string { return fmt.Sprintf("%.0f", s.Sustained) })
+	row("store writes per transition", func(s SystemResult) string {
+		if s.Writes == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", s.WritesPerTransition)
+	})
+	row("peak RSS (MiB)", func(s SystemResult) string { return r.usageCell(s.Name, func(u Usage) float64 { return u.PeakRSSMiB }) })
+	row("CPU seconds (measured phase)", func(s SystemResult) string {
+		if v, ok := r.MeasuredCPUSeconds[s.Name]; ok {
+			return fmt.Sprintf("%.1f", v)
+		}
+		return "-"
+	})
+	row("CPU seconds (whole run)", func(s SystemResult) string { return r.usageCell(s.Name, func(u Usage) float64 { return u.CPUSeconds }) })
+	_ = w.Flush()
+	if reg, ok := r.System(SystemRegistrar); ok && reg.Transitions > 0 {
+		o := r.Operator
+		fmt.Fprintf(out, "registrar inside: %d reconciles, mean queue wait %.1f ms, mean reconcile %.1f ms; %d API writes (%.2f per transition: %d PATCH, %d POST)\n",
+			o.Reconciles, o.QueueWaitMs, o.ReconcileMs, o.APIWrites, float64(o.APIWrites)/float64(reg.Transitions), o.StatusPatches, o.Posts)
+	}
+	for _, rt := range r.Ratios {
+		fmt.Fprintf(out, "ratio %s/registrar %s: %.1f×\n", rt.Peer, rt.Metric, rt.Times)
+	}
+	for _, t := range r.Targets {
+		fmt.Fprintf(out, "target %-45s %-4s %s\n", t.Name, map[bool]string{true: "MET", false: "MISS"}[t.Met], t.Value)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
+}
+
+func (r *Results) usageCell(name string, f func(Usage) float64) string {
+	u, ok := r.Usage[name]
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", f(u))
+}

@@ -1,0 +1,423 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+)
+
+// Rounds are the measured phase: every pod becomes ready, unready, ready again, and is
+// deleted, each round in its own random order at the offered rate.
+var Rounds = []Cause{CauseReady, CauseUnready, CauseReady, CauseDelete}
+
+// System names in results.
+const (
+	SystemRegistrar     = "registrar"
+	SystemEndpointSlice = "endpointslice"
+	SystemTTL           = "ttl"
+	// SystemAPIWatch is the baseline: the pod write seen by a watch of the API server.
+	SystemAPIWatch = "apiwatch"
+)
+
+// runner is one run in progress.
+type runner struct {
+	c           *Config
+	cl          *cluster
+	l           layout
+	trackers    map[string]*Tracker
+	ttl         *ttlRegistry
+	ttlSample   map[string]bool
+	writeErrors atomic.Int64
+	writes      int
+	writeSpan   time.Duration
+	wg          sync.WaitGroup
+}
+
+// Run performs one benchmark run.
+func Run(ctx context.Context, c Config) (*Results, error) {
+	c.Defaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	c.Logf("starting kube-apiserver, etcd, the store, registrar (%s)%s", c.Operator, map[bool]string{true: " and kube-controller-manager"}[c.EndpointSlice])
+	cl, err := startCluster(ctx, &c)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.stop()
+	r := &runner{c: &c, cl: cl, l: newLayout(&c), trackers: map[string]*Tracker{SystemRegistrar: NewTracker()}}
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	return r.measure(ctx)
+}
+
+func (r *runner) setup(ctx context.Context) error {
+	start := time.Now()
+	r.c.Logf("creating %d namespaces, %d nodes, %d ServiceRegistries%s and %d pods",
+		len(r.l.namespaces), len(r.l.nodes), len(r.l.services), map[bool]string{true: " and Services"}[r.c.EndpointSlice], len(r.l.pods))
+	if err := r.cl.createObjects(ctx, r.l, r.c.EndpointSlice); err != nil {
+		return err
+	}
+	r.c.Logf("created in %s; waiting for the systems to settle", time.Since(start).Round(time.Millisecond))
+	if err := r.waitSettled(ctx); err != nil {
+		return err
+	}
+	r.c.Logf("settled after %s", time.Since(start).Round(time.Millisecond))
+	r.trackers[SystemAPIWatch] = NewTracker()
+	if r.c.EndpointSlice {
+		r.trackers[SystemEndpointSlice] = NewTracker()
+	}
+	if r.c.TTLSample > 0 {
+		r.trackers[SystemTTL] = NewTracker()
+		r.ttl = newTTLRegistry(r.cl.storeCli, r.c.TTL)
+		r.ttlSample = map[string]bool{}
+		rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 1))
+		for _, k := range rng.Perm(len(r.l.pods))[:r.c.TTLSample] {
+			r.ttlSample[r.l.pods[k].ID()] = true
+		}
+	}
+	return nil
+}
+
+// waitSettled waits until registrar reports every pod (none in the store) and, with the
+// EndpointSlice peer, the slices list every pod.
+func (r *runner) waitSettled(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.c.SetupTimeout)
+	defer cancel()
+	var last string
+	for {
+		done, state, err := r.settled(ctx)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if state != last {
+			r.c.Logf("  waiting: %s", state)
+			last = state
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("systems did not settle (%s): %w", state, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (r *runner) settled(ctx context.Context) (bool, string, error) {
+	if err := r.cl.operator.running(); err != nil {
+		return false, "", err
+	}
+	var regs v1alpha1.ServiceRegistryList
+	if err := r.cl.client.List(ctx, &regs); err != nil {
+		return false, "", fmt.Errorf("list ServiceRegistries: %w", err)
+	}
+	reported := 0
+	for _, reg := range regs.Items {
+		if reg.Status.ObservedGeneration == reg.Generation {
+			reported += len(reg.Status.Endpoints)
+		}
+	}
+	keys, err := countKeys(ctx, r.cl.storeCli, StorePrefix)
+	if err != nil {
+		return false, "", err
+	}
+	state := fmt.Sprintf("registrar reports %d/%d pods, %d keys in the store", reported, len(r.l.pods), keys)
+	done := reported == len(r.l.pods) && keys == 0
+	if r.c.EndpointSlice {
+		if err := r.cl.kcm.running(); err != nil {
+			return false, "", err
+		}
+		_, _, endpoints, err := listSlices(ctx, r.cl.kube)
+		if err != nil {
+			return false, "", err
+		}
+		state += fmt.Sprintf("; EndpointSlices list %d/%d pods", endpoints, len(r.l.pods))
+		done = done && endpoints == len(r.l.pods)
+	}
+	return done, state, nil
+}
+
+func countKeys(ctx context.Context, cli *clientv3.Client, prefix string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("count keys under %s: %w", prefix, err)
+	}
+	return resp.Count, nil
+}
+
+// startWatchers starts one watcher per system, from the state after setup.
+func (r *runner) startWatchers(ctx context.Context) (func() error, error) {
+	rev, err := storeRevision(ctx, r.cl.storeCli)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	errs := make(chan error, 4)
+	n := 0
+	watch := func(fn func() error) {
+		n++
+		go func() { errs <- fn() }()
+	}
+	watch(func() error { return watchStore(ctx, r.cl.storeCli, StorePrefix, rev+1, r.trackers[SystemRegistrar]) })
+	if t := r.trackers[SystemTTL]; t != nil {
+		watch(func() error { return watchStore(ctx, r.cl.storeCli, TTLPrefix, rev+1, t) })
+	}
+	podsRV, err := podsResourceVersion(ctx, r.cl.kube)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	watch(func() error { return watchPods(ctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatch]) })
+	if t := r.trackers[SystemEndpointSlice]; t != nil {
+		view, rv, _, err := listSlices(ctx, r.cl.kube)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		watch(func() error { return watchSlices(ctx, r.cl.kube, view, rv, t) })
+	}
+	return func() error {
+		cancel()
+		var all []error
+		for range n {
+			if err := <-errs; err != nil && !errors.Is(err, context.Canceled) {
+				all = append(all, err)
+			}
+		}
+		return errors.Join(all...)
+	}, nil
+}
+
+func (r *runner) measure(ctx context.Context) (*Results, error) {
+	stopWatchers, err := r.startWatchers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	before, err := r.usage()
+	if err != nil {
+		return nil, err
+	}
+	metricsBefore, err := scrape(ctx, r.cl.metrics)
+	if err != nil {
+		return nil, err
+	}
+	profiles := r.startProfiles(ctx)
+	rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 2))
+	for i, cause := range Rounds {
+		if err := r.round(ctx, i+1, cause, rng.Perm(len(r.l.pods))); err != nil {
+			_ = stopWatchers()
+			return nil, err
+		}
+	}
+	// A window for late writes: a key rewritten after its transition showed counts as unexpected.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(r.c.Settle):
+	}
+	after, err := r.usage()
+	if err != nil {
+		return nil, err
+	}
+	metricsAfter, err := scrape(ctx, r.cl.metrics)
+	if err != nil {
+		return nil, err
+	}
+	paths := profiles()
+	metricsFile := filepath.Join(r.c.WorkDir, "registrar-metrics.txt")
+	if err := r.fetch(ctx, r.cl.metrics, "/metrics", metricsFile, 30*time.Second); err != nil {
+		r.c.Logf("operator metrics: %v", err)
+	}
+	if r.ttl != nil {
+		r.ttl.stop()
+	}
+	r.wg.Wait()
+	if err := stopWatchers(); err != nil {
+		return nil, err
+	}
+	res := r.results(before, after)
+	res.Profiles = paths
+	res.Operator = operatorStats(metricsBefore, metricsAfter)
+	return res, nil
+}
+
+// round writes one transition per pod at the offered rate, then waits until every system
+// showed them (or RoundTimeout passed: what is still pending is lost).
+func (r *runner) round(ctx context.Context, n int, cause Cause, order []int) error {
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / r.c.Rate)
+	sem := make(chan struct{}, r.c.Writers)
+	var wg sync.WaitGroup
+	for i, k := range order {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(start.Add(time.Duration(i) * interval))):
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.transition(ctx, r.l.pods[k], cause)
+		})
+	}
+	wg.Wait()
+	span := time.Since(start)
+	r.writes += len(order)
+	r.writeSpan += span
+	r.c.Logf("round %d (%s): %d writes in %s (%.0f/s); waiting for every system", n, cause, len(order),
+		span.Round(time.Millisecond), float64(len(order))/span.Seconds())
+	r.waitRound(ctx)
+	for _, t := range r.trackers {
+		t.EndRound()
+	}
+	r.c.Logf("round %d done after %s", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (r *runner) waitRound(ctx context.Context) {
+	deadline := time.Now().Add(r.c.RoundTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		pending := 0
+		for _, t := range r.trackers {
+			pending += t.Pending()
+		}
+		if pending == 0 {
+			return
+		}
+		if err := r.cl.operator.running(); err != nil {
+			r.c.Logf("%v: its pending transitions count as lost", err)
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling counters of running watchers
+	}
+}
+
+// transition writes one pod transition and tells every system's tracker about it first.
+func (r *runner) transition(ctx context.Context, p benchPod, cause Cause) {
+	at := time.Now()
+	id := p.ID()
+	targets := []*Tracker{r.trackers[SystemRegistrar], r.trackers[SystemAPIWatch]}
+	if t := r.trackers[SystemEndpointSlice]; t != nil {
+		targets = append(targets, t)
+	}
+	for _, t := range targets {
+		t.Expect(id, cause, at)
+	}
+	if r.ttlSample[id] {
+		t := r.trackers[SystemTTL]
+		t.Expect(id, cause, at)
+		r.wg.Go(func() {
+			if err := r.ttl.act(ctx, p, cause); err != nil {
+				t.Cancel(id)
+				r.writeError(err)
+			}
+		})
+	}
+	if err := r.cl.write(ctx, p, cause, at); err != nil {
+		for _, t := range targets {
+			t.Cancel(id)
+		}
+		r.writeError(err)
+	}
+}
+
+func (r *runner) writeError(err error) {
+	if r.writeErrors.Add(1) <= 5 {
+		r.c.Logf("write failed: %v", err)
+	}
+}
+
+// usage reads the operator's and kube-controller-manager's resource use.
+func (r *runner) usage() (map[string]Usage, error) {
+	out := map[string]Usage{}
+	u, err := readUsage(r.cl.operator.Pid())
+	if err != nil {
+		return nil, err
+	}
+	out[SystemRegistrar] = u
+	if r.cl.kcm != nil {
+		if u, err = readUsage(r.cl.kcm.Pid()); err != nil {
+			return nil, err
+		}
+		out[SystemEndpointSlice] = u
+	}
+	return out, nil
+}
+
+// startProfiles fetches the operator's CPU profile from now on; the function it returns
+// fetches the heap profile and waits for the CPU profile. Failures are logged, not fatal.
+func (r *runner) startProfiles(ctx context.Context) func() []string {
+	if r.c.ProfileDir == "" {
+		return func() []string { return nil }
+	}
+	if err := os.MkdirAll(r.c.ProfileDir, 0o755); err != nil {
+		r.c.Logf("profiles: %v", err)
+		return func() []string { return nil }
+	}
+	cpu := filepath.Join(r.c.ProfileDir, "registrar-cpu.pprof")
+	done := make(chan error, 1)
+	go func() {
+		done <- r.fetch(ctx, r.cl.pprof, fmt.Sprintf("/debug/pprof/profile?seconds=%d", r.c.ProfileSeconds), cpu, time.Duration(r.c.ProfileSeconds+30)*time.Second)
+	}()
+	return func() []string {
+		heap := filepath.Join(r.c.ProfileDir, "registrar-heap.pprof")
+		paths := []string{}
+		if err := r.fetch(ctx, r.cl.pprof, "/debug/pprof/heap", heap, 30*time.Second); err != nil {
+			r.c.Logf("heap profile: %v", err)
+		} else {
+			paths = append(paths, heap)
+		}
+		if err := <-done; err != nil {
+			r.c.Logf("CPU profile: %v", err)
+		} else {
+			paths = append(paths, cpu)
+		}
+		return paths
+	}
+}
+
+func (r *runner) fetch(ctx context.Context, addr, path, file string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get %s: %s", path, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return f.Close()
+}
