@@ -4,7 +4,6 @@
 package zktest
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -113,11 +112,13 @@ func (s *Server) Resume() error {
 	return nil
 }
 
-// waitReady polls the "ruok" command until the server answers "imok".
+// waitReady polls the "srvr" command until the server reports its mode, which it does only
+// once it serves requests ("ruok" answers "imok" as soon as the process runs, before it
+// accepts sessions).
 func (s *Server) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		if s.ruok() {
+		if s.serving() {
 			return nil
 		}
 		select {
@@ -132,18 +133,18 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	}
 }
 
-func (s *Server) ruok() bool {
+func (s *Server) serving() bool {
 	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("ruok")); err != nil {
+	if _, err := c.Write([]byte("srvr")); err != nil {
 		return false
 	}
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	return strings.HasPrefix(line, "imok")
+	reply, _ := io.ReadAll(c)
+	return strings.Contains(string(reply), "Mode: ")
 }
 
 // Stop kills the process; its data stays for Resume.

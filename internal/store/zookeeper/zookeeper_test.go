@@ -62,7 +62,7 @@ func connect(t *testing.T, addr string, sessionTimeout time.Duration) *zk.Conn {
 		t.Fatalf("connect %s: %v", addr, err)
 	}
 	t.Cleanup(conn.Close)
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(60 * time.Second)
 	for {
 		select {
 		case ev := <-events:
@@ -74,7 +74,7 @@ func connect(t *testing.T, addr string, sessionTimeout time.Duration) *zk.Conn {
 				return conn
 			}
 		case <-timeout:
-			t.Fatalf("no ZooKeeper session with %s after 30 s", addr)
+			t.Fatalf("no ZooKeeper session with %s after 60 s", addr)
 		}
 	}
 }
