@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 )
 
 // Rounds are the measured phase: every pod becomes ready, unready, ready again, and is
@@ -162,7 +164,12 @@ func countKeys(ctx context.Context, cli *clientv3.Client, prefix string) (int64,
 	if err != nil {
 		return 0, fmt.Errorf("count keys under %s: %w", prefix, err)
 	}
-	return resp.Count, nil
+	own := strings.TrimSuffix(prefix, "/") + "/" + etcdstore.FenceDir + "/"
+	bookkeeping, err := cli.Get(ctx, own, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("count keys under %s: %w", own, err)
+	}
+	return resp.Count - bookkeeping.Count, nil // endpoints only, not the fence or lease keys
 }
 
 // startWatchers starts one watcher per system, from the state after setup.

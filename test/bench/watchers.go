@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 )
 
 // podOfKey is the namespace/name of the pod at {prefix}/{service}/{namespace}/{pod}.
@@ -35,6 +37,9 @@ func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev in
 		}
 		now := time.Now()
 		for _, ev := range resp.Events {
+			if isBookkeeping(prefix, string(ev.Kv.Key)) {
+				continue // the operator's fence and lease keys, not endpoints
+			}
 			t.Write()
 			pod, ok := podOfKey(string(ev.Kv.Key))
 			switch {
@@ -50,6 +55,12 @@ func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev in
 		}
 	}
 	return ctx.Err()
+}
+
+// isBookkeeping reports whether key is under {prefix}/.registrar/, where the operator keeps
+// its write fence and endpoint lease: never an endpoint, never a transition.
+func isBookkeeping(prefix, key string) bool {
+	return strings.HasPrefix(key, strings.TrimSuffix(prefix, "/")+"/"+etcdstore.FenceDir+"/")
 }
 
 // storeRevision is the store's current revision.
