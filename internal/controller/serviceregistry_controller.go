@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,9 +59,10 @@ type ServiceRegistryReconciler struct {
 	// NodeLeaseTimeout caps how long after its node's last Lease renewal a pod stays
 	// registered (the Lease's own duration applies when shorter); 0 ignores node Leases.
 	NodeLeaseTimeout time.Duration
-	// QuietEndpoints skips the Registered and Deregistered Event of every endpoint change
-	// (one API write per transition, and the Events are held in the recorder's memory).
-	QuietEndpoints bool
+	// EndpointEvents is the operator-wide budget of the per-endpoint Registered and
+	// Deregistered Events (one API write each): those beyond it are skipped and counted in
+	// registrar_endpoint_events_skipped_total. Nil emits every one.
+	EndpointEvents *rate.Limiter
 
 	known   *knownRecords
 	warmups *warmupTracker
