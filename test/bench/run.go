@@ -158,11 +158,17 @@ func (r *runner) settled(ctx context.Context) (bool, string, error) {
 func countKeys(ctx context.Context, cli *clientv3.Client, prefix string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return 0, fmt.Errorf("count keys under %s: %w", prefix, err)
 	}
-	return resp.Count, nil
+	var n int64
+	for _, kv := range resp.Kvs {
+		if !operatorOwn(prefix, string(kv.Key)) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // startWatchers starts one watcher per system, from the state after setup.

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 )
 
 // podOfKey is the namespace/name of the pod at {prefix}/{service}/{namespace}/{pod}.
@@ -23,6 +25,12 @@ func podOfKey(key string) (string, bool) {
 		return "", false
 	}
 	return parts[len(parts)-2] + "/" + parts[len(parts)-1], true
+}
+
+// operatorOwn reports whether key is the operator's own bookkeeping under the prefix (its
+// write fence, {prefix}/.registrar/...), not an endpoint.
+func operatorOwn(prefix, key string) bool {
+	return strings.HasPrefix(key, strings.TrimSuffix(prefix, "/")+"/"+etcdstore.FenceDir+"/")
 }
 
 // watchStore feeds every etcd event under prefix from revision rev into t: a key created is
@@ -35,6 +43,9 @@ func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev in
 		}
 		now := time.Now()
 		for _, ev := range resp.Events {
+			if operatorOwn(prefix, string(ev.Kv.Key)) {
+				continue
+			}
 			t.Write()
 			pod, ok := podOfKey(string(ev.Kv.Key))
 			switch {
