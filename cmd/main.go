@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -48,7 +49,8 @@ type config struct {
 	clusterName             string
 	maxConcurrentReconciles int
 	maxConcurrentWarmups    int
-	endpointEvents          bool
+	endpointEventsQPS       float64
+	endpointEventsBurst     int
 	callerCacheSeconds      int
 	nodeLeaseTimeout        time.Duration
 	storeEndpoints          string
@@ -99,7 +101,8 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.fenceName, "store-fence-name", "", "Names this installation's write fence {prefix}/.registrar/fence/{name}; replicas of one installation share it (default: the leader election namespace).")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
 	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "ServiceRegistries synced at once.")
-	fs.BoolVar(&c.endpointEvents, "endpoint-events", true, "Emit a Registered or Deregistered Event for every endpoint change (one API write per change).")
+	fs.Float64Var(&c.endpointEventsQPS, "endpoint-events-qps", 10, "Operator-wide rate of the Registered and Deregistered Events of endpoint changes (one API write each); those beyond it are skipped and counted in registrar_endpoint_events_skipped_total; 0 disables them.")
+	fs.IntVar(&c.endpointEventsBurst, "endpoint-events-burst", 50, "Burst of --endpoint-events-qps.")
 	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", 64, "Pods warmed up at once, across all registries.")
 	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
 	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", 5, "Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
@@ -303,7 +306,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 		},
 		CallerCacheSeconds: int32(min(max(cfg.callerCacheSeconds, 0), 3600)),
 		NodeLeaseTimeout:   cfg.nodeLeaseTimeout,
-		QuietEndpoints:     !cfg.endpointEvents,
+		EndpointEvents:     endpointEventBudget(cfg.endpointEventsQPS, cfg.endpointEventsBurst),
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
@@ -316,4 +319,13 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 		return fmt.Errorf("set up Deployment controller: %w", err)
 	}
 	return nil
+}
+
+// endpointEventBudget is the token bucket of the per-endpoint Events; a rate or burst of 0
+// (or less) allows none.
+func endpointEventBudget(qps float64, burst int) *rate.Limiter {
+	if qps <= 0 || burst <= 0 {
+		return rate.NewLimiter(0, 0)
+	}
+	return rate.NewLimiter(rate.Limit(qps), burst)
 }

@@ -175,11 +175,21 @@ func (r *ServiceRegistryReconciler) setGate(ctx context.Context, pod *corev1.Pod
 
 // recordChanges emits an Event per registered and deregistered endpoint and measures the
 // deregistration lag of pods whose trigger time Kubernetes recorded.
+// endpointEvent reports whether the per-endpoint Event with this reason fits the budget at
+// now, counting it as skipped when it does not.
+func (r *ServiceRegistryReconciler) endpointEvent(now time.Time, reason string) bool {
+	if r.EndpointEvents == nil || r.EndpointEvents.AllowN(now, 1) {
+		return true
+	}
+	metrics.EndpointEventsSkipped.WithLabelValues(reason).Inc()
+	return false
+}
+
 func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes store.Changes) {
 	now := r.Clock.Now()
 	for _, ep := range changes.Create {
 		if p, ok := s.byName[ep.Pod]; ok {
-			if !r.QuietEndpoints {
+			if r.endpointEvent(now, EventRegistered) {
 				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventRegistered, "Register",
 					"registered %s in service %s", ep.Address, s.target.Service)
 			}
@@ -191,13 +201,13 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 	for _, rec := range changes.Delete {
 		p, ok := s.byName[rec.Pod]
 		if !ok {
-			if !r.QuietEndpoints {
+			if r.endpointEvent(now, EventDeregistered) {
 				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister",
 					"deregistered pod %s (%s): PodDeleted", rec.Pod, rec.Address)
 			}
 			continue
 		}
-		if !r.QuietEndpoints {
+		if r.endpointEvent(now, EventDeregistered) {
 			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventDeregistered, "Deregister",
 				"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
 		}

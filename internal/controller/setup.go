@@ -29,6 +29,8 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// RetryBase and RetryMax bound the exponential, jittered retry of a failing registry.
 	RetryBase, RetryMax time.Duration
+	// StatusWorkers is how many ServiceRegistry statuses are written at once (2 when zero).
+	StatusWorkers int
 	// MaxConcurrentWarmups bounds the pods warmed up at once, across all registries.
 	MaxConcurrentWarmups int
 	// StoreRecovered, when set, enqueues every ServiceRegistry on each event, e.g. when the
@@ -49,6 +51,13 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	}
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 30 * time.Second
+	}
+	if opts.StatusWorkers <= 0 {
+		opts.StatusWorkers = 2
+	}
+	r.status = newStatusWriter(mgr.GetClient(), opts.StatusWorkers, opts.RetryBase, opts.RetryMax)
+	if err := mgr.Add(r.status); err != nil {
+		return fmt.Errorf("add status writer: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podNodeNameField,
 		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {

@@ -57,11 +57,17 @@ var (
 		Name: "registrar_webhook_injections_total",
 		Help: "Pods admitted by the webhook, by result (injected, skipped: nothing selects the pod or it was already injected, error: admitted unchanged).",
 	}, []string{"result"})
+	// EndpointEventsSkipped counts the per-endpoint Events (Registered, Deregistered) left
+	// out because they came faster than --endpoint-events-qps allows.
+	EndpointEventsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "registrar_endpoint_events_skipped_total",
+		Help: "Per-endpoint Events not emitted because they exceeded the operator-wide rate (--endpoint-events-qps), by reason (Registered, Deregistered).",
+	}, []string{"reason"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors,
-		Endpoints, WarmupDuration, WebhookInjections)
+		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped)
 }
 
 // ObserveStore records one store call (a store.Observer).

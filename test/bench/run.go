@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 )
 
 // Rounds are the measured phase: every pod becomes ready, unready, ready again, and is
@@ -160,16 +158,17 @@ func (r *runner) settled(ctx context.Context) (bool, string, error) {
 func countKeys(ctx context.Context, cli *clientv3.Client, prefix string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return 0, fmt.Errorf("count keys under %s: %w", prefix, err)
 	}
-	own := strings.TrimSuffix(prefix, "/") + "/" + etcdstore.FenceDir + "/"
-	bookkeeping, err := cli.Get(ctx, own, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, fmt.Errorf("count keys under %s: %w", own, err)
+	var n int64
+	for _, kv := range resp.Kvs {
+		if !operatorOwn(prefix, string(kv.Key)) {
+			n++
+		}
 	}
-	return resp.Count - bookkeeping.Count, nil // endpoints only, not the fence or lease keys
+	return n, nil
 }
 
 // startWatchers starts one watcher per system, from the state after setup.

@@ -27,6 +27,12 @@ func podOfKey(key string) (string, bool) {
 	return parts[len(parts)-2] + "/" + parts[len(parts)-1], true
 }
 
+// operatorOwn reports whether key is the operator's own bookkeeping under the prefix (its
+// write fence, {prefix}/.registrar/...), not an endpoint.
+func operatorOwn(prefix, key string) bool {
+	return strings.HasPrefix(key, strings.TrimSuffix(prefix, "/")+"/"+etcdstore.FenceDir+"/")
+}
+
 // watchStore feeds every etcd event under prefix from revision rev into t: a key created is
 // a registration, a key deleted (or whose lease expired) a deregistration, a key rewritten
 // an unexpected write. It returns when ctx ends.
@@ -37,8 +43,8 @@ func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev in
 		}
 		now := time.Now()
 		for _, ev := range resp.Events {
-			if isBookkeeping(prefix, string(ev.Kv.Key)) {
-				continue // the operator's fence and lease keys, not endpoints
+			if operatorOwn(prefix, string(ev.Kv.Key)) {
+				continue
 			}
 			t.Write()
 			pod, ok := podOfKey(string(ev.Kv.Key))
@@ -55,12 +61,6 @@ func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev in
 		}
 	}
 	return ctx.Err()
-}
-
-// isBookkeeping reports whether key is under {prefix}/.registrar/, where the operator keeps
-// its write fence and endpoint lease: never an endpoint, never a transition.
-func isBookkeeping(prefix, key string) bool {
-	return strings.HasPrefix(key, strings.TrimSuffix(prefix, "/")+"/"+etcdstore.FenceDir+"/")
 }
 
 // storeRevision is the store's current revision.

@@ -1,0 +1,35 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+)
+
+// StatusWriter exposes the status writer to the envtest suite.
+type StatusWriter struct{ w *statusWriter }
+
+// NewStatusWriter returns a status writer with one worker writing through c.
+func NewStatusWriter(c client.Client) *StatusWriter {
+	return &StatusWriter{w: newStatusWriter(c, 1, 10*time.Millisecond, time.Second)}
+}
+
+// Submit hands the writer the newest status of a registry.
+func (s *StatusWriter) Submit(reg *v1alpha1.ServiceRegistry, st v1alpha1.ServiceRegistryStatus) {
+	s.w.submit(client.ObjectKeyFromObject(reg), reg.UID, st)
+}
+
+// Start runs the writer until ctx is done.
+func (s *StatusWriter) Start(ctx context.Context) error { return s.w.Start(ctx) }
+
+// Holds reports whether the writer still holds a status for the registry.
+func (s *StatusWriter) Holds(name types.NamespacedName) bool {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	_, ok := s.w.latest[name]
+	return ok
+}
