@@ -129,13 +129,18 @@ func (v *sliceView) apply(slice string, pods map[string]bool) (added, removed []
 
 // watchSlices feeds EndpointSlice changes from resourceVersion rv into t.
 func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView, rv string, t *Tracker) error {
-	lw := &cache.ListWatch{WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+	return retryWatch(ctx, "EndpointSlices", rv, func(o metav1.ListOptions) (watch.Interface, error) {
 		o.LabelSelector = managedBy
 		return kube.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
-	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
+	}, func(ev watch.Event) { sliceEvent(view, ev, t, time.Now()) })
+}
+
+// retryWatch runs a watch from resourceVersion rv that resumes after errors, handing every
+// event to handle, until ctx ends or the watch closes.
+func retryWatch(ctx context.Context, what, rv string, watchFunc cache.WatchFunc, handle func(watch.Event)) error {
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFunc: watchFunc})
 	if err != nil {
-		return fmt.Errorf("watch EndpointSlices: %w", err)
+		return fmt.Errorf("watch %s: %w", what, err)
 	}
 	defer w.Stop()
 	for {
@@ -144,9 +149,9 @@ func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView
 			return ctx.Err()
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return fmt.Errorf("EndpointSlice watch closed")
+				return fmt.Errorf("%s watch closed", what)
 			}
-			sliceEvent(view, ev, t, time.Now())
+			handle(ev)
 		}
 	}
 }
@@ -190,25 +195,9 @@ func listSlices(ctx context.Context, kube kubernetes.Interface) (*sliceView, str
 // watchPods feeds the API server's pod watch into t: the baseline every controller pays (the
 // write committed, then delivered to a watcher). Ready pods count as registered.
 func watchPods(ctx context.Context, kube kubernetes.Interface, rv string, t *Tracker) error {
-	lw := &cache.ListWatch{WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+	return retryWatch(ctx, "pods", rv, func(o metav1.ListOptions) (watch.Interface, error) {
 		return kube.CoreV1().Pods("").Watch(ctx, o)
-	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
-	if err != nil {
-		return fmt.Errorf("watch pods: %w", err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return fmt.Errorf("pod watch closed")
-			}
-			podEvent(ev, t, time.Now())
-		}
-	}
+	}, func(ev watch.Event) { podEvent(ev, t, time.Now()) })
 }
 
 func podEvent(ev watch.Event, t *Tracker, now time.Time) {
