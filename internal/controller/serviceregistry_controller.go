@@ -177,8 +177,11 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	if err != nil {
 		return err
 	}
+	// Read-only: the pods are classified and referenced, never modified (a warm-up copies
+	// its pod when it starts), so the cache's objects are listed without deep copies, the
+	// largest CPU item of the 5,000-pod benchmark.
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(s.reg.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(s.reg.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list pods of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
 	}
 	s.desired = make(map[string]store.Endpoint, len(pods.Items))
