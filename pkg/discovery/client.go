@@ -47,6 +47,7 @@ type Client struct {
 	rr        atomic.Int64
 	stats     counters
 	health    health
+	brk       *breakers // nil when Config.Breaker.Disabled
 
 	syncedOnce sync.Once
 	synced     chan struct{}
@@ -92,6 +93,13 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.ownCli = true
 	}
+	if !cfg.Breaker.Disabled {
+		c.brk = newBreakers(cfg.Breaker, cfg.Service, func() float64 { return c.rand() })
+		if cfg.Breaker.Coordinated != nil {
+			c.brk.coord = newCoordinated(c, c.brk)
+			c.brk.coord.start()
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go c.run(ctx)
@@ -119,6 +127,9 @@ func dial(cfg Config) (*clientv3.Client, error) {
 func (c *Client) Close() error {
 	c.cancel()
 	<-c.done
+	if c.brk != nil && c.brk.coord != nil {
+		c.brk.coord.stop()
+	}
 	c.notify()
 	if c.ownCli {
 		return c.cli.Close()
@@ -384,6 +395,9 @@ func (c *Client) replace(byKey map[string]Instance) {
 	slices.SortFunc(list, func(a, b Instance) int { return strings.Compare(a.Key, b.Key) })
 	c.snap.Store(&snapshot{instances: list, rev: c.rev})
 	c.health.prune(byKey)
+	if c.brk != nil {
+		c.brk.prune(byKey)
+	}
 	c.syncedOnce.Do(func() { close(c.synced) })
 	c.notify()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 )
 
 // Do calls fn with an instance and, while fn fails, with a different instance each time,
@@ -12,34 +13,106 @@ import (
 // ReportFailure and a success with ReportSuccess. An error wrapped with Permanent stops the
 // retries at once. Do returns nil on success, else every attempt's error joined, or
 // ErrNoInstances when there was no instance to try.
+//
+// Unless Config.Breaker.Disabled, Do goes through the circuit breakers first: when the
+// service's breaker (local, or shared with the fleet when coordinated) rejects the call, Do
+// returns an error wrapping ErrBreakerOpen without calling fn; endpoints whose own breaker is
+// open are skipped like ejected ones, and when every endpoint's breaker rejects the call Do
+// returns ErrBreakerOpen. A half-open probe is a single attempt (IsProbe(ctx) is true in fn).
+// A Permanent error counts as an answer (a success) for the breakers; a call whose ctx ended
+// counts as nothing.
 func (c *Client) Do(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error) error {
+	attempts = max(attempts, 1)
+	bs := c.brk
+	if bs == nil {
+		err, _ := c.try(ctx, attempts, fn)
+		return err
+	}
+	st, ok := bs.admit(c.now())
+	if !ok {
+		return fmt.Errorf("%w: service %s", ErrBreakerOpen, c.cfg.Service)
+	}
+	callCtx := ctx
+	if st.probe() {
+		attempts = 1
+		bs.probes.Add(1)
+		callCtx = context.WithValue(ctx, probeKey{}, true)
+		if st.sharedProbe {
+			// The permit is the lease's: the probe must end well inside it.
+			var cancel context.CancelFunc
+			callCtx, cancel = context.WithTimeout(callCtx, bs.cfg.Coordinated.ProbeLease/2)
+			defer cancel()
+		}
+	}
+	start := c.now()
+	err, answered := c.try(callCtx, attempts, fn)
+	end := c.now()
+	o := outcomeFailure
+	switch {
+	case answered:
+		o = outcomeSuccess
+	case ctx.Err() != nil, errors.Is(err, ErrNoInstances), errors.Is(err, ErrBreakerOpen):
+		o = outcomeIgnored // the caller gave up, or no call reached the dependency
+	}
+	bs.finish(st, end, o, end.Sub(start))
+	return err
+}
+
+// try makes up to attempts attempts on distinct instances. answered is true when an
+// instance succeeded or answered with a Permanent error.
+func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error) (err error, answered bool) {
+	bs := c.brk
 	tried := make(map[string]bool, attempts)
 	var errs []error
-	for range max(attempts, 1) {
+	blocked := 0
+	for n := 0; n < attempts; {
 		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
+			return errors.Join(append(errs, err)...), false
 		}
-		inst, err := c.pick(tried)
+		skip := tried
+		if bs != nil && bs.nonClosed.Load() > 0 {
+			skip = maps.Clone(tried)
+			blocked += bs.blockedSet(c.snap.Load(), c.now(), skip)
+		}
+		inst, err := c.pick(skip)
 		if err != nil {
-			if len(errs) == 0 {
-				return err
+			if len(errs) > 0 {
+				break // every instance was tried
 			}
-			break // every instance was tried
+			if blocked > 0 {
+				return fmt.Errorf("%w: every endpoint of %s", ErrBreakerOpen, c.cfg.Service), false
+			}
+			return err, false
 		}
+		var et ticket
+		if bs != nil {
+			var ok bool
+			if et, ok = bs.endpoint(inst.Key, c.rand).allow(c.now()); !ok {
+				tried[inst.Key] = true // raced into Open or a full Half-Open: not an attempt
+				blocked++
+				continue
+			}
+		}
+		start := c.now()
 		err = fn(ctx, inst)
+		if bs != nil {
+			end := c.now()
+			et.done(end, classify(ctx, err), end.Sub(start))
+		}
+		n++
 		if err == nil {
 			c.ReportSuccess(inst)
-			return nil
+			return nil, true
 		}
 		var p permanent
 		if errors.As(err, &p) {
-			return p.err
+			return p.err, true
 		}
 		c.ReportFailure(inst)
 		tried[inst.Key] = true
 		errs = append(errs, fmt.Errorf("%s: %w", inst.ID(), err))
 	}
-	return fmt.Errorf("discovery: %d attempt(s) failed: %w", len(errs), errors.Join(errs...))
+	return fmt.Errorf("discovery: %d attempt(s) failed: %w", len(errs), errors.Join(errs...)), false
 }
 
 // Permanent marks an error that retrying on another instance cannot fix (a 4xx answer, a
