@@ -283,7 +283,7 @@ type window struct {
 }
 
 type bucket struct {
-	epoch                int64 // time / width of the bucket's start
+	epoch                 int64 // time / width of the bucket's start
 	calls, failures, slow int
 }
 
