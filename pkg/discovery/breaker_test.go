@@ -135,8 +135,8 @@ func TestBreakerTable(t *testing.T) {
 				ok(0, F, BreakerClosed), ok(0, F, BreakerClosed), ok(0, F, BreakerClosed), ok(0, F, BreakerOpen),
 				{at: 10 * sec, act: call, o: S, ok: true, state: BreakerClosed},
 				{at: 11 * sec, act: call, ok: false, state: BreakerClosed}, // 25 % admitted, draw 0.5
-				ok(13*sec, S, BreakerClosed), // 75 %
-				ok(14*sec, S, BreakerClosed), // ramp over
+				ok(13*sec, S, BreakerClosed),                               // 75 %
+				ok(14*sec, S, BreakerClosed),                               // ramp over
 			}},
 	}
 	for _, tt := range tests {
