@@ -75,13 +75,15 @@ type counters struct {
 // New starts a Client for cfg.Service. It returns at once; the first list happens in the
 // background (use WaitSynced to wait for it). A store that is down at start is not an
 // error: the client keeps reconnecting and Pick returns ErrNoInstances until it has a list.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config) (*Client, error) { return newWithClock(cfg, time.Now) }
+
+func newWithClock(cfg Config, now func() time.Time) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
-		cfg: cfg, id: strconv.FormatInt(clientIDs.Add(1), 10), cli: cfg.Client, prefix: ServicePrefix(cfg.Prefix, cfg.Service), rand: rand.Float64, now: time.Now,
+		cfg: cfg, id: strconv.FormatInt(clientIDs.Add(1), 10), cli: cfg.Client, prefix: ServicePrefix(cfg.Prefix, cfg.Service), rand: rand.Float64, now: now,
 		synced: make(chan struct{}), subs: map[*Subscription]struct{}{}, done: make(chan struct{}),
 		needList: true,
 	}
