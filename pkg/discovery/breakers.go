@@ -132,14 +132,18 @@ func (bs *breakers) finish(st serviceTicket, now time.Time, o outcome, d time.Du
 // classify maps an attempt's error to a breaker outcome: a Permanent error is an answer
 // (the dependency is up); the caller's own cancellation says nothing.
 func classify(ctx context.Context, err error) outcome {
-	var p permanent
 	switch {
-	case err == nil, errors.As(err, &p):
+	case err == nil, isPermanent(err):
 		return outcomeSuccess
 	case ctx.Err() != nil:
 		return outcomeIgnored
 	}
 	return outcomeFailure
+}
+
+func isPermanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p)
 }
 
 type probeKey struct{}

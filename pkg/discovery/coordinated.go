@@ -222,7 +222,7 @@ func (co *coordinated) admit(now time.Time) (serviceTicket, bool) {
 func (co *coordinated) finish(st serviceTicket, now time.Time, o outcome, d time.Duration) {
 	if !st.sharedProbe {
 		if reason := co.bs.svc.observe(st.local, now, o, d); reason != "" {
-			co.lastReason.Store(&reason)
+			co.setReason(reason)
 			co.request(&co.wantReport)
 		}
 		return
@@ -240,6 +240,8 @@ func (co *coordinated) finish(st serviceTicket, now time.Time, o outcome, d time
 	}
 	co.kickWriter()
 }
+
+func (co *coordinated) setReason(r string) { co.lastReason.Store(&r) }
 
 func (co *coordinated) request(flag *atomic.Bool) {
 	if !flag.Swap(true) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 )
 
 // Do calls fn with an instance and, while fn fails, with a different instance each time,
@@ -25,10 +26,11 @@ func (c *Client) Do(ctx context.Context, attempts int, fn func(ctx context.Conte
 	attempts = max(attempts, 1)
 	bs := c.brk
 	if bs == nil {
-		err, _ := c.try(ctx, attempts, fn)
+		err, _, _ := c.try(ctx, attempts, fn, time.Time{})
 		return err
 	}
-	st, ok := bs.admit(c.now())
+	start := c.now() // the clock is read twice per call: here and when the call ends
+	st, ok := bs.admit(start)
 	if !ok {
 		return fmt.Errorf("%w: service %s", ErrBreakerOpen, c.cfg.Service)
 	}
@@ -44,9 +46,7 @@ func (c *Client) Do(ctx context.Context, attempts int, fn func(ctx context.Conte
 			defer cancel()
 		}
 	}
-	start := c.now()
-	err, answered := c.try(callCtx, attempts, fn)
-	end := c.now()
+	err, answered, end := c.try(callCtx, attempts, fn, start)
 	o := outcomeFailure
 	switch {
 	case answered:
@@ -59,20 +59,22 @@ func (c *Client) Do(ctx context.Context, attempts int, fn func(ctx context.Conte
 }
 
 // try makes up to attempts attempts on distinct instances. answered is true when an
-// instance succeeded or answered with a Permanent error.
-func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error) (err error, answered bool) {
+// instance succeeded or answered with a Permanent error. With breakers, now is the time
+// the call began and end the time the last attempt ended.
+func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error, now time.Time) (err error, answered bool, end time.Time) {
+	end = now
 	bs := c.brk
 	tried := make(map[string]bool, attempts)
 	var errs []error
 	blocked := 0
 	for n := 0; n < attempts; {
 		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...), false
+			return errors.Join(append(errs, err)...), false, end
 		}
 		skip := tried
 		if bs != nil && bs.nonClosed.Load() > 0 {
 			skip = maps.Clone(tried)
-			blocked += bs.blockedSet(c.snap.Load(), c.now(), skip)
+			blocked += bs.blockedSet(c.snap.Load(), end, skip)
 		}
 		inst, err := c.pick(skip)
 		if err != nil {
@@ -80,39 +82,39 @@ func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Cont
 				break // every instance was tried
 			}
 			if blocked > 0 {
-				return fmt.Errorf("%w: every endpoint of %s", ErrBreakerOpen, c.cfg.Service), false
+				return fmt.Errorf("%w: every endpoint of %s", ErrBreakerOpen, c.cfg.Service), false, end
 			}
-			return err, false
+			return err, false, end
 		}
 		var et ticket
 		if bs != nil {
 			var ok bool
-			if et, ok = bs.endpoint(inst.Key, c.rand).allow(c.now()); !ok {
+			if et, ok = bs.endpoint(inst.Key, c.rand).allow(end); !ok {
 				tried[inst.Key] = true // raced into Open or a full Half-Open: not an attempt
 				blocked++
 				continue
 			}
 		}
-		start := c.now()
+		start := end
 		err = fn(ctx, inst)
 		if bs != nil {
-			end := c.now()
+			end = c.now()
 			et.done(end, classify(ctx, err), end.Sub(start))
 		}
 		n++
 		if err == nil {
 			c.ReportSuccess(inst)
-			return nil, true
+			return nil, true, end
 		}
 		var p permanent
 		if errors.As(err, &p) {
-			return p.err, true
+			return p.err, true, end
 		}
 		c.ReportFailure(inst)
 		tried[inst.Key] = true
 		errs = append(errs, fmt.Errorf("%s: %w", inst.ID(), err))
 	}
-	return fmt.Errorf("discovery: %d attempt(s) failed: %w", len(errs), errors.Join(errs...)), false
+	return fmt.Errorf("discovery: %d attempt(s) failed: %w", len(errs), errors.Join(errs...)), false, end
 }
 
 // Permanent marks an error that retrying on another instance cannot fix (a 4xx answer, a
