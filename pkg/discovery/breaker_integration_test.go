@@ -169,6 +169,7 @@ func TestDoServiceBreakerOpensThenOneProbeCloses(t *testing.T) {
 		g.Expect(c.Do(context.Background(), 1, callHTTP("t"))).NotTo(Succeed())
 	}
 	g.Expect(c.BreakerStats().Service.State).To(Equal(discovery.BreakerOpen))
+	g.Expect(c.BreakerStats().Endpoints).To(BeEmpty(), "the service's trip closes the endpoint breakers: the failure was not theirs")
 	hits := a.hits.Load() + b.hits.Load()
 	for range 50 {
 		g.Expect(c.Do(context.Background(), 2, callHTTP("t"))).To(MatchError(discovery.ErrBreakerOpen))

@@ -49,6 +49,29 @@ func (bs *breakers) onChange(ev BreakerEvent) {
 	if bs.cfg.OnStateChange != nil {
 		bs.cfg.OnStateChange(ev)
 	}
+	if ev.Instance == "" && ev.To == BreakerOpen {
+		bs.resetEndpoints(ev.At)
+	}
+}
+
+// resetEndpoints closes every endpoint breaker when the service's breaker opens: the failure
+// is the service's, not an endpoint's, and the service's probe must not be followed by one
+// probe per endpoint per caller once it closes.
+func (bs *breakers) resetEndpoints(now time.Time) {
+	if bs.nonClosed.Load() == 0 {
+		return
+	}
+	bs.mu.Lock()
+	var open []*breaker
+	for _, b := range bs.endpoints {
+		if b.State() != BreakerClosed {
+			open = append(open, b)
+		}
+	}
+	bs.mu.Unlock()
+	for _, b := range open {
+		b.forceClose(now, "the service's breaker opened", false)
+	}
 }
 
 // endpoint returns the breaker of the endpoint key, creating it.
@@ -148,8 +171,8 @@ func isPermanent(err error) bool {
 
 type probeKey struct{}
 
-// IsProbe reports whether the call Do passes ctx to is a half-open probe of the service's
-// breaker (local, or the fleet's one permit when coordinated). A dependency's test double
+// IsProbe reports whether the call Do passes ctx to is a half-open probe: of the service's
+// breaker (local, or the fleet's one permit when coordinated) or of the endpoint's. A dependency's test double
 // can count probes with it; a caller can give a probe a shorter timeout.
 func IsProbe(ctx context.Context) bool {
 	v, _ := ctx.Value(probeKey{}).(bool)

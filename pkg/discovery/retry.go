@@ -96,7 +96,11 @@ func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Cont
 			}
 		}
 		start := end
-		err = fn(ctx, inst)
+		if et.probe && !IsProbe(ctx) {
+			err = fn(context.WithValue(ctx, probeKey{}, true), inst)
+		} else {
+			err = fn(ctx, inst)
+		}
 		if bs != nil {
 			end = c.now()
 			et.done(end, classify(ctx, err), end.Sub(start))
