@@ -103,7 +103,13 @@ func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Cont
 		}
 		if bs != nil {
 			end = c.now()
-			et.done(end, classify(ctx, err), end.Sub(start))
+			o := classify(ctx, err)
+			if bs.svc.State() == BreakerOpen {
+				// The service's breaker opened while this call was out: the failure is the
+				// service's; the endpoint's breaker learns nothing from it.
+				o = outcomeIgnored
+			}
+			et.done(end, o, end.Sub(start))
 		}
 		n++
 		if err == nil {
