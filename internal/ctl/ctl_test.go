@@ -79,6 +79,16 @@ func seed() error {
 		{"orders/shop/orders-b", `{"service":"orders","namespace":"shop","pod":"orders-b","uid":"u-b","address":"10.0.0.2","ports":{"http":8080,"metrics":9090},"node":"node-2","zone":"eu-1b","cluster":"prod","owner":"sreg-uid","registeredAt":"2026-11-29T18:59:30Z"}`},
 		{"payments/pay/payments-1", `{"service":"payments","namespace":"pay","pod":"payments-1","uid":"u-p","address":"fd00::7","ports":{"grpc":7000},"owner":"sreg-2","registeredAt":"2026-11-26T19:00:00Z"}`},
 		{"broken/x/y", `not json`},
+		// The operator's own keys and the callers' coordinated breakers (added last, so
+		// the endpoints' revisions in the goldens do not move).
+		{".registrar/fence/registrar-system", `registrar-7f9c-0`},
+		{".registrar/breakers/payments/state", `{"state":"Open","openFor":"10s","by":"orders-7d9f-1","reason":"3 callers reported failure (quorum 3)","at":"2026-11-29T18:59:00Z"}`},
+		{".registrar/breakers/payments/probe", `{"caller":"orders-7d9f-2","at":"2026-11-29T18:59:58Z"}`},
+		{".registrar/breakers/payments/reports/orders-7d9f-1", `{"caller":"orders-7d9f-1","reason":"failure rate 1.00 >= 0.50 over 10 calls","at":"2026-11-29T18:58:55Z"}`},
+		{".registrar/breakers/payments/reports/orders-7d9f-3", `{"caller":"orders-7d9f-3","reason":"slow-call rate 0.90 >= 0.80 over 10 calls","at":"2026-11-29T18:58:58Z"}`},
+		{".registrar/breakers/payments/reports/orders-7d9f-4", `{"caller":"orders-7d9f-4","reason":"failure rate 0.60 >= 0.50 over 10 calls","at":"2026-11-29T18:59:00Z"}`},
+		{".registrar/breakers/orders/state", `{"state":"Closed","by":"web-1","reason":"probe succeeded","at":"2026-11-29T17:00:00Z"}`},
+		{".registrar/breakers/broken/state", `{"state":"Sideways"}`},
 	}
 	for _, v := range values {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -179,6 +189,16 @@ func TestListReportsUndecodableKeys(t *testing.T) {
 	code, _, stderr := run(context.Background(), []string{"list"}, storeVars())
 	if code != ctl.ExitOK || !strings.Contains(stderr, "skipping decode /registrar/services/broken/x/y") {
 		t.Errorf("exit %d, stderr %q; want 0 and a note about the undecodable key", code, stderr)
+	}
+}
+
+// TestListIgnoresOperatorKeys: the operator's own keys and the coordinated breakers under
+// {prefix}/.registrar/ are not instances: list neither shows nor complains about them.
+func TestListIgnoresOperatorKeys(t *testing.T) {
+	requireServer(t)
+	code, stdout, stderr := run(context.Background(), []string{"list"}, storeVars())
+	if code != ctl.ExitOK || strings.Contains(stderr, ".registrar") || strings.Contains(stdout, ".registrar") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and nothing about {prefix}/.registrar/", code, stdout, stderr)
 	}
 }
 
