@@ -172,6 +172,11 @@ func TestOutputFormats(t *testing.T) {
 		{"get-short.golden", []string{"get", "payments/payments-1", "-o", "wide"}},
 		{"get-json.golden", []string{"get", "orders/shop/orders-b", "-o", "json"}},
 		{"get-yaml.golden", []string{"get", "orders/shop/orders-b", "-o", "yaml"}},
+		{"breakers.golden", []string{"breakers"}},
+		{"breakers-wide.golden", []string{"breakers", "-o", "wide"}},
+		{"breakers-json.golden", []string{"breakers", "-o", "json"}},
+		{"breakers-yaml.golden", []string{"breakers", "payments", "-o", "yaml"}},
+		{"breakers-payments.golden", []string{"breakers", "payments"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -199,6 +204,14 @@ func TestListIgnoresOperatorKeys(t *testing.T) {
 	code, stdout, stderr := run(context.Background(), []string{"list"}, storeVars())
 	if code != ctl.ExitOK || strings.Contains(stderr, ".registrar") || strings.Contains(stdout, ".registrar") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and nothing about {prefix}/.registrar/", code, stdout, stderr)
+	}
+}
+
+func TestBreakersReportsUndecodableState(t *testing.T) {
+	requireServer(t)
+	code, stdout, stderr := run(context.Background(), []string{"breakers"}, storeVars())
+	if code != ctl.ExitOK || !strings.Contains(stderr, "skipping /registrar/services/.registrar/breakers/broken/state") || strings.Contains(stdout, "broken") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, the undecodable state noted on stderr and not shown", code, stdout, stderr)
 	}
 }
 
@@ -249,6 +262,11 @@ func TestExitCodes(t *testing.T) {
 		{"watch, store unreachable", []string{"watch", "orders", "--store-endpoints", closed, "--store-timeout", "1s"}, ctl.ExitUnreachable},
 		{"lag, endpoint unreachable", []string{"lag", "--metrics-url", closed + "/metrics", "--store-timeout", "5s"}, ctl.ExitUnreachable},
 		{"lag, no registrar metrics", []string{"lag", "--metrics-url", noMetrics.URL}, ctl.ExitNotFound},
+		{"breakers of a service", []string{"breakers", "orders"}, ctl.ExitOK},
+		{"breakers of a service without one", []string{"breakers", "nosuch"}, ctl.ExitNotFound},
+		{"breakers with a path", []string{"breakers", "orders/shop"}, ctl.ExitUsage},
+		{"breakers, two services", []string{"breakers", "orders", "payments"}, ctl.ExitUsage},
+		{"breakers, store unreachable", []string{"breakers", "--store-endpoints", closed, "--store-timeout", "1s"}, ctl.ExitUnreachable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
