@@ -265,3 +265,6 @@ func (c *Client) BreakerState(inst Instance) BreakerState {
 	}
 	return b.State()
 }
+
+// Service is the Client's service name.
+func (c *Client) Service() string { return c.cfg.Service }
