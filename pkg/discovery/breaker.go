@@ -24,12 +24,14 @@ type breaker struct {
 
 	state atomic.Int32  // BreakerState, read without the lock
 	gen   atomic.Uint64 // bumped on every transition: outcomes of older tickets are dropped
+	// rampStart and rampEnd (unix ns; 0 = no ramp) bound the return after a close: before
+	// rampStart nothing is admitted, then a share growing linearly to all at rampEnd.
+	rampStart, rampEnd atomic.Int64
 
 	mu        sync.Mutex
 	openUntil time.Time
-	closedAt  time.Time // of the last Half-Open → Closed, for SlowStart
-	inFlight  int       // probes in flight in Half-Open
-	successes int       // successful probes in this Half-Open
+	inFlight  int // probes in flight in Half-Open
+	successes int // successful probes in this Half-Open
 	win       window
 }
 
@@ -50,11 +52,11 @@ func newBreaker(cfg *BreakerConfig, instance string, rand func() float64, notify
 // the next call).
 func (b *breaker) State() BreakerState { return BreakerState(b.state.Load()) }
 
-// allow admits a call or says why not. In Closed it takes no lock unless SlowStart applies.
+// allow admits a call or says why not. In Closed it takes no lock.
 func (b *breaker) allow(now time.Time) (ticket, bool) {
 	gen := b.gen.Load()
 	if BreakerState(b.state.Load()) == BreakerClosed {
-		if b.cfg.SlowStart > 0 && !b.slowStartAdmits(now) {
+		if end := b.rampEnd.Load(); end != 0 && now.UnixNano() < end && !b.rampAdmits(now.UnixNano(), end) {
 			return ticket{}, false
 		}
 		return ticket{b: b, gen: gen}, true
@@ -81,18 +83,28 @@ func (b *breaker) allow(now time.Time) (ticket, bool) {
 	return ticket{b: b, gen: b.gen.Load(), probe: true}, true
 }
 
-func (b *breaker) slowStartAdmits(now time.Time) bool {
-	b.mu.Lock()
-	closedAt := b.closedAt
-	b.mu.Unlock()
-	if closedAt.IsZero() {
+// rampAdmits draws whether a call at now (unix ns, before end) is admitted by the ramp.
+func (b *breaker) rampAdmits(now, end int64) bool {
+	start := b.rampStart.Load()
+	if now < start {
+		return false
+	}
+	if end <= start {
 		return true
 	}
-	since := now.Sub(closedAt)
-	if since >= b.cfg.SlowStart {
-		return true
+	return b.rand() < float64(now-start)/float64(end-start)
+}
+
+// setRamp starts the return ramp: nothing before now+delay, then SlowStart's linear ramp.
+// b.mu is held.
+func (b *breaker) setRamp(now time.Time, delay time.Duration) {
+	if delay <= 0 && b.cfg.SlowStart <= 0 {
+		b.rampEnd.Store(0)
+		return
 	}
-	return b.rand() < float64(since)/float64(b.cfg.SlowStart)
+	start := now.Add(delay)
+	b.rampStart.Store(start.UnixNano())
+	b.rampEnd.Store(start.Add(b.cfg.SlowStart).UnixNano())
 }
 
 // blocked reports, without admitting anything, whether a call now would be rejected.
@@ -201,9 +213,9 @@ func (b *breaker) transition(to BreakerState, now time.Time, reason string) *Bre
 	case BreakerClosed:
 		b.win.reset()
 		if from == BreakerHalfOpen {
-			b.closedAt = now
+			b.setRamp(now, 0)
 		} else {
-			b.closedAt = time.Time{}
+			b.rampEnd.Store(0)
 		}
 	}
 	b.gen.Add(1)
@@ -226,13 +238,13 @@ func (b *breaker) force(to BreakerState, now time.Time, reason string) {
 	b.emit(ev)
 }
 
-// forceClose closes the breaker from outside; with slowStart the SlowStart ramp applies as
-// after a successful probe.
-func (b *breaker) forceClose(now time.Time, reason string, slowStart bool) {
+// forceClose closes the breaker from outside. With ramp, calls return as after a
+// successful probe (SlowStart), after a delay in which none is admitted.
+func (b *breaker) forceClose(now time.Time, reason string, ramp bool, delay time.Duration) {
 	b.mu.Lock()
 	ev := b.transition(BreakerClosed, now, reason)
-	if ev != nil && slowStart {
-		b.closedAt = now
+	if ev != nil && ramp {
+		b.setRamp(now, delay)
 	}
 	b.mu.Unlock()
 	b.emit(ev)

@@ -69,6 +69,12 @@ type CoordinatedConfig struct {
 	// that took the permit and vanished, hangs or runs a skewed clock loses it when the
 	// store expires the lease. A probe call is cut off at half the lease.
 	ProbeLease time.Duration
+	// ReturnSpread spreads the fleet's return when the shared breaker closes: each caller
+	// admits nothing for a uniform random delay in [0, ReturnSpread], then ramps up over
+	// SlowStart, as independent breakers closing at jittered times would (default
+	// OpenJitter×OpenDuration). Without it one success would send the whole fleet's load
+	// at once to a dependency that just came back.
+	ReturnSpread time.Duration
 	// StoreTimeout bounds every store write of the breaker and is the longest the caller
 	// trusts its cached view of the shared state without hearing from the store (default
 	// 1s). Past it, the caller falls back to its per-instance breaker until the store
@@ -186,6 +192,7 @@ func (b BreakerConfig) withDefaults() (BreakerConfig, error) {
 			{"ReportTTL", &cc.ReportTTL, max(b.Window, 2*time.Second)},
 			{"ProbeLease", &cc.ProbeLease, 5 * time.Second},
 			{"StoreTimeout", &cc.StoreTimeout, time.Second},
+			{"ReturnSpread", &cc.ReturnSpread, time.Duration(b.OpenJitter * float64(b.OpenDuration))},
 		} {
 			if *d.d < 0 {
 				return b, fmt.Errorf("discovery: Config.Breaker.Coordinated.%s must be positive, got %s", d.name, *d.d)

@@ -213,6 +213,7 @@ func TestBreakerConfigRejected(t *testing.T) {
 		{BreakerConfig{Coordinated: &CoordinatedConfig{Quorum: -2}}, "Config.Breaker.Coordinated.Quorum must be at least 1, got -2"},
 		{BreakerConfig{Coordinated: &CoordinatedConfig{Quorum: 1, ProbeLease: -time.Second}}, "Config.Breaker.Coordinated.ProbeLease must be positive"},
 		{BreakerConfig{Coordinated: &CoordinatedConfig{Quorum: 1, ReportTTL: -time.Second}}, "Config.Breaker.Coordinated.ReportTTL must be positive"},
+		{BreakerConfig{Coordinated: &CoordinatedConfig{Quorum: 1, ReturnSpread: -1}}, "Config.Breaker.Coordinated.ReturnSpread must be positive"},
 		{BreakerConfig{Coordinated: &CoordinatedConfig{Quorum: 1, CallerID: "a/b"}}, "Config.Breaker.Coordinated.CallerID \"a/b\" must not contain a slash"},
 	}
 	for _, tt := range tests {
@@ -247,5 +248,40 @@ func TestWindowRing(t *testing.T) {
 	}
 	if calls, _, _ := w.totals(t0.Add(100 * time.Second)); calls != 0 {
 		t.Errorf("an idle window still counts %d calls", calls)
+	}
+}
+
+// TestReturnRamp: a shared close with a return delay admits nothing before the delay, then
+// a share growing over SlowStart.
+func TestReturnRamp(t *testing.T) {
+	draw := 0.5
+	b := newBreaker(testCfg(func(c *BreakerConfig) { c.SlowStart = 4 * time.Second }), "", func() float64 { return draw }, nil)
+	b.force(BreakerOpen, t0, "shared breaker opened")
+	b.forceClose(t0.Add(time.Second), "shared breaker closed", true, 2*time.Second) // returns at t0+3s
+	for _, c := range []struct {
+		at   time.Duration
+		draw float64
+		want bool
+	}{
+		{2 * time.Second, 0, false},         // inside the delay: nothing, whatever the draw
+		{2999 * time.Millisecond, 0, false}, // still inside
+		{4 * time.Second, 0.2, true},        // 25 % of the ramp: a low draw passes
+		{4 * time.Second, 0.3, false},       // a higher one does not
+		{6 * time.Second, 0.7, true},        // 75 %
+		{7 * time.Second, 0.999, true},      // ramp over: everything
+		{100 * time.Second, 0.999, true},
+	} {
+		draw = c.draw
+		if _, ok := b.allow(t0.Add(c.at)); ok != c.want {
+			t.Errorf("at %s draw %.3f: admitted %v, want %v", c.at, c.draw, ok, c.want)
+		}
+	}
+	// A new close without a ramp (the shared breaker closed while this caller was in
+	// fallback, say) ends any ramp.
+	b.force(BreakerOpen, t0, "shared breaker opened")
+	b.forceClose(t0, "shared breaker is closed", false, 0)
+	draw = 0.999
+	if _, ok := b.allow(t0); !ok {
+		t.Error("a close without a ramp still ramps")
 	}
 }

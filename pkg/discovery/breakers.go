@@ -70,7 +70,7 @@ func (bs *breakers) resetEndpoints(now time.Time) {
 	}
 	bs.mu.Unlock()
 	for _, b := range open {
-		b.forceClose(now, "the service's breaker opened", false)
+		b.forceClose(now, "the service's breaker opened", false, 0)
 	}
 }
 

@@ -129,6 +129,7 @@ type coordinated struct {
 	fallback     atomic.Bool
 	acquireAfter atomic.Int64 // unix ns: when this caller may try to take the permit
 	myLease      atomic.Int64 // the lease of the permit this caller took; 0 = none
+	settleLease  atomic.Int64 // the permit whose probe result the writer is to write
 	probing      atomic.Bool  // this caller's probe call is in flight
 	probeOK      atomic.Int64 // successful probes under the current permit
 
@@ -200,7 +201,7 @@ func (co *coordinated) admit(now time.Time) (serviceTicket, bool) {
 	local := co.bs.svc
 	if v.state == BreakerClosed {
 		if local.State() != BreakerClosed {
-			local.forceClose(now, "shared breaker is closed", false)
+			local.forceClose(now, "shared breaker is closed", false, 0)
 		}
 		t, ok := local.allow(now)
 		return serviceTicket{local: t, shared: true}, ok
@@ -228,16 +229,20 @@ func (co *coordinated) finish(st serviceTicket, now time.Time, o outcome, d time
 		return
 	}
 	defer co.probing.Store(false)
+	var result int32
 	switch {
 	case o == outcomeIgnored:
 		return // the permit stays; the next call probes
 	case o == outcomeFailure, d >= co.bcfg.SlowCallDuration:
-		co.probeResult.Store(2)
+		result = 2
 	case co.probeOK.Add(1) >= int64(co.bcfg.HalfOpenSuccesses):
-		co.probeResult.Store(1)
+		result = 1
 	default:
 		return
 	}
+	// No further probe under this permit: its result is being written.
+	co.settleLease.Store(co.myLease.Swap(0))
+	co.probeResult.Store(result)
 	co.kickWriter()
 }
 
@@ -364,7 +369,7 @@ func (co *coordinated) acquire(ctx context.Context) {
 // again. The transaction holds only while the permit is still this caller's lease, so a
 // caller that lost the permit (lease expired: slow, paused, skewed clock) changes nothing.
 func (co *coordinated) settle(ctx context.Context, closeIt bool) {
-	lease := co.myLease.Swap(0)
+	lease := co.settleLease.Swap(0)
 	if lease == 0 {
 		return
 	}
@@ -536,7 +541,9 @@ func (co *coordinated) publish(old, v *sharedView) {
 		co.bs.svc.force(BreakerOpen, now, "shared breaker opened")
 	}
 	if v.state == BreakerClosed && old.state == BreakerOpen {
-		co.bs.svc.forceClose(now, "shared breaker closed", true)
+		// The fleet returns spread out, as independent breakers would, not at once.
+		delay := time.Duration(co.c.rand() * float64(co.cfg.ReturnSpread))
+		co.bs.svc.forceClose(now, "shared breaker closed", true, delay)
 	}
 	if v.probeHolder != co.cfg.CallerID && co.myLease.Load() != 0 && old.probeHolder == co.cfg.CallerID {
 		co.myLease.Store(0) // the permit's lease expired

@@ -104,7 +104,7 @@ func TestCollector(t *testing.T) {
 		{"registrar_discovery_breaker_state", pay, 1}, // the local client's service breaker: Open
 		{"registrar_discovery_breaker_state", map[string]string{"service": "ship", "instance": ""}, 0},
 		{"registrar_discovery_breaker_transitions_total", map[string]string{"service": "pay", "to": "Open"}, 2}, // the endpoint's and the service's
-		{"registrar_discovery_breaker_rejected_total", map[string]string{"service": "pay"}, 1}, // the third call
+		{"registrar_discovery_breaker_rejected_total", map[string]string{"service": "pay"}, 1},                  // the third call
 		{"registrar_discovery_breaker_coordinated_fallback", map[string]string{"service": "ship"}, 0},
 		{"registrar_discovery_breaker_store_writes_total", map[string]string{"service": "ship"}, 0},
 		{"registrar_discovery_breaker_shared_state", map[string]string{"service": "ship"}, 0},

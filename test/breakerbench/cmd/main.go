@@ -88,7 +88,9 @@ func main() {
 	failFor := flag.Duration("fail-for", def.FailFor, "how long the dependency fails")
 	callers := flag.Int("callers", def.Callers, "callers (each with its own discovery client)")
 	out := flag.String("out", "", "JSON report path (default docs/bench/breaker-DATE.json)")
+	only := flag.String("modes", strings.Join(modes, ","), "modes to run, comma-separated")
 	flag.Parse()
+	modes = strings.Split(*only, ",")
 	if err := run(*runs, *failFor, *callers, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "breakerbench:", err)
 		os.Exit(1)
