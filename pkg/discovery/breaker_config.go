@@ -33,7 +33,8 @@ type BreakerConfig struct {
 
 	// OpenDuration is how long an open breaker rejects calls before it lets a probe through
 	// (default 10s), varied by ±OpenJitter (a share, 0–1, default 0.2) so that a fleet of
-	// callers that tripped together does not probe together.
+	// callers that tripped together does not probe together. 0 means the default; for no
+	// jitter at all (not advised) give a tiny value such as 1e-9.
 	OpenDuration time.Duration
 	OpenJitter   float64
 	// HalfOpenPermits is how many probes may be in flight at once in Half-Open (default 1);
