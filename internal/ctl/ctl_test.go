@@ -24,6 +24,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/ctl"
 	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/test/etcdtest"
 )
 
@@ -441,5 +442,67 @@ func TestWatchReportsOutages(t *testing.T) {
 	t.Logf("watch output:\n%s", out.String())
 	if !strings.Contains(out.String(), "store unreachable; the list was last confirmed") {
 		t.Errorf("DISCONNECTED line without its explanation:\n%s", out.String())
+	}
+}
+
+// TestBreakersFromLiveCallers: two callers with a coordinated breaker see their dependency
+// fail; registrarctl breakers shows what they wrote: the shared Open and both reports.
+func TestBreakersFromLiveCallers(t *testing.T) {
+	requireServer(t)
+	const prefix = "/ctl-breakers"
+	cli, err := server.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := cli.Delete(ctx, prefix+"/", clientv3.WithPrefix()); err != nil { // each -count run starts clean
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, prefix+"/pay/ns/p0", `{"address":"10.0.0.1","ports":{"http":80}}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"caller-a", "caller-b"} {
+		c, err := discovery.New(discovery.Config{
+			Endpoints: []string{server.Endpoint()}, Prefix: prefix, Service: "pay",
+			Breaker: discovery.BreakerConfig{MinCalls: 2, OpenDuration: time.Hour,
+				Coordinated: &discovery.CoordinatedConfig{Quorum: 2, CallerID: id, StoreTimeout: 10 * time.Second}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.WaitSynced(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for len(c.All()) == 0 || c.BreakerStats().Coordinated.Fallback {
+			if ctx.Err() != nil {
+				t.Fatal("caller not ready")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for range 2 {
+			_ = c.Do(ctx, 1, func(context.Context, discovery.Instance) error { return errors.New("503") })
+		}
+	}
+	vars := storeVars()
+	vars["REGISTRAR_STORE_PREFIX"] = prefix
+	var stdout string
+	for {
+		var code int
+		code, stdout, _ = run(ctx, []string{"breakers", "pay"}, vars)
+		if code == ctl.ExitOK && strings.Contains(stdout, "Open") && strings.Count(stdout, "Tripped") == 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("registrarctl breakers never showed the shared breaker open with two reports:\n%s", stdout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{"(fleet)", "2 callers reported failure (quorum 2)", "caller-a", "caller-b", "failure rate 1.00 >= 0.50 over 2 calls"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
 	}
 }
