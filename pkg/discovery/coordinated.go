@@ -249,7 +249,7 @@ func (co *coordinated) finish(st serviceTicket, now time.Time, o outcome, d time
 func (co *coordinated) setReason(r string) { co.lastReason.Store(&r) }
 
 func (co *coordinated) request(flag *atomic.Bool) {
-	if !flag.Swap(true) {
+	if !flag.Load() && !flag.Swap(true) { // a load first: rejected calls do not all write
 		co.kickWriter()
 	}
 }
