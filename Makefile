@@ -144,6 +144,14 @@ $(GINKGO):
 measure-lag: envtest-assets ## Deregistration and warm-up timings from the envtest suite (3 runs).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd hack/measure-lag.sh 3
 
+BREAKER_RUNS ?= 3
+BREAKER_FAIL_FOR ?= 20s
+
+.PHONY: bench-breaker
+bench-breaker: envtest-assets ## The seed's breaker scenario: 50 callers, a dependency down for 20s; per-instance vs coordinated (BREAKER_RUNS runs): table + docs/bench/breaker-*.json.
+	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./test/breakerbench/cmd -runs $(BREAKER_RUNS) -fail-for $(BREAKER_FAIL_FOR)
+	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go test ./pkg/discovery/ -run '^$$' -bench 'BenchmarkDo' -count 3
+
 ##@ Fault tests (test/faults; a fast subset runs in make test)
 FAULTS_TIMEOUT ?= 30m
 

@@ -24,7 +24,7 @@ const (
 	// ExitUsage: unknown command or flag, missing or malformed arguments.
 	ExitUsage = 2
 	// ExitNotFound: get found no such instance; list SERVICE found no instance; lag found no
-	// registrar metrics at the URL.
+	// registrar metrics at the URL; breakers SERVICE found no coordinated breaker.
 	ExitNotFound = 3
 	// ExitUnreachable: the store (for lag: the metrics endpoint) did not answer in time.
 	ExitUnreachable = 4
@@ -56,6 +56,7 @@ Usage:
   registrarctl [flags] get SERVICE/[NAMESPACE/]POD
   registrarctl [flags] watch SERVICE           live adds and removes, with timestamps (Ctrl-C ends)
   registrarctl [flags] lag                     detection-lag percentiles from the operator's metrics
+  registrarctl [flags] breakers [SERVICE]      the callers' coordinated circuit breakers: state, probe, reports
 
 Flags (anywhere on the line; each defaults to the environment variable shown):
 `
@@ -76,7 +77,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return ExitUsage
 	}
 	if len(pos) == 0 {
-		fmt.Fprintln(env.Stderr, "registrarctl: a command is required: list, get, watch or lag (see registrarctl -h)")
+		fmt.Fprintln(env.Stderr, "registrarctl: a command is required: list, get, watch, lag or breakers (see registrarctl -h)")
 		return ExitUsage
 	}
 	cmd, rest := pos[0], pos[1:]
@@ -90,7 +91,9 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return r.watch(ctx, rest[0])
 	case cmd == "lag" && len(rest) == 0:
 		return r.lag(ctx)
-	case cmd == "list" || cmd == "get" || cmd == "watch" || cmd == "lag":
+	case cmd == "breakers" && len(rest) <= 1:
+		return r.breakers(ctx, rest)
+	case cmd == "list" || cmd == "get" || cmd == "watch" || cmd == "lag" || cmd == "breakers":
 		fmt.Fprintf(env.Stderr, "registrarctl: wrong arguments for %s: %q (see registrarctl -h)\n", cmd, rest)
 	default:
 		fmt.Fprintf(env.Stderr, "registrarctl: unknown command %q (see registrarctl -h)\n", cmd)

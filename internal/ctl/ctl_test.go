@@ -24,6 +24,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/ctl"
 	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/test/etcdtest"
 )
 
@@ -79,6 +80,16 @@ func seed() error {
 		{"orders/shop/orders-b", `{"service":"orders","namespace":"shop","pod":"orders-b","uid":"u-b","address":"10.0.0.2","ports":{"http":8080,"metrics":9090},"node":"node-2","zone":"eu-1b","cluster":"prod","owner":"sreg-uid","registeredAt":"2026-11-29T18:59:30Z"}`},
 		{"payments/pay/payments-1", `{"service":"payments","namespace":"pay","pod":"payments-1","uid":"u-p","address":"fd00::7","ports":{"grpc":7000},"owner":"sreg-2","registeredAt":"2026-11-26T19:00:00Z"}`},
 		{"broken/x/y", `not json`},
+		// The operator's own keys and the callers' coordinated breakers (added last, so
+		// the endpoints' revisions in the goldens do not move).
+		{".registrar/fence/registrar-system", `registrar-7f9c-0`},
+		{".registrar/breakers/payments/state", `{"state":"Open","openFor":"10s","by":"orders-7d9f-1","reason":"3 callers reported failure (quorum 3)","at":"2026-11-29T18:59:00Z"}`},
+		{".registrar/breakers/payments/probe", `{"caller":"orders-7d9f-2","at":"2026-11-29T18:59:58Z"}`},
+		{".registrar/breakers/payments/reports/orders-7d9f-1", `{"caller":"orders-7d9f-1","reason":"failure rate 1.00 >= 0.50 over 10 calls","at":"2026-11-29T18:58:55Z"}`},
+		{".registrar/breakers/payments/reports/orders-7d9f-3", `{"caller":"orders-7d9f-3","reason":"slow-call rate 0.90 >= 0.80 over 10 calls","at":"2026-11-29T18:58:58Z"}`},
+		{".registrar/breakers/payments/reports/orders-7d9f-4", `{"caller":"orders-7d9f-4","reason":"failure rate 0.60 >= 0.50 over 10 calls","at":"2026-11-29T18:59:00Z"}`},
+		{".registrar/breakers/orders/state", `{"state":"Closed","by":"web-1","reason":"probe succeeded","at":"2026-11-29T17:00:00Z"}`},
+		{".registrar/breakers/broken/state", `{"state":"Sideways"}`},
 	}
 	for _, v := range values {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -162,6 +173,11 @@ func TestOutputFormats(t *testing.T) {
 		{"get-short.golden", []string{"get", "payments/payments-1", "-o", "wide"}},
 		{"get-json.golden", []string{"get", "orders/shop/orders-b", "-o", "json"}},
 		{"get-yaml.golden", []string{"get", "orders/shop/orders-b", "-o", "yaml"}},
+		{"breakers.golden", []string{"breakers"}},
+		{"breakers-wide.golden", []string{"breakers", "-o", "wide"}},
+		{"breakers-json.golden", []string{"breakers", "-o", "json"}},
+		{"breakers-yaml.golden", []string{"breakers", "payments", "-o", "yaml"}},
+		{"breakers-payments.golden", []string{"breakers", "payments"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -179,6 +195,24 @@ func TestListReportsUndecodableKeys(t *testing.T) {
 	code, _, stderr := run(context.Background(), []string{"list"}, storeVars())
 	if code != ctl.ExitOK || !strings.Contains(stderr, "skipping decode /registrar/services/broken/x/y") {
 		t.Errorf("exit %d, stderr %q; want 0 and a note about the undecodable key", code, stderr)
+	}
+}
+
+// TestListIgnoresOperatorKeys: the operator's own keys and the coordinated breakers under
+// {prefix}/.registrar/ are not instances: list neither shows nor complains about them.
+func TestListIgnoresOperatorKeys(t *testing.T) {
+	requireServer(t)
+	code, stdout, stderr := run(context.Background(), []string{"list"}, storeVars())
+	if code != ctl.ExitOK || strings.Contains(stderr, ".registrar") || strings.Contains(stdout, ".registrar") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and nothing about {prefix}/.registrar/", code, stdout, stderr)
+	}
+}
+
+func TestBreakersReportsUndecodableState(t *testing.T) {
+	requireServer(t)
+	code, stdout, stderr := run(context.Background(), []string{"breakers"}, storeVars())
+	if code != ctl.ExitOK || !strings.Contains(stderr, "skipping /registrar/services/.registrar/breakers/broken/state") || strings.Contains(stdout, "broken") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, the undecodable state noted on stderr and not shown", code, stdout, stderr)
 	}
 }
 
@@ -229,6 +263,11 @@ func TestExitCodes(t *testing.T) {
 		{"watch, store unreachable", []string{"watch", "orders", "--store-endpoints", closed, "--store-timeout", "1s"}, ctl.ExitUnreachable},
 		{"lag, endpoint unreachable", []string{"lag", "--metrics-url", closed + "/metrics", "--store-timeout", "5s"}, ctl.ExitUnreachable},
 		{"lag, no registrar metrics", []string{"lag", "--metrics-url", noMetrics.URL}, ctl.ExitNotFound},
+		{"breakers of a service", []string{"breakers", "orders"}, ctl.ExitOK},
+		{"breakers of a service without one", []string{"breakers", "nosuch"}, ctl.ExitNotFound},
+		{"breakers with a path", []string{"breakers", "orders/shop"}, ctl.ExitUsage},
+		{"breakers, two services", []string{"breakers", "orders", "payments"}, ctl.ExitUsage},
+		{"breakers, store unreachable", []string{"breakers", "--store-endpoints", closed, "--store-timeout", "1s"}, ctl.ExitUnreachable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -403,5 +442,67 @@ func TestWatchReportsOutages(t *testing.T) {
 	t.Logf("watch output:\n%s", out.String())
 	if !strings.Contains(out.String(), "store unreachable; the list was last confirmed") {
 		t.Errorf("DISCONNECTED line without its explanation:\n%s", out.String())
+	}
+}
+
+// TestBreakersFromLiveCallers: two callers with a coordinated breaker see their dependency
+// fail; registrarctl breakers shows what they wrote: the shared Open and both reports.
+func TestBreakersFromLiveCallers(t *testing.T) {
+	requireServer(t)
+	const prefix = "/ctl-breakers"
+	cli, err := server.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := cli.Delete(ctx, prefix+"/", clientv3.WithPrefix()); err != nil { // each -count run starts clean
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, prefix+"/pay/ns/p0", `{"address":"10.0.0.1","ports":{"http":80}}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"caller-a", "caller-b"} {
+		c, err := discovery.New(discovery.Config{
+			Endpoints: []string{server.Endpoint()}, Prefix: prefix, Service: "pay",
+			Breaker: discovery.BreakerConfig{MinCalls: 2, OpenDuration: time.Hour,
+				Coordinated: &discovery.CoordinatedConfig{Quorum: 2, CallerID: id, StoreTimeout: 10 * time.Second}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.WaitSynced(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for len(c.All()) == 0 || c.BreakerStats().Coordinated.Fallback {
+			if ctx.Err() != nil {
+				t.Fatal("caller not ready")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for range 2 {
+			_ = c.Do(ctx, 1, func(context.Context, discovery.Instance) error { return errors.New("503") })
+		}
+	}
+	vars := storeVars()
+	vars["REGISTRAR_STORE_PREFIX"] = prefix
+	var stdout string
+	for {
+		var code int
+		code, stdout, _ = run(ctx, []string{"breakers", "pay"}, vars)
+		if code == ctl.ExitOK && strings.Contains(stdout, "Open") && strings.Count(stdout, "Tripped") == 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("registrarctl breakers never showed the shared breaker open with two reports:\n%s", stdout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{"(fleet)", "2 callers reported failure (quorum 2)", "caller-a", "caller-b", "failure rate 1.00 >= 0.50 over 2 calls"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
 	}
 }

@@ -73,7 +73,11 @@ func (r *runner) read(ctx context.Context, service string) ([]discovery.Instance
 		return nil, r.fail(code, "list %s: %v", prefix, err)
 	}
 	out := make([]discovery.Instance, 0, len(resp.Kvs))
+	own := discovery.ServicePrefix(r.opts.prefix, ".registrar") // the operator's and the breakers' keys
 	for _, kv := range resp.Kvs {
+		if strings.HasPrefix(string(kv.Key), own) {
+			continue
+		}
 		inst, err := discovery.DecodeInstance(string(kv.Key), kv.Value, kv.ModRevision)
 		if err != nil {
 			fmt.Fprintf(r.env.Stderr, "registrarctl: skipping %v\n", err)

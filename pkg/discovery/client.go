@@ -47,6 +47,7 @@ type Client struct {
 	rr        atomic.Int64
 	stats     counters
 	health    health
+	brk       *breakers // nil when Config.Breaker.Disabled
 
 	syncedOnce sync.Once
 	synced     chan struct{}
@@ -74,13 +75,15 @@ type counters struct {
 // New starts a Client for cfg.Service. It returns at once; the first list happens in the
 // background (use WaitSynced to wait for it). A store that is down at start is not an
 // error: the client keeps reconnecting and Pick returns ErrNoInstances until it has a list.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config) (*Client, error) { return newWithClock(cfg, time.Now) }
+
+func newWithClock(cfg Config, now func() time.Time) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
-		cfg: cfg, id: strconv.FormatInt(clientIDs.Add(1), 10), cli: cfg.Client, prefix: ServicePrefix(cfg.Prefix, cfg.Service), rand: rand.Float64, now: time.Now,
+		cfg: cfg, id: strconv.FormatInt(clientIDs.Add(1), 10), cli: cfg.Client, prefix: ServicePrefix(cfg.Prefix, cfg.Service), rand: rand.Float64, now: now,
 		synced: make(chan struct{}), subs: map[*Subscription]struct{}{}, done: make(chan struct{}),
 		needList: true,
 	}
@@ -91,6 +94,13 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 		c.ownCli = true
+	}
+	if !cfg.Breaker.Disabled {
+		c.brk = newBreakers(cfg.Breaker, cfg.Service, func() float64 { return c.rand() })
+		if cfg.Breaker.Coordinated != nil {
+			c.brk.coord = newCoordinated(c, c.brk)
+			c.brk.coord.start()
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -119,6 +129,9 @@ func dial(cfg Config) (*clientv3.Client, error) {
 func (c *Client) Close() error {
 	c.cancel()
 	<-c.done
+	if c.brk != nil && c.brk.coord != nil {
+		c.brk.coord.stop()
+	}
 	c.notify()
 	if c.ownCli {
 		return c.cli.Close()
@@ -384,6 +397,9 @@ func (c *Client) replace(byKey map[string]Instance) {
 	slices.SortFunc(list, func(a, b Instance) int { return strings.Compare(a.Key, b.Key) })
 	c.snap.Store(&snapshot{instances: list, rev: c.rev})
 	c.health.prune(byKey)
+	if c.brk != nil {
+		c.brk.prune(byKey)
+	}
 	c.syncedOnce.Do(func() { close(c.synced) })
 	c.notify()
 }

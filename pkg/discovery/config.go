@@ -3,7 +3,9 @@ package discovery
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -78,6 +80,10 @@ type Config struct {
 	// one instance of two or more can always be ejected; a lone instance never is.
 	MaxEjectionPercent int
 
+	// Breaker configures the circuit breakers Do goes through (default: per-instance
+	// breakers for the service and for each endpoint; see BreakerConfig).
+	Breaker BreakerConfig
+
 	// OnReconnect, when set, is called from the client's goroutine each time it schedules a
 	// reconnect; it must not block. Use it to log or count store outages.
 	OnReconnect func(Reconnect)
@@ -114,6 +120,15 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxEjectionPercent = 50
 	}
 	c.MaxEjectionPercent = min(c.MaxEjectionPercent, 100)
+	if strings.HasPrefix(c.Service, ".") || strings.Contains(c.Service, "/") {
+		return c, fmt.Errorf("discovery: Config.Service %q is not a service name (no leading dot, no slash)", c.Service)
+	}
+	if !c.Breaker.Disabled {
+		var err error
+		if c.Breaker, err = c.Breaker.withDefaults(); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
 }
 

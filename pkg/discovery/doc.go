@@ -23,6 +23,16 @@
 //     never more than MaxEjectionPercent of the instances at once (Envoy's
 //     max_ejection_percent guard), so a bad network day cannot eject the whole service.
 //   - Do retries an idempotent call on a different instance.
+//   - Circuit breakers (BreakerConfig): Do goes through a Closed → Open → Half-Open breaker
+//     for the service and one per endpoint, tripping on the failure rate or the slow-call
+//     rate over a sliding window, with a jittered open duration and a half-open concurrency
+//     guard; no goroutine or timer per call. With BreakerConfig.Coordinated the service's
+//     breaker is shared by every caller through the store, under
+//     {prefix}/.registrar/breakers/{service}/ (see BreakerPrefix): decided from a watch
+//     cache (no store round trip per call), opened by a quorum of callers, probed by exactly
+//     one caller holding a leased permit, and falling back to the local breaker when the
+//     store is slow or unreachable. docs/callers.md says when to use which.
 //
 // The package depends only on the etcd client; it does not import registrar's internals.
+// Prometheus metrics are in the discoverymetrics subpackage.
 package discovery

@@ -126,3 +126,33 @@ func ExampleClient_Subscribe() {
 	// added shop/orders-b
 	// removed shop/orders-b
 }
+
+// A caller whose service's breaker is shared with the fleet: the breaker opens when three
+// callers saw the dependency fail, exactly one caller probes it, and calls are rejected
+// from memory (errors.Is(err, discovery.ErrBreakerOpen)) while it is open.
+func ExampleCoordinatedConfig() {
+	registerOrders()
+	c, err := discovery.New(discovery.Config{
+		Endpoints: []string{etcdEndpoint},
+		Service:   "orders",
+		Breaker: discovery.BreakerConfig{
+			MinCalls: 2, FailureRateThreshold: 0.5, SlowCallDuration: 300 * time.Millisecond,
+			Coordinated: &discovery.CoordinatedConfig{Quorum: 3, CallerID: "example-caller"},
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitSynced(ctx); err != nil {
+		panic(err)
+	}
+	err = c.Do(ctx, 2, func(ctx context.Context, inst discovery.Instance) error { return nil })
+	fmt.Println(err, errors.Is(err, discovery.ErrBreakerOpen))
+	fmt.Println(discovery.BreakerPrefix("", "orders"))
+	// Output:
+	// <nil> false
+	// /registrar/services/.registrar/breakers/orders/
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"time"
 )
 
 // Do calls fn with an instance and, while fn fails, with a different instance each time,
@@ -12,34 +14,117 @@ import (
 // ReportFailure and a success with ReportSuccess. An error wrapped with Permanent stops the
 // retries at once. Do returns nil on success, else every attempt's error joined, or
 // ErrNoInstances when there was no instance to try.
+//
+// Unless Config.Breaker.Disabled, Do goes through the circuit breakers first: when the
+// service's breaker (local, or shared with the fleet when coordinated) rejects the call, Do
+// returns an error wrapping ErrBreakerOpen without calling fn; endpoints whose own breaker is
+// open are skipped like ejected ones, and when every endpoint's breaker rejects the call Do
+// returns ErrBreakerOpen. A half-open probe is a single attempt (IsProbe(ctx) is true in fn).
+// A Permanent error counts as an answer (a success) for the breakers; a call whose ctx ended
+// counts as nothing.
 func (c *Client) Do(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error) error {
+	attempts = max(attempts, 1)
+	bs := c.brk
+	if bs == nil {
+		err, _, _ := c.try(ctx, attempts, fn, time.Time{})
+		return err
+	}
+	start := c.now() // the clock is read twice per call: here and when the call ends
+	st, ok := bs.admit(start)
+	if !ok {
+		return fmt.Errorf("%w: service %s", ErrBreakerOpen, c.cfg.Service)
+	}
+	callCtx := ctx
+	if st.probe() {
+		attempts = 1
+		bs.probes.Add(1)
+		callCtx = context.WithValue(ctx, probeKey{}, true)
+		if st.sharedProbe {
+			// The permit is the lease's: the probe must end well inside it.
+			var cancel context.CancelFunc
+			callCtx, cancel = context.WithTimeout(callCtx, bs.cfg.Coordinated.ProbeLease/2)
+			defer cancel()
+		}
+	}
+	err, answered, end := c.try(callCtx, attempts, fn, start)
+	o := outcomeFailure
+	switch {
+	case answered:
+		o = outcomeSuccess
+	case ctx.Err() != nil, errors.Is(err, ErrNoInstances), errors.Is(err, ErrBreakerOpen):
+		o = outcomeIgnored // the caller gave up, or no call reached the dependency
+	}
+	bs.finish(st, end, o, end.Sub(start))
+	return err
+}
+
+// try makes up to attempts attempts on distinct instances. answered is true when an
+// instance succeeded or answered with a Permanent error. With breakers, now is the time
+// the call began and end the time the last attempt ended.
+func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error, now time.Time) (err error, answered bool, end time.Time) {
+	end = now
+	bs := c.brk
 	tried := make(map[string]bool, attempts)
 	var errs []error
-	for range max(attempts, 1) {
+	blocked := 0
+	for n := 0; n < attempts; {
 		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
+			return errors.Join(append(errs, err)...), false, end
 		}
-		inst, err := c.pick(tried)
+		skip := tried
+		if bs != nil && bs.nonClosed.Load() > 0 {
+			skip = maps.Clone(tried)
+			blocked += bs.blockedSet(c.snap.Load(), end, skip)
+		}
+		inst, err := c.pick(skip)
 		if err != nil {
-			if len(errs) == 0 {
-				return err
+			if len(errs) > 0 {
+				break // every instance was tried
 			}
-			break // every instance was tried
+			if blocked > 0 {
+				return fmt.Errorf("%w: every endpoint of %s", ErrBreakerOpen, c.cfg.Service), false, end
+			}
+			return err, false, end
 		}
-		err = fn(ctx, inst)
+		var et ticket
+		if bs != nil {
+			var ok bool
+			if et, ok = bs.endpoint(inst.Key, c.rand).allow(end); !ok {
+				tried[inst.Key] = true // raced into Open or a full Half-Open: not an attempt
+				blocked++
+				continue
+			}
+		}
+		start := end
+		if et.probe && !IsProbe(ctx) {
+			err = fn(context.WithValue(ctx, probeKey{}, true), inst)
+		} else {
+			err = fn(ctx, inst)
+		}
+		if bs != nil {
+			end = c.now()
+			o := classify(ctx, err)
+			if bs.svc.State() == BreakerOpen {
+				// The service's breaker opened while this call was out: the failure is the
+				// service's; the endpoint's breaker learns nothing from it.
+				o = outcomeIgnored
+			}
+			et.done(end, o, end.Sub(start))
+		}
+		n++
 		if err == nil {
 			c.ReportSuccess(inst)
-			return nil
+			return nil, true, end
 		}
 		var p permanent
 		if errors.As(err, &p) {
-			return p.err
+			return p.err, true, end
 		}
 		c.ReportFailure(inst)
 		tried[inst.Key] = true
 		errs = append(errs, fmt.Errorf("%s: %w", inst.ID(), err))
 	}
-	return fmt.Errorf("discovery: %d attempt(s) failed: %w", len(errs), errors.Join(errs...))
+	return fmt.Errorf("discovery: %d attempt(s) failed: %w", len(errs), errors.Join(errs...)), false, end
 }
 
 // Permanent marks an error that retrying on another instance cannot fix (a 4xx answer, a
