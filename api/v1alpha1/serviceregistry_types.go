@@ -39,6 +39,10 @@ const (
 	GateWarmupFailed = "WarmupFailed"
 	GateRegistered   = "Registered"
 	GateNotReady     = "ContainersNotReady"
+	// GateReleased: no ServiceRegistry manages the pod any more (its registry was deleted,
+	// stopped selecting it, or was never created), so registrar set the gate True to let the
+	// pod become Ready rather than strand it; the message says why.
+	GateReleased = "Released"
 
 	// AnnotationInjected is set by the pod webhook on pods it mutated (value: drain seconds),
 	// which makes injection idempotent.
