@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -124,6 +125,8 @@ func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1alpha1.Se
 // flipGates writes the gate condition every gated pod of the scope should carry now. It runs
 // after the store write, so a gate turns True only for an endpoint the store acknowledged.
 func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileScope) error {
+	r.acks.set(s.reg.UID, s.stored)
+	var claimants []eligibility.Claimant // read once, when a gate may turn True
 	for _, p := range s.selected {
 		rec, stored := s.stored[p.pod.Name]
 		want, ok := eligibility.GateFor(p.pod, p.verdict, stored && rec.UID == string(p.pod.UID))
@@ -132,6 +135,17 @@ func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileS
 		}
 		msg := fmt.Sprintf("set by registrar: %s", want.Reason)
 		if want.Status == corev1.ConditionTrue {
+			if claimants == nil {
+				var err error
+				if claimants, err = namespaceClaimants(ctx, r.Client, s.reg.Namespace); err != nil {
+					return err
+				}
+			}
+			if waits := r.gateWaitsFor(s, p.pod, want, claimants); waits != "" {
+				log.FromContext(ctx).V(1).Info("gate stays False: another registry selecting the pod is not done",
+					"pod", p.pod.Name, "waitingFor", waits)
+				continue
+			}
 			msg = fmt.Sprintf("endpoint %s is in the store (service %s)", rec.Address, s.target.Service)
 		}
 		err := r.setGate(ctx, p.pod, want.Status, want.Reason, msg, p.pod.ResourceVersion)
@@ -143,6 +157,21 @@ func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileS
 		}
 	}
 	return nil
+}
+
+// gateWaitsFor names a registry selecting the pod (this one included) that the pod's gate
+// still waits for before turning True, or "" (see eligibility.GateWaitsFor). This registry
+// counts as holding the endpoint (its caller checked), the others by their last reconcile.
+func (r *ServiceRegistryReconciler) gateWaitsFor(s *reconcileScope, pod *corev1.Pod, want eligibility.GateWant, claimants []eligibility.Claimant) string {
+	holders := eligibility.GateHolders(labels.Set(pod.Labels), claimants)
+	cur := ""
+	if c := eligibility.GateCondition(pod); c != nil {
+		cur = c.Reason
+	}
+	self := string(s.reg.UID)
+	return eligibility.GateWaitsFor(want, cur, holders, func(uid string) bool {
+		return uid == self || r.acks.has(types.UID(uid), pod.UID)
+	})
 }
 
 // setGate patches the pod's registrar.dev/ready condition (pods/status, strategic merge on

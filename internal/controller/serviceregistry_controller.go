@@ -68,6 +68,7 @@ type ServiceRegistryReconciler struct {
 	warmups *warmupTracker
 	status  *statusWriter
 	lags    lagWindow
+	acks    *gateAcks
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
@@ -145,6 +146,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	if s.storeErr = r.sync(ctx, s); s.storeErr != nil {
+		r.acks.forget(reg.UID) // unknown: no other registry's gate flip counts on this one
 		return ctrl.Result{}, s.storeErr
 	}
 	return conflictRequeue(s, r.leaseRequeue(s)), r.flipGates(ctx, s)
@@ -318,6 +320,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	name := client.ObjectKeyFromObject(reg)
 	r.known.forget(name)
 	r.warmups.sync(name, nil)
+	r.acks.forget(reg.UID)
 	scopes := []store.Scope{scopeOf(reg)}
 	if old := reg.Status.ServiceName; old != "" && old != scopes[0].Service {
 		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})

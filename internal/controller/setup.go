@@ -42,6 +42,7 @@ type Options struct {
 // event enqueuing the registries of its namespace whose selector matches the pod.
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	r.known = newKnownRecords()
+	r.acks = newGateAcks()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
 		return fmt.Errorf("add warm-up tracker: %w", err)

@@ -127,3 +127,23 @@ func ReleaseAt(hasGate, gateTrue, terminating bool, holders int, created time.Ti
 	}
 	return created.Add(ReleaseGrace), true
 }
+
+// GateWaitsFor returns the first registry among holders that the gate of a pod still waits
+// for before it may turn True, or "" when none: a registry that asks for a warm-up while the
+// pod's gate does not record a finished one (reason WarmedUp), or one whose store has not
+// acknowledged the pod's endpoint (stored reports that, by registry UID). The gate means:
+// every registry that selects the pod has warmed it up where asked, and holds its endpoint.
+func GateWaitsFor(gate GateWant, cur string, holders []Claimant, stored func(uid string) bool) string {
+	if gate.Status != "True" {
+		return ""
+	}
+	for _, h := range holders {
+		if h.Warmup && cur != v1alpha1.GateWarmedUp {
+			return h.Name
+		}
+		if !stored(h.UID) {
+			return h.Name
+		}
+	}
+	return ""
+}
