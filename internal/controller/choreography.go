@@ -240,25 +240,11 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventDeregistered, "Deregister",
 				"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
 		}
-		if at, ok := triggerTime(p.pod); ok {
-			r.lags.add(now.Sub(at))
-			metrics.DeregistrationLag.Observe(now.Sub(at).Seconds())
+		if lag, ok := eligibility.DeregistrationLag(p.pod, p.verdict, now); ok {
+			r.lags.add(s.reg.UID, lag)
+			metrics.DeregistrationLag.Observe(lag.Seconds())
 		}
 	}
-}
-
-// triggerTime is when Kubernetes recorded the change that made a pod ineligible: its
-// deletion request, or the last transition of its ContainersReady condition (API times have
-// one-second resolution, so lags measured this way round up to the next second at worst).
-func triggerTime(pod *corev1.Pod) (time.Time, bool) {
-	if pod.DeletionTimestamp != nil {
-		var grace int64
-		if pod.DeletionGracePeriodSeconds != nil {
-			grace = *pod.DeletionGracePeriodSeconds
-		}
-		return pod.DeletionTimestamp.Add(-time.Duration(grace) * time.Second), true
-	}
-	return readySince(pod)
 }
 
 // readySince is the last transition of the pod's ContainersReady condition.
@@ -271,38 +257,60 @@ func readySince(pod *corev1.Pod) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// lagWindow keeps the last deregistration lags the operator measured.
+// lagWindows keeps, per ServiceRegistry, the last deregistration lags measured for it: one
+// registry's deregistrations never change another's drain advice.
+type lagWindows struct {
+	mu      sync.Mutex
+	windows map[types.UID]*lagWindow
+}
+
+// lagWindow is one registry's last lagWindowSize lags.
 type lagWindow struct {
-	mu   sync.Mutex
 	lags []time.Duration
 	next int
 }
 
 const lagWindowSize = 128
 
-func (w *lagWindow) add(d time.Duration) {
+func (w *lagWindows) add(registry types.UID, d time.Duration) {
 	if d < 0 {
 		d = 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.lags) < lagWindowSize {
-		w.lags = append(w.lags, d)
+	if w.windows == nil {
+		w.windows = map[types.UID]*lagWindow{}
+	}
+	win := w.windows[registry]
+	if win == nil {
+		win = &lagWindow{}
+		w.windows[registry] = win
+	}
+	if len(win.lags) < lagWindowSize {
+		win.lags = append(win.lags, d)
 		return
 	}
-	w.lags[w.next] = d
-	w.next = (w.next + 1) % lagWindowSize
+	win.lags[win.next] = d
+	win.next = (win.next + 1) % lagWindowSize
 }
 
-// max is the slowest lag in the window.
-func (w *lagWindow) max() time.Duration {
+// max is the slowest lag in the registry's window.
+func (w *lagWindows) max(registry types.UID) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var m time.Duration
-	for _, d := range w.lags {
-		m = max(m, d)
+	if win := w.windows[registry]; win != nil {
+		for _, d := range win.lags {
+			m = max(m, d)
+		}
 	}
 	return m
+}
+
+func (w *lagWindows) forget(registry types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.windows, registry)
 }
 
 // recordEndpointStates sets the registry's registrar_endpoints gauges: each selected pod by

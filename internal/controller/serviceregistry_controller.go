@@ -67,7 +67,7 @@ type ServiceRegistryReconciler struct {
 	known   *knownRecords
 	warmups *warmupTracker
 	status  *statusWriter
-	lags    lagWindow
+	lags    lagWindows
 	acks    *gateAcks
 }
 
@@ -321,6 +321,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	r.known.forget(name)
 	r.warmups.sync(name, nil)
 	r.acks.forget(reg.UID)
+	r.lags.forget(reg.UID)
 	scopes := []store.Scope{scopeOf(reg)}
 	if old := reg.Status.ServiceName; old != "" && old != scopes[0].Service {
 		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
@@ -390,7 +391,7 @@ func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Po
 }
 
 func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) regstatus.Drain {
-	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max()}
+	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max(reg.UID)}
 	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
 		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
 	}

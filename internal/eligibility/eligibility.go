@@ -254,3 +254,43 @@ func LeaseExpiry(l NodeLease, maxAge time.Duration) (time.Time, bool) {
 	}
 	return l.RenewTime.Add(d), true
 }
+
+// DeregistrationLag is how long after the change that made the pod ineligible its endpoint
+// left the store (at now), measured only from a trigger Kubernetes records: the deletion
+// request (deletionTimestamp minus the grace period) of a terminating pod, or the
+// ContainersReady transition to False of a pod whose verdict is ContainersNotReady. Other
+// deregistrations (node Lease lapsed, selector overlap, named port missing, phase changes)
+// have no recorded trigger and are not measured (ok false): a fallback would measure the
+// pod's age. The API records those times with one-second resolution (truncated), so the real
+// trigger lies within the second after the recorded one: the lag returned is the lower bound,
+// now minus (recorded + 1 s), at least 0 — a lag under a second reads 0 rather than up to
+// 1 s too long, which would turn DrainSufficient False on an idle cluster.
+func DeregistrationLag(pod *corev1.Pod, v Verdict, now time.Time) (time.Duration, bool) {
+	var at time.Time
+	switch {
+	case pod.DeletionTimestamp != nil && v.Reason == ReasonTerminating:
+		var grace int64
+		if pod.DeletionGracePeriodSeconds != nil {
+			grace = *pod.DeletionGracePeriodSeconds
+		}
+		at = pod.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
+	case v.Reason == ReasonContainersNotReady:
+		c := containersReady(pod)
+		if c == nil || c.Status == corev1.ConditionTrue || c.LastTransitionTime.IsZero() {
+			return 0, false
+		}
+		at = c.LastTransitionTime.Time
+	default:
+		return 0, false
+	}
+	return max(now.Sub(at.Add(time.Second)), 0), true
+}
+
+func containersReady(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.ContainersReady {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
