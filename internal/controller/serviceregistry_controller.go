@@ -149,7 +149,29 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		r.acks.forget(reg.UID) // unknown: no other registry's gate flip counts on this one
 		return ctrl.Result{}, s.storeErr
 	}
-	return conflictRequeue(s, r.leaseRequeue(s)), r.flipGates(ctx, s)
+	res := conflictRequeue(s, r.leaseRequeue(s))
+	if err := r.flipGates(ctx, s); err != nil {
+		return gateFlipFailed(ctx, res, err)
+	}
+	return res, nil
+}
+
+// GateRetry is how soon a reconcile whose gate flip failed comes back when it also has a
+// re-check time to keep (a node Lease lapse, a key conflict).
+const GateRetry = time.Second
+
+// gateFlipFailed returns what Reconcile returns after a failed gate flip. controller-runtime
+// drops a Result returned together with an error, so an error is returned only when res asks
+// for nothing (the rate limiter's backoff retries it); otherwise the error is logged and res
+// is kept, brought forward to GateRetry at the latest, so that the node Lease re-check is
+// never lost.
+func gateFlipFailed(ctx context.Context, res ctrl.Result, err error) (ctrl.Result, error) {
+	if res.IsZero() {
+		return res, err
+	}
+	log.FromContext(ctx).Error(err, "set readiness gates; retrying", "after", min(res.RequeueAfter, GateRetry))
+	res.RequeueAfter = min(res.RequeueAfter, GateRetry)
+	return res, nil
 }
 
 func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
