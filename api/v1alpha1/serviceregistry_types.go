@@ -227,8 +227,15 @@ type ServiceRegistrySpec struct {
 	ServiceName string `json:"serviceName,omitempty"`
 
 	// selector chooses the pods, in the registry's namespace, whose endpoints are published.
-	// It must not be empty: an empty selector would publish every pod of the namespace.
+	// It must not be empty: an empty selector would publish every pod of the namespace. The
+	// API server rejects an unknown operator, and In/NotIn without values or Exists/DoesNotExist
+	// with values. A selector Kubernetes still cannot parse (a malformed label key or value:
+	// checking those in CEL exceeds the API server's cost budget) is reported as
+	// InvalidSelector, and the registry then keeps only those of its endpoints whose pods
+	// are still eligible, registering no new one.
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must not be empty"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions[]: In and NotIn need at least one value, Exists and DoesNotExist take none"
 	// +required
 	Selector metav1.LabelSelector `json:"selector"`
 

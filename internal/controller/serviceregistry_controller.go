@@ -138,7 +138,11 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}()
 	if s.selErr != nil {
-		return ctrl.Result{}, nil // reported in status; a spec change brings it back
+		// Reported in status. The registry still never keeps an ineligible pod's endpoint.
+		if err := r.selectRegisteredPods(ctx, s); err != nil {
+			s.storeErr = err
+			return ctrl.Result{}, err
+		}
 	}
 	r.syncWarmups(s)
 	if err := r.retireOldScope(ctx, s); err != nil {
@@ -216,6 +220,47 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 		yieldToOlder(s, &p, older)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
+		}
+		s.selected = append(s.selected, p)
+		s.byName[p.pod.Name] = p
+	}
+	return nil
+}
+
+// selectRegisteredPods is selectPods for a registry whose selector cannot be used (invalid,
+// or empty): which pods it selects is unknown, so the safe rule applies — it registers no
+// new pod, and of its own records keeps only those whose pod still exists with the same UID
+// and is eligible by every other rule; the others are deregistered by the sync.
+func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s *reconcileScope) error {
+	current, err := r.current(ctx, client.ObjectKeyFromObject(s.reg), s.reg.UID, s.target)
+	if err != nil {
+		return err
+	}
+	older, err := r.olderClaims(ctx, s.reg)
+	if err != nil {
+		return err
+	}
+	owned := plan.Owned(string(s.reg.UID), current)
+	s.desired = make(map[string]store.Endpoint, len(owned))
+	s.byName = make(map[string]selectedPod, len(owned))
+	for name, rec := range owned {
+		pod := &corev1.Pod{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: s.reg.Namespace, Name: name}, pod); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("get pod %s/%s: %w", s.reg.Namespace, name, err)
+		}
+		if string(pod.UID) != rec.UID {
+			continue
+		}
+		p := r.classify(ctx, s.reg, pod)
+		r.checkNodeLease(ctx, s, &p)
+		yieldToOlder(s, &p, older)
+		if p.verdict.Eligible() {
+			s.desired[p.pod.Name] = p.endpoint
+		} else if p.verdict.State == v1alpha1.EndpointWarmingUp {
+			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: regstatus.ReasonInvalidSelector}
 		}
 		s.selected = append(s.selected, p)
 		s.byName[p.pod.Name] = p
