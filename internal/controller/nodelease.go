@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -38,9 +39,12 @@ func (r *ServiceRegistryReconciler) checkNodeLease(ctx context.Context, s *recon
 	if !ok {
 		return
 	}
-	if !r.Clock.Now().Before(expiry) {
+	if now := r.Clock.Now(); !now.Before(expiry) {
 		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointUnready, Reason: eligibility.ReasonNodeLeaseExpired}
-		return
+		// The renewal that brings the node back arrives as a Lease event; this backstop
+		// re-checks anyway, so a registry whose every pod is on that node is never left
+		// waiting for an event that was missed.
+		expiry = now.Add(LapsedLeaseRecheck)
 	}
 	if s.leaseCheck.IsZero() || expiry.Before(s.leaseCheck) {
 		s.leaseCheck = expiry
@@ -56,7 +60,67 @@ func (r *ServiceRegistryReconciler) leaseExpiry(ctx context.Context, node string
 		}
 		return time.Time{}, false
 	}
-	return eligibility.LeaseExpiry(nodeLease(&lease), r.NodeLeaseTimeout)
+	return eligibility.LeaseExpiry(r.leasesSeen.withObservation(nodeLease(&lease), node), r.NodeLeaseTimeout)
+}
+
+// LapsedLeaseRecheck is how often a registry with a pod on a lapsed node re-checks the
+// node's Lease, besides the Lease event that normally brings the pod back.
+const LapsedLeaseRecheck = 10 * time.Second
+
+// RenewalMargin: a renewal seen within this margin before the node's Lease lapses counts as
+// a renewal after a lapse (it may reach the operator after the reconcile at the deadline).
+const RenewalMargin = 2 * time.Second
+
+// leaseObservations records, per node, when the operator saw each new Lease renewal, on its
+// own clock: liveness is judged from when renewals are seen, so a kubelet whose clock is
+// skewed from the operator's is neither dropped while it renews nor kept after it stopped.
+type leaseObservations struct {
+	mu   sync.Mutex
+	seen map[string]leaseSeen
+}
+
+type leaseSeen struct {
+	renew, at time.Time
+}
+
+func newLeaseObservations() *leaseObservations {
+	return &leaseObservations{seen: map[string]leaseSeen{}}
+}
+
+// observe records that the node's Lease carried renew at now, unless that renewal was seen
+// before.
+func (o *leaseObservations) observe(node string, renew, now time.Time) {
+	if o == nil || renew.IsZero() {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s, ok := o.seen[node]; ok && s.renew.Equal(renew) {
+		return
+	}
+	o.seen[node] = leaseSeen{renew: renew, at: now}
+}
+
+// withObservation adds to l when the operator saw its renewal, if it did.
+func (o *leaseObservations) withObservation(l eligibility.NodeLease, node string) eligibility.NodeLease {
+	if o == nil {
+		return l
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s, ok := o.seen[node]; ok && s.renew.Equal(l.RenewTime) {
+		l.ObservedAt = s.at
+	}
+	return l
+}
+
+func (o *leaseObservations) forget(node string) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.seen, node)
 }
 
 func nodeLease(l *coordinationv1.Lease) eligibility.NodeLease {
@@ -99,12 +163,20 @@ func (r *ServiceRegistryReconciler) registriesForLease(ctx context.Context, leas
 }
 
 // leaseRenewedAfterLapse passes node Lease events that bring a lost node back: a Lease
-// created, or renewed after it had lapsed. Routine renewals of healthy nodes (every 10 s
-// per node) are dropped; lapses are caught by leaseRequeue, since no event marks them.
+// created, or renewed when it had lapsed or was about to (eligibility.RenewalRevives), on the
+// operator's clock. It also records when each renewal was seen (leaseObservations). Routine
+// renewals of healthy nodes (every 10 s per node) are dropped; lapses are caught by
+// leaseRequeue, since no event marks them.
 func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate {
 	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return true },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		// A Lease seen for the first time (also every Lease at an operator start) is judged
+		// by its RenewTime: when it was renewed is unknown. Only a renewal seen to change is
+		// stamped with the operator's clock.
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.leasesSeen.forget(e.Object.GetName())
+			return false
+		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			old, okOld := e.ObjectOld.(*coordinationv1.Lease)
@@ -112,9 +184,11 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 			if !okOld || !okNew || old.Namespace != NodeLeaseNamespace {
 				return false
 			}
-			expiry, ok := eligibility.LeaseExpiry(nodeLease(old), r.NodeLeaseTimeout)
-			renewed := cur.Spec.RenewTime != nil
-			return ok && renewed && !cur.Spec.RenewTime.Time.Before(expiry)
+			now := r.Clock.Now()
+			before := r.leasesSeen.withObservation(nodeLease(old), old.Name)
+			revives := eligibility.RenewalRevives(before, nodeLease(cur), now, r.NodeLeaseTimeout, RenewalMargin)
+			r.leasesSeen.observe(cur.Name, nodeLease(cur).RenewTime, now)
+			return revives
 		},
 	}
 }

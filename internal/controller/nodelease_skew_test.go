@@ -51,7 +51,7 @@ var _ = Describe("Node Lease renewals with clock skew", func() {
 			}
 		}()
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"), "a renewing node's pod stayed deregistered")
-		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(3*time.Second).Should(ConsistOf("web-1"))
+		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(3 * time.Second).Should(ConsistOf("web-1"))
 
 		cancel() // the node dies: its pod leaves within the 20 s cap (plus slack)
 		Eventually(func() []string { return storedPods("web", ns) }).WithTimeout(30 * time.Second).Should(BeEmpty())

@@ -69,6 +69,8 @@ type ServiceRegistryReconciler struct {
 	status  *statusWriter
 	lags    lagWindows
 	acks    *gateAcks
+	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
+	leasesSeen *leaseObservations
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch

@@ -43,6 +43,7 @@ type Options struct {
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	r.known = newKnownRecords()
 	r.acks = newGateAcks()
+	r.leasesSeen = newLeaseObservations()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
 		return fmt.Errorf("add warm-up tracker: %w", err)

@@ -236,6 +236,10 @@ const ReasonNodeLeaseExpired = "NodeLeaseExpired"
 type NodeLease struct {
 	RenewTime    time.Time
 	DurationSecs int32
+	// ObservedAt, when set, is when the operator saw this RenewTime arrive, on its own
+	// clock. It then replaces RenewTime: the kubelet's clock may be skewed from the
+	// operator's, and a renewal seen is proof the node was alive when it was seen.
+	ObservedAt time.Time
 }
 
 // LeaseExpiry is when a node whose Lease was last renewed as given counts as lost: the
@@ -245,6 +249,10 @@ func LeaseExpiry(l NodeLease, maxAge time.Duration) (time.Time, bool) {
 	if l.RenewTime.IsZero() {
 		return time.Time{}, false
 	}
+	renewed := l.RenewTime
+	if !l.ObservedAt.IsZero() {
+		renewed = l.ObservedAt
+	}
 	d := time.Duration(l.DurationSecs) * time.Second
 	if maxAge > 0 && (d <= 0 || maxAge < d) {
 		d = maxAge
@@ -252,7 +260,19 @@ func LeaseExpiry(l NodeLease, maxAge time.Duration) (time.Time, bool) {
 	if d <= 0 {
 		return time.Time{}, false
 	}
-	return l.RenewTime.Add(d), true
+	return renewed.Add(d), true
+}
+
+// RenewalRevives reports whether a Lease renewal seen at now should bring the node's pods
+// back (re-run the reconciles of their registries): the renewal changed, and the node was,
+// before it, lapsed or within margin of lapsing — a renewal seen just before the deadline
+// may reach the operator after a reconcile at the deadline deregistered the pods.
+func RenewalRevives(old, cur NodeLease, now time.Time, maxAge, margin time.Duration) bool {
+	if cur.RenewTime.IsZero() || cur.RenewTime.Equal(old.RenewTime) {
+		return false
+	}
+	expiry, ok := LeaseExpiry(old, maxAge)
+	return ok && !now.Add(margin).Before(expiry)
 }
 
 // DeregistrationLag is how long after the change that made the pod ineligible its endpoint
