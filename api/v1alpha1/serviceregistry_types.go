@@ -24,6 +24,15 @@ const (
 	// change: an invalid selector, store keys owned by someone else, invalid annotations,
 	// or a store unreachable for minutes. kstatus reports such a registry as Failed.
 	ConditionStalled = "Stalled"
+	// ConditionPodsInjected, on a registry with spec.injection.enabled, is False when some
+	// selected pods were admitted without registrar's webhook (it was unreachable: its
+	// failurePolicy is Ignore, or the pods predate the registry): they lack the readiness
+	// gate and the preStop drain, so they register without warm-up and exit without a drain.
+	ConditionPodsInjected = "PodsInjected"
+
+	// ReasonPodsNotInjected and ReasonAllPodsInjected are the reasons of PodsInjected.
+	ReasonPodsNotInjected = "PodsNotInjected"
+	ReasonAllPodsInjected = "AllPodsInjected"
 )
 
 // Names on pods and Deployments that users and other tools see.
