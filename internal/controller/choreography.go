@@ -337,4 +337,5 @@ func recordEndpointStates(reg *v1alpha1.ServiceRegistry, pods []selectedPod, sto
 // forgetEndpointStates drops the gauges of a registry that is gone.
 func forgetEndpointStates(name types.NamespacedName) {
 	metrics.Endpoints.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
+	metrics.Unmutated.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
 }

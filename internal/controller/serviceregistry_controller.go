@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -24,6 +25,8 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/injector"
+	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -438,7 +441,8 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 			Generated: s.reg.Labels[v1alpha1.LabelDeployment] != "",
 			Problems:  s.reg.Annotations[v1alpha1.AnnotationConfigError],
 		},
-		Now: r.Clock.Now(),
+		Injection: injectionInput(s),
+		Now:       r.Clock.Now(),
 	})
 	s.reg.Status.Stores = r.storeStatuses(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
@@ -447,6 +451,34 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 	}
 	r.emitConditionEvents(s)
 	r.status.submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status)
+}
+
+// injectionInput finds, for a registry with injection enabled, the selected pods the webhook
+// did not mutate (no registrar.dev/injected annotation: admitted while the webhook was
+// unreachable, its failurePolicy being Ignore, or created before the registry), and sets
+// registrar_unmutated_pods. Nil when injection is not enabled.
+func injectionInput(s *reconcileScope) *regstatus.Injection {
+	if !injector.Enabled(s.reg) {
+		metrics.Unmutated.DeleteLabelValues(s.reg.Namespace, s.reg.Name)
+		return nil
+	}
+	in := &regstatus.Injection{}
+	for _, p := range s.selected {
+		if p.pod.DeletionTimestamp != nil {
+			continue
+		}
+		if _, injected := p.pod.Annotations[v1alpha1.AnnotationInjected]; injected {
+			continue
+		}
+		lacks := "the preStop drain"
+		if !eligibility.HasGate(p.pod) {
+			lacks = "the readiness gate and the preStop drain"
+		}
+		in.Unmutated = append(in.Unmutated, regstatus.Unmutated{Pod: p.pod.Name, Lacks: lacks})
+	}
+	sort.Slice(in.Unmutated, func(i, j int) bool { return in.Unmutated[i].Pod < in.Unmutated[j].Pod })
+	metrics.Unmutated.WithLabelValues(s.reg.Namespace, s.reg.Name).Set(float64(len(in.Unmutated)))
+	return in
 }
 
 func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Pod {
