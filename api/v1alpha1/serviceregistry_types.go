@@ -353,7 +353,8 @@ type ServiceRegistryStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions are Ready, StoreSynced, DrainSufficient, Configured (for registries
-	// generated from a Deployment), and Reconciling or Stalled while either is True.
+	// generated from a Deployment), PodsInjected (for registries with injection enabled),
+	// and Reconciling or Stalled while either is True.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
