@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -26,46 +25,22 @@ const NodeLeaseNamespace = corev1.NamespaceNodeLease
 // podNodeNameField indexes pods by spec.nodeName, to find the pods of a node.
 const podNodeNameField = "spec.nodeName"
 
-// checkNodeLease takes out of the store a registered or warming pod whose node stopped
-// renewing its Lease: the kubelet cannot report the pod's containers any more, and the node
-// controller would take 40 s or more to mark the pod. It also notes when the next Lease of a
-// registered pod lapses, so the reconcile comes back then.
-func (r *ServiceRegistryReconciler) checkNodeLease(ctx context.Context, s *reconcileScope, p *selectedPod) {
-	if r.NodeLeaseTimeout <= 0 || p.pod.Spec.NodeName == "" ||
-		(p.verdict.State != v1alpha1.EndpointRegistered && p.verdict.State != v1alpha1.EndpointWarmingUp) {
-		return
-	}
-	expiry, ok := r.leaseExpiry(ctx, p.pod.Spec.NodeName)
-	if !ok {
-		return
-	}
-	if now := r.Clock.Now(); !now.Before(expiry) {
-		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointUnready, Reason: eligibility.ReasonNodeLeaseExpired}
-		// The renewal that brings the node back arrives as a Lease event; this backstop
-		// re-checks anyway, so a registry whose every pod is on that node is never left
-		// waiting for an event that was missed.
-		expiry = now.Add(LapsedLeaseRecheck)
-	}
-	if s.leaseCheck.IsZero() || expiry.Before(s.leaseCheck) {
-		s.leaseCheck = expiry
-	}
-}
-
-func (r *ServiceRegistryReconciler) leaseExpiry(ctx context.Context, node string) (time.Time, bool) {
+// nodeLeaseOf reads the node's Lease from the cache, with when the operator saw its renewal
+// (see leaseObservations); false when there is none. The verdict chain decides from it
+// (eligibility.Decide): a registered or warming pod whose node stopped renewing leaves the
+// store, as the kubelet cannot report its containers any more and the node controller would
+// take 40 s or more to mark the pod.
+func (r *ServiceRegistryReconciler) nodeLeaseOf(ctx context.Context, node string) (eligibility.NodeLease, bool) {
 	var lease coordinationv1.Lease
 	err := r.Get(ctx, types.NamespacedName{Namespace: NodeLeaseNamespace, Name: node}, &lease)
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			log.FromContext(ctx).Error(err, "read node Lease", "node", node)
 		}
-		return time.Time{}, false
+		return eligibility.NodeLease{}, false
 	}
-	return eligibility.LeaseExpiry(r.leasesSeen.withObservation(nodeLease(&lease), node), r.NodeLeaseTimeout)
+	return r.leasesSeen.withObservation(nodeLease(&lease), node), true
 }
-
-// LapsedLeaseRecheck is how often a registry with a pod on a lapsed node re-checks the
-// node's Lease, besides the Lease event that normally brings the pod back.
-const LapsedLeaseRecheck = 10 * time.Second
 
 // RenewalMargin: a renewal seen within this margin before the node's Lease lapses counts as
 // a renewal after a lapse (it may reach the operator after the reconcile at the deadline).

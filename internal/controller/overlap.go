@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
-	"github.com/registrar-dev/registrar/internal/regstatus"
 )
 
 // Two ServiceRegistries of one namespace with the same service name write into the same
@@ -56,19 +56,15 @@ func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alph
 	return out, nil
 }
 
-// yieldToOlder holds back a pod an older registry also selects, and notes which one.
-func yieldToOlder(s *reconcileScope, p *selectedPod, older []claim) {
-	set := labels.Set(p.pod.Labels)
+// olderClaimOn names the first older registry that claims the pod, or "".
+func olderClaimOn(pod *corev1.Pod, older []claim) string {
+	set := labels.Set(pod.Labels)
 	for _, c := range older {
 		if c.selector.Matches(set) {
-			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: regstatus.ReasonSelectorOverlap}
-			if s.overlaps == nil {
-				s.overlaps = map[string]string{}
-			}
-			s.overlaps[p.pod.Name] = c.name
-			return
+			return c.name
 		}
 	}
+	return ""
 }
 
 // conflictRequeue brings a registry with key conflicts back after ConflictRetry at the latest.

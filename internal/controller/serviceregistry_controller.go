@@ -220,9 +220,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	s.desired = make(map[string]store.Endpoint, len(pods.Items))
 	s.byName = make(map[string]selectedPod, len(pods.Items))
 	for i := range pods.Items {
-		p := r.classify(ctx, s.reg, &pods.Items[i])
-		r.checkNodeLease(ctx, s, &p)
-		yieldToOlder(s, &p, older)
+		p := r.decide(ctx, s, &pods.Items[i], older)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		}
@@ -259,9 +257,7 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 		if string(pod.UID) != rec.UID {
 			continue
 		}
-		p := r.classify(ctx, s.reg, pod)
-		r.checkNodeLease(ctx, s, &p)
-		yieldToOlder(s, &p, older)
+		p := r.decide(ctx, s, pod, older)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		} else if p.verdict.State == v1alpha1.EndpointWarmingUp {
@@ -273,15 +269,38 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 	return nil
 }
 
-// classify gives a pod its verdict; a pod whose ports cannot be resolved is held back.
-func (r *ServiceRegistryReconciler) classify(ctx context.Context, reg *v1alpha1.ServiceRegistry, pod *corev1.Pod) selectedPod {
-	p := selectedPod{pod: pod, verdict: eligibility.Classify(pod, reg.Spec.Warmup != nil)}
+// decide gathers the facts the verdict on one pod depends on (the older registry owning it,
+// its ports, its node's Lease, now) and hands them to the one verdict chain,
+// eligibility.Decide. It notes the older owner and the time the verdict changes by itself
+// (a node Lease lapsing) in the scope, and builds the endpoint of an eligible or warming pod.
+func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScope, pod *corev1.Pod, older []claim) selectedPod {
+	f := eligibility.Facts{Pod: pod, WarmupRequired: s.reg.Spec.Warmup != nil, LeaseMaxAge: r.NodeLeaseTimeout, Now: r.Clock.Now()}
+	f.OlderClaim = olderClaimOn(pod, older)
+	if _, err := eligibility.ResolvePorts(s.reg.Spec.Ports, pod); err != nil {
+		f.PortErr = err
+		log.FromContext(ctx).V(1).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
+	}
+	if r.NodeLeaseTimeout > 0 && pod.Spec.NodeName != "" {
+		if l, ok := r.nodeLeaseOf(ctx, pod.Spec.NodeName); ok {
+			f.NodeLease = &l
+		}
+	}
+	d := eligibility.Decide(f)
+	p := selectedPod{pod: pod, verdict: d.Verdict}
+	if f.OlderClaim != "" {
+		if s.overlaps == nil {
+			s.overlaps = map[string]string{}
+		}
+		s.overlaps[pod.Name] = f.OlderClaim
+	}
+	if !d.RecheckAt.IsZero() && (s.leaseCheck.IsZero() || d.RecheckAt.Before(s.leaseCheck)) {
+		s.leaseCheck = d.RecheckAt
+	}
 	if p.verdict.State != v1alpha1.EndpointRegistered && p.verdict.State != v1alpha1.EndpointWarmingUp {
 		return p
 	}
-	ep, err := eligibility.Endpoint(reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
-	if err != nil {
-		log.FromContext(ctx).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
+	ep, err := eligibility.Endpoint(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
+	if err != nil { // not reached: the chain checked the ports
 		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonPortMissing}
 		return p
 	}

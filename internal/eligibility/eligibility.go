@@ -1,5 +1,6 @@
-// Package eligibility decides, from a pod alone, whether its endpoint belongs in the store,
-// and builds the endpoint that is written. It is pure: no clients, no clocks.
+// Package eligibility decides whether a pod's endpoint belongs in a registry's store — one
+// ordered verdict chain (Decide) over facts the controller gathers — and builds the endpoint
+// that is written. It is pure: no clients; the clock is a fact.
 package eligibility
 
 import (
@@ -35,16 +36,12 @@ type Verdict struct {
 // Eligible reports whether the pod's endpoint belongs in the store.
 func (v Verdict) Eligible() bool { return v.State == v1alpha1.EndpointRegistered }
 
-// Classify applies the eligibility rule: a pod is eligible when it is not terminating, its
-// phase is Running, it has an IP and its ContainersReady condition is True; a pod that
-// carries the registrar.dev/ready readiness gate must also have finished its warm-up (see
-// Gated). The first rule that fails gives the state and reason.
+// Classify applies the eligibility rule to a pod alone: a pod is eligible when it is not
+// terminating, its phase is Running, it has an IP and its ContainersReady condition is True;
+// a pod that carries the registrar.dev/ready readiness gate must also have finished its
+// warm-up (see gated). It is Decide with no facts beyond the pod.
 func Classify(pod *corev1.Pod, warmupRequired bool) Verdict {
-	v := classifyContainers(pod)
-	if !v.Eligible() || !HasGate(pod) {
-		return v
-	}
-	return gated(pod, warmupRequired)
+	return Decide(Facts{Pod: pod, WarmupRequired: warmupRequired}).Verdict
 }
 
 func classifyContainers(pod *corev1.Pod) Verdict {
@@ -192,6 +189,11 @@ func Endpoint(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement) (sto
 		Cluster:   at.Cluster,
 		Owner:     string(reg.UID),
 	}, nil
+}
+
+// ResolvePorts resolves the registry's ports on the pod: a targetPort names a container port.
+func ResolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
+	return resolvePorts(specs, pod)
 }
 
 func resolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {

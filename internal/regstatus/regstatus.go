@@ -32,7 +32,7 @@ const (
 	ReasonNotInStore       = "NotInStore"
 	// ReasonSelectorOverlap: an older ServiceRegistry of the same service and namespace also
 	// selects some of this registry's pods; it publishes them, this registry leaves them alone.
-	ReasonSelectorOverlap = "SelectorOverlap"
+	ReasonSelectorOverlap = eligibility.ReasonSelectorOverlap
 )
 
 // Pod is what the status needs of one selected pod.
