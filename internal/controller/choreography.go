@@ -170,7 +170,7 @@ func (r *ServiceRegistryReconciler) gateWaitsFor(s *reconcileScope, pod *corev1.
 	}
 	self := string(s.reg.UID)
 	return eligibility.GateWaitsFor(want, cur, holders, func(uid string) bool {
-		return uid == self || r.acks.has(types.UID(uid), pod.UID)
+		return uid == self || r.acks.has(types.UID(uid), pod.Name, pod.UID)
 	})
 }
 

@@ -14,13 +14,16 @@ import (
 // registry's reconcile publishes its acknowledgements here before it flips gates, and reads
 // the others', so whichever registry stores the endpoint last flips the gate.
 type gateAcks struct {
-	mu   sync.Mutex
-	acks map[types.UID]map[string]bool
+	mu sync.Mutex
+	// acks holds each registry's own records by pod name, as its reconcile computed them
+	// (never modified afterwards: shared, not copied).
+	acks map[types.UID]map[string]store.Record
 }
 
-func newGateAcks() *gateAcks { return &gateAcks{acks: map[types.UID]map[string]bool{}} }
+func newGateAcks() *gateAcks { return &gateAcks{acks: map[types.UID]map[string]store.Record{}} }
 
-// set records the registry's stored records; nil (store unread) forgets them.
+// set records the registry's stored records (its reconcile's s.stored, which nothing
+// modifies afterwards); nil (store unread) forgets them.
 func (g *gateAcks) set(registry types.UID, stored map[string]store.Record) {
 	if g == nil {
 		return
@@ -31,20 +34,17 @@ func (g *gateAcks) set(registry types.UID, stored map[string]store.Record) {
 		delete(g.acks, registry)
 		return
 	}
-	uids := make(map[string]bool, len(stored))
-	for _, rec := range stored {
-		uids[rec.UID] = true
-	}
-	g.acks[registry] = uids
+	g.acks[registry] = stored
 }
 
-func (g *gateAcks) has(registry types.UID, podUID types.UID) bool {
+func (g *gateAcks) has(registry types.UID, pod string, podUID types.UID) bool {
 	if g == nil {
 		return false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.acks[registry][string(podUID)]
+	rec, ok := g.acks[registry][pod]
+	return ok && rec.UID == string(podUID)
 }
 
 func (g *gateAcks) forget(registry types.UID) {
