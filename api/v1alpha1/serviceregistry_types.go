@@ -24,6 +24,15 @@ const (
 	// change: an invalid selector, store keys owned by someone else, invalid annotations,
 	// or a store unreachable for minutes. kstatus reports such a registry as Failed.
 	ConditionStalled = "Stalled"
+	// ConditionPodsInjected, on a registry with spec.injection.enabled, is False when some
+	// selected pods were admitted without registrar's webhook (it was unreachable: its
+	// failurePolicy is Ignore, or the pods predate the registry): they lack the readiness
+	// gate and the preStop drain, so they register without warm-up and exit without a drain.
+	ConditionPodsInjected = "PodsInjected"
+
+	// ReasonPodsNotInjected and ReasonAllPodsInjected are the reasons of PodsInjected.
+	ReasonPodsNotInjected = "PodsNotInjected"
+	ReasonAllPodsInjected = "AllPodsInjected"
 )
 
 // Names on pods and Deployments that users and other tools see.
@@ -39,6 +48,10 @@ const (
 	GateWarmupFailed = "WarmupFailed"
 	GateRegistered   = "Registered"
 	GateNotReady     = "ContainersNotReady"
+	// GateReleased: no ServiceRegistry manages the pod any more (its registry was deleted,
+	// stopped selecting it, or was never created), so registrar set the gate True to let the
+	// pod become Ready rather than strand it; the message says why.
+	GateReleased = "Released"
 
 	// AnnotationInjected is set by the pod webhook on pods it mutated (value: drain seconds),
 	// which makes injection idempotent.
@@ -223,8 +236,15 @@ type ServiceRegistrySpec struct {
 	ServiceName string `json:"serviceName,omitempty"`
 
 	// selector chooses the pods, in the registry's namespace, whose endpoints are published.
-	// It must not be empty: an empty selector would publish every pod of the namespace.
+	// It must not be empty: an empty selector would publish every pod of the namespace. The
+	// API server rejects an unknown operator, and In/NotIn without values or Exists/DoesNotExist
+	// with values. A selector Kubernetes still cannot parse (a malformed label key or value:
+	// checking those in CEL exceeds the API server's cost budget) is reported as
+	// InvalidSelector, and the registry then keeps only those of its endpoints whose pods
+	// are still eligible, registering no new one.
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must not be empty"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions[]: In and NotIn need at least one value, Exists and DoesNotExist take none"
 	// +required
 	Selector metav1.LabelSelector `json:"selector"`
 
@@ -333,7 +353,8 @@ type ServiceRegistryStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions are Ready, StoreSynced, DrainSufficient, Configured (for registries
-	// generated from a Deployment), and Reconciling or Stalled while either is True.
+	// generated from a Deployment), PodsInjected (for registries with injection enabled),
+	// and Reconciling or Stalled while either is True.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -124,6 +125,8 @@ func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1alpha1.Se
 // flipGates writes the gate condition every gated pod of the scope should carry now. It runs
 // after the store write, so a gate turns True only for an endpoint the store acknowledged.
 func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileScope) error {
+	r.acks.set(s.reg.UID, s.stored)
+	var claimants []eligibility.Claimant // read once, when a gate may turn True
 	for _, p := range s.selected {
 		rec, stored := s.stored[p.pod.Name]
 		want, ok := eligibility.GateFor(p.pod, p.verdict, stored && rec.UID == string(p.pod.UID))
@@ -132,6 +135,17 @@ func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileS
 		}
 		msg := fmt.Sprintf("set by registrar: %s", want.Reason)
 		if want.Status == corev1.ConditionTrue {
+			if claimants == nil {
+				var err error
+				if claimants, err = namespaceClaimants(ctx, r.Client, s.reg.Namespace); err != nil {
+					return err
+				}
+			}
+			if waits := r.gateWaitsFor(s, p.pod, want, claimants); waits != "" {
+				log.FromContext(ctx).V(1).Info("gate stays False: another registry selecting the pod is not done",
+					"pod", p.pod.Name, "waitingFor", waits)
+				continue
+			}
 			msg = fmt.Sprintf("endpoint %s is in the store (service %s)", rec.Address, s.target.Service)
 		}
 		err := r.setGate(ctx, p.pod, want.Status, want.Reason, msg, p.pod.ResourceVersion)
@@ -143,6 +157,21 @@ func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileS
 		}
 	}
 	return nil
+}
+
+// gateWaitsFor names a registry selecting the pod (this one included) that the pod's gate
+// still waits for before turning True, or "" (see eligibility.GateWaitsFor). This registry
+// counts as holding the endpoint (its caller checked), the others by their last reconcile.
+func (r *ServiceRegistryReconciler) gateWaitsFor(s *reconcileScope, pod *corev1.Pod, want eligibility.GateWant, claimants []eligibility.Claimant) string {
+	holders := eligibility.GateHolders(labels.Set(pod.Labels), claimants)
+	cur := ""
+	if c := eligibility.GateCondition(pod); c != nil {
+		cur = c.Reason
+	}
+	self := string(s.reg.UID)
+	return eligibility.GateWaitsFor(want, cur, holders, func(uid string) bool {
+		return uid == self || r.acks.has(types.UID(uid), pod.Name, pod.UID)
+	})
 }
 
 // setGate patches the pod's registrar.dev/ready condition (pods/status, strategic merge on
@@ -211,25 +240,11 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventDeregistered, "Deregister",
 				"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
 		}
-		if at, ok := triggerTime(p.pod); ok {
-			r.lags.add(now.Sub(at))
-			metrics.DeregistrationLag.Observe(now.Sub(at).Seconds())
+		if lag, ok := eligibility.DeregistrationLag(p.pod, p.verdict, now); ok {
+			r.lags.add(s.reg.UID, lag)
+			metrics.DeregistrationLag.Observe(lag.Seconds())
 		}
 	}
-}
-
-// triggerTime is when Kubernetes recorded the change that made a pod ineligible: its
-// deletion request, or the last transition of its ContainersReady condition (API times have
-// one-second resolution, so lags measured this way round up to the next second at worst).
-func triggerTime(pod *corev1.Pod) (time.Time, bool) {
-	if pod.DeletionTimestamp != nil {
-		var grace int64
-		if pod.DeletionGracePeriodSeconds != nil {
-			grace = *pod.DeletionGracePeriodSeconds
-		}
-		return pod.DeletionTimestamp.Add(-time.Duration(grace) * time.Second), true
-	}
-	return readySince(pod)
 }
 
 // readySince is the last transition of the pod's ContainersReady condition.
@@ -242,38 +257,60 @@ func readySince(pod *corev1.Pod) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// lagWindow keeps the last deregistration lags the operator measured.
+// lagWindows keeps, per ServiceRegistry, the last deregistration lags measured for it: one
+// registry's deregistrations never change another's drain advice.
+type lagWindows struct {
+	mu      sync.Mutex
+	windows map[types.UID]*lagWindow
+}
+
+// lagWindow is one registry's last lagWindowSize lags.
 type lagWindow struct {
-	mu   sync.Mutex
 	lags []time.Duration
 	next int
 }
 
 const lagWindowSize = 128
 
-func (w *lagWindow) add(d time.Duration) {
+func (w *lagWindows) add(registry types.UID, d time.Duration) {
 	if d < 0 {
 		d = 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.lags) < lagWindowSize {
-		w.lags = append(w.lags, d)
+	if w.windows == nil {
+		w.windows = map[types.UID]*lagWindow{}
+	}
+	win := w.windows[registry]
+	if win == nil {
+		win = &lagWindow{}
+		w.windows[registry] = win
+	}
+	if len(win.lags) < lagWindowSize {
+		win.lags = append(win.lags, d)
 		return
 	}
-	w.lags[w.next] = d
-	w.next = (w.next + 1) % lagWindowSize
+	win.lags[win.next] = d
+	win.next = (win.next + 1) % lagWindowSize
 }
 
-// max is the slowest lag in the window.
-func (w *lagWindow) max() time.Duration {
+// max is the slowest lag in the registry's window.
+func (w *lagWindows) max(registry types.UID) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var m time.Duration
-	for _, d := range w.lags {
-		m = max(m, d)
+	if win := w.windows[registry]; win != nil {
+		for _, d := range win.lags {
+			m = max(m, d)
+		}
 	}
 	return m
+}
+
+func (w *lagWindows) forget(registry types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.windows, registry)
 }
 
 // recordEndpointStates sets the registry's registrar_endpoints gauges: each selected pod by
@@ -300,4 +337,5 @@ func recordEndpointStates(reg *v1alpha1.ServiceRegistry, pods []selectedPod, sto
 // forgetEndpointStates drops the gauges of a registry that is gone.
 func forgetEndpointStates(name types.NamespacedName) {
 	metrics.Endpoints.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
+	metrics.Unmutated.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
 }

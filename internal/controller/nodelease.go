@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -25,38 +25,77 @@ const NodeLeaseNamespace = corev1.NamespaceNodeLease
 // podNodeNameField indexes pods by spec.nodeName, to find the pods of a node.
 const podNodeNameField = "spec.nodeName"
 
-// checkNodeLease takes out of the store a registered or warming pod whose node stopped
-// renewing its Lease: the kubelet cannot report the pod's containers any more, and the node
-// controller would take 40 s or more to mark the pod. It also notes when the next Lease of a
-// registered pod lapses, so the reconcile comes back then.
-func (r *ServiceRegistryReconciler) checkNodeLease(ctx context.Context, s *reconcileScope, p *selectedPod) {
-	if r.NodeLeaseTimeout <= 0 || p.pod.Spec.NodeName == "" ||
-		(p.verdict.State != v1alpha1.EndpointRegistered && p.verdict.State != v1alpha1.EndpointWarmingUp) {
-		return
-	}
-	expiry, ok := r.leaseExpiry(ctx, p.pod.Spec.NodeName)
-	if !ok {
-		return
-	}
-	if !r.Clock.Now().Before(expiry) {
-		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointUnready, Reason: eligibility.ReasonNodeLeaseExpired}
-		return
-	}
-	if s.leaseCheck.IsZero() || expiry.Before(s.leaseCheck) {
-		s.leaseCheck = expiry
-	}
-}
-
-func (r *ServiceRegistryReconciler) leaseExpiry(ctx context.Context, node string) (time.Time, bool) {
+// nodeLeaseOf reads the node's Lease from the cache, with when the operator saw its renewal
+// (see leaseObservations); false when there is none. The verdict chain decides from it
+// (eligibility.Decide): a registered or warming pod whose node stopped renewing leaves the
+// store, as the kubelet cannot report its containers any more and the node controller would
+// take 40 s or more to mark the pod.
+func (r *ServiceRegistryReconciler) nodeLeaseOf(ctx context.Context, node string) (eligibility.NodeLease, bool) {
 	var lease coordinationv1.Lease
 	err := r.Get(ctx, types.NamespacedName{Namespace: NodeLeaseNamespace, Name: node}, &lease)
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			log.FromContext(ctx).Error(err, "read node Lease", "node", node)
 		}
-		return time.Time{}, false
+		return eligibility.NodeLease{}, false
 	}
-	return eligibility.LeaseExpiry(nodeLease(&lease), r.NodeLeaseTimeout)
+	return r.leasesSeen.withObservation(nodeLease(&lease), node), true
+}
+
+// RenewalMargin: a renewal seen within this margin before the node's Lease lapses counts as
+// a renewal after a lapse (it may reach the operator after the reconcile at the deadline).
+const RenewalMargin = 2 * time.Second
+
+// leaseObservations records, per node, when the operator saw each new Lease renewal, on its
+// own clock: liveness is judged from when renewals are seen, so a kubelet whose clock is
+// skewed from the operator's is neither dropped while it renews nor kept after it stopped.
+type leaseObservations struct {
+	mu   sync.Mutex
+	seen map[string]leaseSeen
+}
+
+type leaseSeen struct {
+	renew, at time.Time
+}
+
+func newLeaseObservations() *leaseObservations {
+	return &leaseObservations{seen: map[string]leaseSeen{}}
+}
+
+// observe records that the node's Lease carried renew at now, unless that renewal was seen
+// before.
+func (o *leaseObservations) observe(node string, renew, now time.Time) {
+	if o == nil || renew.IsZero() {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s, ok := o.seen[node]; ok && s.renew.Equal(renew) {
+		return
+	}
+	o.seen[node] = leaseSeen{renew: renew, at: now}
+}
+
+// withObservation adds to l when the operator saw its renewal, if it did.
+func (o *leaseObservations) withObservation(l eligibility.NodeLease, node string) eligibility.NodeLease {
+	if o == nil {
+		return l
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s, ok := o.seen[node]; ok && s.renew.Equal(l.RenewTime) {
+		l.ObservedAt = s.at
+	}
+	return l
+}
+
+func (o *leaseObservations) forget(node string) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.seen, node)
 }
 
 func nodeLease(l *coordinationv1.Lease) eligibility.NodeLease {
@@ -99,12 +138,20 @@ func (r *ServiceRegistryReconciler) registriesForLease(ctx context.Context, leas
 }
 
 // leaseRenewedAfterLapse passes node Lease events that bring a lost node back: a Lease
-// created, or renewed after it had lapsed. Routine renewals of healthy nodes (every 10 s
-// per node) are dropped; lapses are caught by leaseRequeue, since no event marks them.
+// created, or renewed when it had lapsed or was about to (eligibility.RenewalRevives), on the
+// operator's clock. It also records when each renewal was seen (leaseObservations). Routine
+// renewals of healthy nodes (every 10 s per node) are dropped; lapses are caught by
+// leaseRequeue, since no event marks them.
 func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate {
 	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return true },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		// A Lease seen for the first time (also every Lease at an operator start) is judged
+		// by its RenewTime: when it was renewed is unknown. Only a renewal seen to change is
+		// stamped with the operator's clock.
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.leasesSeen.forget(e.Object.GetName())
+			return false
+		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			old, okOld := e.ObjectOld.(*coordinationv1.Lease)
@@ -112,9 +159,11 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 			if !okOld || !okNew || old.Namespace != NodeLeaseNamespace {
 				return false
 			}
-			expiry, ok := eligibility.LeaseExpiry(nodeLease(old), r.NodeLeaseTimeout)
-			renewed := cur.Spec.RenewTime != nil
-			return ok && renewed && !cur.Spec.RenewTime.Time.Before(expiry)
+			now := r.Clock.Now()
+			before := r.leasesSeen.withObservation(nodeLease(old), old.Name)
+			revives := eligibility.RenewalRevives(before, nodeLease(cur), now, r.NodeLeaseTimeout, RenewalMargin)
+			r.leasesSeen.observe(cur.Name, nodeLease(cur).RenewTime, now)
+			return revives
 		},
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
-	"github.com/registrar-dev/registrar/internal/regstatus"
 )
 
 // Two ServiceRegistries of one namespace with the same service name write into the same
@@ -34,8 +33,10 @@ type claim struct {
 	selector labels.Selector
 }
 
-// olderClaims returns the registries of reg's namespace with the same service name that
-// are older than reg.
+// olderClaims returns the registries of reg's namespace that own, before reg, a pod both
+// select (eligibility.Overlaps): older by the shared "oldest registry first" order, same
+// service name, at least one store in common, not being deleted (a registry stuck
+// finalizing claims nothing), with a usable selector.
 func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alpha1.ServiceRegistry) ([]claim, error) {
 	var regs v1alpha1.ServiceRegistryList
 	// Read-only (names, creation times, selectors, once per reconcile): no deep copies, which
@@ -43,42 +44,27 @@ func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alph
 	if err := r.List(ctx, &regs, client.InNamespace(reg.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list ServiceRegistries of %s: %w", reg.Namespace, err)
 	}
+	self := eligibility.ClaimantOf(reg)
 	var out []claim
 	for i := range regs.Items {
-		other := &regs.Items[i]
-		if other.UID == reg.UID || other.ResolvedServiceName() != reg.ResolvedServiceName() || !olderThan(other, reg) {
-			continue
+		other := eligibility.ClaimantOf(&regs.Items[i])
+		if other.Deleting || other.Selector == nil || !eligibility.Overlaps(other, self) {
+			continue // it writes nothing we would, so it claims nothing
 		}
-		sel, err := metav1.LabelSelectorAsSelector(&other.Spec.Selector)
-		if err != nil || sel.Empty() {
-			continue // it writes nothing, so it claims nothing
-		}
-		out = append(out, claim{name: other.Name, selector: sel})
+		out = append(out, claim{name: other.Name, selector: other.Selector})
 	}
 	return out, nil
 }
 
-// olderThan orders registries by creationTimestamp, then name.
-func olderThan(a, b *v1alpha1.ServiceRegistry) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
-}
-
-// yieldToOlder holds back a pod an older registry also selects, and notes which one.
-func yieldToOlder(s *reconcileScope, p *selectedPod, older []claim) {
-	set := labels.Set(p.pod.Labels)
+// olderClaimOn names the first older registry that claims the pod, or "".
+func olderClaimOn(pod *corev1.Pod, older []claim) string {
+	set := labels.Set(pod.Labels)
 	for _, c := range older {
 		if c.selector.Matches(set) {
-			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: regstatus.ReasonSelectorOverlap}
-			if s.overlaps == nil {
-				s.overlaps = map[string]string{}
-			}
-			s.overlaps[p.pod.Name] = c.name
-			return
+			return c.name
 		}
 	}
+	return ""
 }
 
 // conflictRequeue brings a registry with key conflicts back after ConflictRetry at the latest.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -24,6 +25,8 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/injector"
+	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -67,7 +70,10 @@ type ServiceRegistryReconciler struct {
 	known   *knownRecords
 	warmups *warmupTracker
 	status  *statusWriter
-	lags    lagWindow
+	lags    lagWindows
+	acks    *gateAcks
+	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
+	leasesSeen *leaseObservations
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
@@ -137,7 +143,11 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}()
 	if s.selErr != nil {
-		return ctrl.Result{}, nil // reported in status; a spec change brings it back
+		// Reported in status. The registry still never keeps an ineligible pod's endpoint.
+		if err := r.selectRegisteredPods(ctx, s); err != nil {
+			s.storeErr = err
+			return ctrl.Result{}, err
+		}
 	}
 	r.syncWarmups(s)
 	if err := r.retireOldScope(ctx, s); err != nil {
@@ -145,9 +155,32 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	if s.storeErr = r.sync(ctx, s); s.storeErr != nil {
+		r.acks.forget(reg.UID) // unknown: no other registry's gate flip counts on this one
 		return ctrl.Result{}, s.storeErr
 	}
-	return conflictRequeue(s, r.leaseRequeue(s)), r.flipGates(ctx, s)
+	res := conflictRequeue(s, r.leaseRequeue(s))
+	if err := r.flipGates(ctx, s); err != nil {
+		return gateFlipFailed(ctx, res, err)
+	}
+	return res, nil
+}
+
+// GateRetry is how soon a reconcile whose gate flip failed comes back when it also has a
+// re-check time to keep (a node Lease lapse, a key conflict).
+const GateRetry = time.Second
+
+// gateFlipFailed returns what Reconcile returns after a failed gate flip. controller-runtime
+// drops a Result returned together with an error, so an error is returned only when res asks
+// for nothing (the rate limiter's backoff retries it); otherwise the error is logged and res
+// is kept, brought forward to GateRetry at the latest, so that the node Lease re-check is
+// never lost.
+func gateFlipFailed(ctx context.Context, res ctrl.Result, err error) (ctrl.Result, error) {
+	if res.IsZero() {
+		return res, err
+	}
+	log.FromContext(ctx).Error(err, "set readiness gates; retrying", "after", min(res.RequeueAfter, GateRetry))
+	res.RequeueAfter = min(res.RequeueAfter, GateRetry)
+	return res, nil
 }
 
 func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
@@ -187,9 +220,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	s.desired = make(map[string]store.Endpoint, len(pods.Items))
 	s.byName = make(map[string]selectedPod, len(pods.Items))
 	for i := range pods.Items {
-		p := r.classify(ctx, s.reg, &pods.Items[i])
-		r.checkNodeLease(ctx, s, &p)
-		yieldToOlder(s, &p, older)
+		p := r.decide(ctx, s, &pods.Items[i], older)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		}
@@ -199,15 +230,77 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	return nil
 }
 
-// classify gives a pod its verdict; a pod whose ports cannot be resolved is held back.
-func (r *ServiceRegistryReconciler) classify(ctx context.Context, reg *v1alpha1.ServiceRegistry, pod *corev1.Pod) selectedPod {
-	p := selectedPod{pod: pod, verdict: eligibility.Classify(pod, reg.Spec.Warmup != nil)}
+// selectRegisteredPods is selectPods for a registry whose selector cannot be used (invalid,
+// or empty): which pods it selects is unknown, so the safe rule applies — it registers no
+// new pod, and of its own records keeps only those whose pod still exists with the same UID
+// and is eligible by every other rule; the others are deregistered by the sync.
+func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s *reconcileScope) error {
+	current, err := r.current(ctx, client.ObjectKeyFromObject(s.reg), s.reg.UID, s.target)
+	if err != nil {
+		return err
+	}
+	older, err := r.olderClaims(ctx, s.reg)
+	if err != nil {
+		return err
+	}
+	owned := plan.Owned(string(s.reg.UID), current)
+	s.desired = make(map[string]store.Endpoint, len(owned))
+	s.byName = make(map[string]selectedPod, len(owned))
+	for name, rec := range owned {
+		pod := &corev1.Pod{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: s.reg.Namespace, Name: name}, pod); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("get pod %s/%s: %w", s.reg.Namespace, name, err)
+		}
+		if string(pod.UID) != rec.UID {
+			continue
+		}
+		p := r.decide(ctx, s, pod, older)
+		if p.verdict.Eligible() {
+			s.desired[p.pod.Name] = p.endpoint
+		} else if p.verdict.State == v1alpha1.EndpointWarmingUp {
+			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: regstatus.ReasonInvalidSelector}
+		}
+		s.selected = append(s.selected, p)
+		s.byName[p.pod.Name] = p
+	}
+	return nil
+}
+
+// decide gathers the facts the verdict on one pod depends on (the older registry owning it,
+// its ports, its node's Lease, now) and hands them to the one verdict chain,
+// eligibility.Decide. It notes the older owner and the time the verdict changes by itself
+// (a node Lease lapsing) in the scope, and builds the endpoint of an eligible or warming pod.
+func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScope, pod *corev1.Pod, older []claim) selectedPod {
+	f := eligibility.Facts{Pod: pod, WarmupRequired: s.reg.Spec.Warmup != nil, LeaseMaxAge: r.NodeLeaseTimeout, Now: r.Clock.Now()}
+	f.OlderClaim = olderClaimOn(pod, older)
+	if _, err := eligibility.ResolvePorts(s.reg.Spec.Ports, pod); err != nil {
+		f.PortErr = err
+		log.FromContext(ctx).V(1).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
+	}
+	if r.NodeLeaseTimeout > 0 && pod.Spec.NodeName != "" {
+		if l, ok := r.nodeLeaseOf(ctx, pod.Spec.NodeName); ok {
+			f.NodeLease = &l
+		}
+	}
+	d := eligibility.Decide(f)
+	p := selectedPod{pod: pod, verdict: d.Verdict}
+	if f.OlderClaim != "" {
+		if s.overlaps == nil {
+			s.overlaps = map[string]string{}
+		}
+		s.overlaps[pod.Name] = f.OlderClaim
+	}
+	if !d.RecheckAt.IsZero() && (s.leaseCheck.IsZero() || d.RecheckAt.Before(s.leaseCheck)) {
+		s.leaseCheck = d.RecheckAt
+	}
 	if p.verdict.State != v1alpha1.EndpointRegistered && p.verdict.State != v1alpha1.EndpointWarmingUp {
 		return p
 	}
-	ep, err := eligibility.Endpoint(reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
-	if err != nil {
-		log.FromContext(ctx).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
+	ep, err := eligibility.Endpoint(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
+	if err != nil { // not reached: the chain checked the ports
 		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonPortMissing}
 		return p
 	}
@@ -318,6 +411,8 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	name := client.ObjectKeyFromObject(reg)
 	r.known.forget(name)
 	r.warmups.sync(name, nil)
+	r.acks.forget(reg.UID)
+	r.lags.forget(reg.UID)
 	scopes := []store.Scope{scopeOf(reg)}
 	if old := reg.Status.ServiceName; old != "" && old != scopes[0].Service {
 		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
@@ -365,7 +460,8 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 			Generated: s.reg.Labels[v1alpha1.LabelDeployment] != "",
 			Problems:  s.reg.Annotations[v1alpha1.AnnotationConfigError],
 		},
-		Now: r.Clock.Now(),
+		Injection: injectionInput(s),
+		Now:       r.Clock.Now(),
 	})
 	s.reg.Status.Stores = r.storeStatuses(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
@@ -374,6 +470,34 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 	}
 	r.emitConditionEvents(s)
 	r.status.submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status)
+}
+
+// injectionInput finds, for a registry with injection enabled, the selected pods the webhook
+// did not mutate (no registrar.dev/injected annotation: admitted while the webhook was
+// unreachable, its failurePolicy being Ignore, or created before the registry), and sets
+// registrar_unmutated_pods. Nil when injection is not enabled.
+func injectionInput(s *reconcileScope) *regstatus.Injection {
+	if !injector.Enabled(s.reg) {
+		metrics.Unmutated.DeleteLabelValues(s.reg.Namespace, s.reg.Name)
+		return nil
+	}
+	in := &regstatus.Injection{}
+	for _, p := range s.selected {
+		if p.pod.DeletionTimestamp != nil {
+			continue
+		}
+		if _, injected := p.pod.Annotations[v1alpha1.AnnotationInjected]; injected {
+			continue
+		}
+		lacks := "the preStop drain"
+		if !eligibility.HasGate(p.pod) {
+			lacks = "the readiness gate and the preStop drain"
+		}
+		in.Unmutated = append(in.Unmutated, regstatus.Unmutated{Pod: p.pod.Name, Lacks: lacks})
+	}
+	sort.Slice(in.Unmutated, func(i, j int) bool { return in.Unmutated[i].Pod < in.Unmutated[j].Pod })
+	metrics.Unmutated.WithLabelValues(s.reg.Namespace, s.reg.Name).Set(float64(len(in.Unmutated)))
+	return in
 }
 
 func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Pod {
@@ -387,7 +511,7 @@ func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Po
 }
 
 func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) regstatus.Drain {
-	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max()}
+	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max(reg.UID)}
 	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
 		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
 	}

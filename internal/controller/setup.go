@@ -42,6 +42,8 @@ type Options struct {
 // event enqueuing the registries of its namespace whose selector matches the pod.
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	r.known = newKnownRecords()
+	r.acks = newGateAcks()
+	r.leasesSeen = newLeaseObservations()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
 		return fmt.Errorf("add warm-up tracker: %w", err)
@@ -62,6 +64,10 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podNodeNameField,
 		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {
 		return fmt.Errorf("index pods by node: %w", err)
+	}
+	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate}
+	if err := releaser.setup(mgr); err != nil {
+		return fmt.Errorf("set up the gate releaser: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ServiceRegistry{}).

@@ -1,5 +1,6 @@
-// Package eligibility decides, from a pod alone, whether its endpoint belongs in the store,
-// and builds the endpoint that is written. It is pure: no clients, no clocks.
+// Package eligibility decides whether a pod's endpoint belongs in a registry's store — one
+// ordered verdict chain (Decide) over facts the controller gathers — and builds the endpoint
+// that is written. It is pure: no clients; the clock is a fact.
 package eligibility
 
 import (
@@ -35,16 +36,12 @@ type Verdict struct {
 // Eligible reports whether the pod's endpoint belongs in the store.
 func (v Verdict) Eligible() bool { return v.State == v1alpha1.EndpointRegistered }
 
-// Classify applies the eligibility rule: a pod is eligible when it is not terminating, its
-// phase is Running, it has an IP and its ContainersReady condition is True; a pod that
-// carries the registrar.dev/ready readiness gate must also have finished its warm-up (see
-// Gated). The first rule that fails gives the state and reason.
+// Classify applies the eligibility rule to a pod alone: a pod is eligible when it is not
+// terminating, its phase is Running, it has an IP and its ContainersReady condition is True;
+// a pod that carries the registrar.dev/ready readiness gate must also have finished its
+// warm-up (see gated). It is Decide with no facts beyond the pod.
 func Classify(pod *corev1.Pod, warmupRequired bool) Verdict {
-	v := classifyContainers(pod)
-	if !v.Eligible() || !HasGate(pod) {
-		return v
-	}
-	return gated(pod, warmupRequired)
+	return Decide(Facts{Pod: pod, WarmupRequired: warmupRequired}).Verdict
 }
 
 func classifyContainers(pod *corev1.Pod) Verdict {
@@ -194,6 +191,11 @@ func Endpoint(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement) (sto
 	}, nil
 }
 
+// ResolvePorts resolves the registry's ports on the pod: a targetPort names a container port.
+func ResolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
+	return resolvePorts(specs, pod)
+}
+
 func resolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
 	ports := make(map[string]int32, len(specs))
 	for _, p := range specs {
@@ -236,6 +238,10 @@ const ReasonNodeLeaseExpired = "NodeLeaseExpired"
 type NodeLease struct {
 	RenewTime    time.Time
 	DurationSecs int32
+	// ObservedAt, when set, is when the operator saw this RenewTime arrive, on its own
+	// clock. It then replaces RenewTime: the kubelet's clock may be skewed from the
+	// operator's, and a renewal seen is proof the node was alive when it was seen.
+	ObservedAt time.Time
 }
 
 // LeaseExpiry is when a node whose Lease was last renewed as given counts as lost: the
@@ -245,6 +251,10 @@ func LeaseExpiry(l NodeLease, maxAge time.Duration) (time.Time, bool) {
 	if l.RenewTime.IsZero() {
 		return time.Time{}, false
 	}
+	renewed := l.RenewTime
+	if !l.ObservedAt.IsZero() {
+		renewed = l.ObservedAt
+	}
 	d := time.Duration(l.DurationSecs) * time.Second
 	if maxAge > 0 && (d <= 0 || maxAge < d) {
 		d = maxAge
@@ -252,5 +262,57 @@ func LeaseExpiry(l NodeLease, maxAge time.Duration) (time.Time, bool) {
 	if d <= 0 {
 		return time.Time{}, false
 	}
-	return l.RenewTime.Add(d), true
+	return renewed.Add(d), true
+}
+
+// RenewalRevives reports whether a Lease renewal seen at now should bring the node's pods
+// back (re-run the reconciles of their registries): the renewal changed, and the node was,
+// before it, lapsed or within margin of lapsing — a renewal seen just before the deadline
+// may reach the operator after a reconcile at the deadline deregistered the pods.
+func RenewalRevives(old, cur NodeLease, now time.Time, maxAge, margin time.Duration) bool {
+	if cur.RenewTime.IsZero() || cur.RenewTime.Equal(old.RenewTime) {
+		return false
+	}
+	expiry, ok := LeaseExpiry(old, maxAge)
+	return ok && !now.Add(margin).Before(expiry)
+}
+
+// DeregistrationLag is how long after the change that made the pod ineligible its endpoint
+// left the store (at now), measured only from a trigger Kubernetes records: the deletion
+// request (deletionTimestamp minus the grace period) of a terminating pod, or the
+// ContainersReady transition to False of a pod whose verdict is ContainersNotReady. Other
+// deregistrations (node Lease lapsed, selector overlap, named port missing, phase changes)
+// have no recorded trigger and are not measured (ok false): a fallback would measure the
+// pod's age. The API records those times with one-second resolution (truncated), so the real
+// trigger lies within the second after the recorded one: the lag returned is the lower bound,
+// now minus (recorded + 1 s), at least 0 — a lag under a second reads 0 rather than up to
+// 1 s too long, which would turn DrainSufficient False on an idle cluster.
+func DeregistrationLag(pod *corev1.Pod, v Verdict, now time.Time) (time.Duration, bool) {
+	var at time.Time
+	switch {
+	case pod.DeletionTimestamp != nil && v.Reason == ReasonTerminating:
+		var grace int64
+		if pod.DeletionGracePeriodSeconds != nil {
+			grace = *pod.DeletionGracePeriodSeconds
+		}
+		at = pod.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
+	case v.Reason == ReasonContainersNotReady:
+		c := containersReady(pod)
+		if c == nil || c.Status == corev1.ConditionTrue || c.LastTransitionTime.IsZero() {
+			return 0, false
+		}
+		at = c.LastTransitionTime.Time
+	default:
+		return 0, false
+	}
+	return max(now.Sub(at.Add(time.Second)), 0), true
+}
+
+func containersReady(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.ContainersReady {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
 }

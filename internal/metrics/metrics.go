@@ -63,11 +63,24 @@ var (
 		Name: "registrar_endpoint_events_skipped_total",
 		Help: "Per-endpoint Events not emitted because they exceeded the operator-wide rate (--endpoint-events-qps), by reason (Registered, Deregistered).",
 	}, []string{"reason"})
+	// GatesReleased counts gates registrar set True on pods no ServiceRegistry manages any
+	// more (registry deleted, selector changed), so that they do not stay unready for ever.
+	GatesReleased = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "registrar_gates_released_total",
+		Help: "Readiness gates set True (reason Released) on pods no ServiceRegistry manages any more.",
+	})
+	// Unmutated counts, per ServiceRegistry, selected pods that lack the readiness gate or
+	// the preStop drain the registry's injection would have added (admitted while the webhook
+	// was unreachable: failurePolicy Ignore).
+	Unmutated = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "registrar_unmutated_pods",
+		Help: "Pods selected by a ServiceRegistry with injection enabled that lack the registrar.dev/ready gate or the preStop drain (admitted while the webhook was unreachable).",
+	}, []string{"namespace", "serviceregistry"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors,
-		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped)
+		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped, GatesReleased, Unmutated)
 }
 
 // ObserveStore records one store call (a store.Observer).

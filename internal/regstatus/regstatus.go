@@ -32,7 +32,7 @@ const (
 	ReasonNotInStore       = "NotInStore"
 	// ReasonSelectorOverlap: an older ServiceRegistry of the same service and namespace also
 	// selects some of this registry's pods; it publishes them, this registry leaves them alone.
-	ReasonSelectorOverlap = "SelectorOverlap"
+	ReasonSelectorOverlap = eligibility.ReasonSelectorOverlap
 )
 
 // Pod is what the status needs of one selected pod.
@@ -83,7 +83,23 @@ type Input struct {
 	StoreStallAfter time.Duration
 	Drain           Drain
 	Config          Configuration
-	Now             time.Time
+	// Injection reports, for a registry with spec.injection.enabled, the selected pods the
+	// webhook did not mutate; nil when injection is not enabled.
+	Injection *Injection
+	Now       time.Time
+}
+
+// Injection is the input of the PodsInjected condition.
+type Injection struct {
+	// Unmutated are the selected, not terminating pods without the registrar.dev/injected
+	// annotation, each with what it lacks.
+	Unmutated []Unmutated
+}
+
+// Unmutated is one pod the webhook did not mutate.
+type Unmutated struct {
+	Pod   string
+	Lacks string // e.g. "the readiness gate and the preStop drain"
 }
 
 // Build returns the new status; old supplies the transition times to keep.
@@ -98,13 +114,17 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 	}
 	if in.SelectorErr != nil {
 		configuredCondition(&st, in)
-		st.ServiceName, st.Registered = old.ServiceName, old.Registered // nothing was written
+		st.ServiceName, st.Registered = old.ServiceName, old.Registered
+		if in.Stored != nil {
+			st.Registered = int32(len(in.Stored))
+		}
 		setCondition(&st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonInvalidSelector,
-			fmt.Sprintf("spec.selector is invalid, nothing is written to the store: %v", in.SelectorErr))
+			fmt.Sprintf("spec.selector is invalid: no new pod is registered, and only endpoints of pods still eligible are kept; fix the selector: %v", in.SelectorErr))
 		healthConditions(&st, old, in)
 		return st
 	}
 	configuredCondition(&st, in)
+	injectedCondition(&st, in)
 	st.Endpoints, st.Desired, st.Warming, st.Draining = endpoints(old.Endpoints, in)
 	st.Drain = drainAdvice(&st, in)
 	st.Registered = int32(len(in.Stored))
@@ -238,6 +258,35 @@ func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainSt
 		fmt.Sprintf("terminating pods keep serving for %ds after deregistration; callers may hold them for %s (cache %ds + deregistration lag %s)",
 			in.Drain.Seconds, staleness, in.Drain.CallerCacheSeconds, lag))
 	return d
+}
+
+// maxNamed is how many pods a condition message names.
+const maxNamed = 5
+
+// injectedCondition sets PodsInjected on a registry with injection enabled, and removes it
+// otherwise.
+func injectedCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+	if in.Injection == nil {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionPodsInjected)
+		return
+	}
+	un := in.Injection.Unmutated
+	if len(un) == 0 {
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionPodsInjected, true, v1alpha1.ReasonAllPodsInjected,
+			"every selected pod carries the readiness gate and the preStop drain the webhook injects")
+		return
+	}
+	named := make([]string, 0, maxNamed)
+	for _, u := range un[:min(len(un), maxNamed)] {
+		named = append(named, fmt.Sprintf("%s (lacks %s)", u.Pod, u.Lacks))
+	}
+	more := ""
+	if len(un) > maxNamed {
+		more = fmt.Sprintf(" and %d more", len(un)-maxNamed)
+	}
+	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionPodsInjected, false, v1alpha1.ReasonPodsNotInjected,
+		fmt.Sprintf("%d selected pod(s) were admitted without registrar's webhook (it was unreachable, or they predate the registry): %s%s; they register without warm-up and exit without a drain; restart their rollout (kubectl rollout restart) once the webhook is up",
+			len(un), strings.Join(named, ", "), more))
 }
 
 func configuredCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {

@@ -216,8 +216,14 @@ func TestBuildSelectorError(t *testing.T) {
 			if got.ObservedGeneration != tt.in.Generation {
 				t.Errorf("observedGeneration = %d, want %d", got.ObservedGeneration, tt.in.Generation)
 			}
-			if got.Registered != tt.old.Registered {
-				t.Errorf("registered = %d, want unchanged %d: nothing was removed from the store", got.Registered, tt.old.Registered)
+			// With an invalid selector the registry keeps only still-eligible endpoints
+			// (issue 13 hole 8): registered counts what the store holds when it was read.
+			wantRegistered := tt.old.Registered
+			if tt.in.Stored != nil {
+				wantRegistered = int32(len(tt.in.Stored))
+			}
+			if got.Registered != wantRegistered {
+				t.Errorf("registered = %d, want %d", got.Registered, wantRegistered)
 			}
 			// Nothing was read or written: StoreSynced is left as it was.
 			for _, c := range tt.old.Conditions {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/annotations"
+	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/metrics"
 )
@@ -219,12 +220,9 @@ func matching(regs []v1alpha1.ServiceRegistry, podLabels map[string]string) ([]*
 			out = append(out, r)
 		}
 	}
+	// the controller's order too: the oldest registry of a service owns a pod both select
 	sort.SliceStable(out, func(i, j int) bool {
-		ti, tj := out[i].CreationTimestamp, out[j].CreationTimestamp
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
-		}
-		return out[i].Name < out[j].Name
+		return eligibility.OlderThan(eligibility.ClaimantOf(out[i]), eligibility.ClaimantOf(out[j]))
 	})
 	return out, skipped
 }

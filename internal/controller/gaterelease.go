@@ -1,0 +1,166 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/annotations"
+	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/metrics"
+)
+
+// EventGateReleased is the Event reason on a pod whose gate registrar released.
+const EventGateReleased = "GateReleased"
+
+// gateReleaser is a pod-level reconciler for gated pods whose gate is not True: when no
+// ServiceRegistry manages such a pod any more (its registry was deleted or is being deleted,
+// stopped selecting it, or its Deployment's annotations were removed before the gate
+// flipped), nothing else would ever set the gate, the pod would never become Ready and its
+// rollout would stall. It sets the gate True with reason Released, a message saying why, and
+// an Event. A pod some registry manages is left to that registry's reconcile.
+type gateReleaser struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	Clock    clock.PassiveClock
+	setGate  func(ctx context.Context, pod *corev1.Pod, status corev1.ConditionStatus, reason, msg, resourceVersion string) error
+}
+
+// waitingGate passes pods that carry the gate, not True, and are not terminating.
+func waitingGate(o client.Object) bool {
+	pod, ok := o.(*corev1.Pod)
+	if !ok || pod.DeletionTimestamp != nil || !eligibility.HasGate(pod) {
+		return false
+	}
+	c := eligibility.GateCondition(pod)
+	return c == nil || c.Status != corev1.ConditionTrue
+}
+
+func (g *gateReleaser) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("gaterelease").
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(waitingGate))).
+		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(g.waitingPodsOf)).
+		Complete(g)
+}
+
+// waitingPodsOf maps a ServiceRegistry event (old and new object) to the waiting gated pods
+// of its namespace that its selector matches: those it may have just stopped managing.
+func (g *gateReleaser) waitingPodsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	reg, ok := obj.(*v1alpha1.ServiceRegistry)
+	if !ok {
+		return nil
+	}
+	c := eligibility.ClaimantOf(reg)
+	if c.Selector == nil {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := g.List(ctx, &pods, client.InNamespace(reg.Namespace), client.MatchingLabelsSelector{Selector: c.Selector},
+		client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "list pods of a ServiceRegistry", "serviceRegistry", client.ObjectKeyFromObject(reg))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range pods.Items {
+		if waitingGate(&pods.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// Reconcile releases the gate of one pod if no registry manages it.
+func (g *gateReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pod := &corev1.Pod{}
+	if err := g.Get(ctx, req.NamespacedName, pod); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	claimants, err := namespaceClaimants(ctx, g.Client, pod.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	holders := eligibility.GateHolders(labels.Set(pod.Labels), claimants)
+	gate := eligibility.GateCondition(pod)
+	at, release := eligibility.ReleaseAt(eligibility.HasGate(pod), gate != nil && gate.Status == corev1.ConditionTrue,
+		pod.DeletionTimestamp != nil, len(holders), pod.CreationTimestamp.Time)
+	if !release {
+		return ctrl.Result{}, nil
+	}
+	if wait := at.Sub(g.Clock.Now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	msg := fmt.Sprintf("released by registrar: no ServiceRegistry manages this pod (%s); the pod becomes Ready without being registered",
+		unmanagedWhy(pod, claimants))
+	err = g.setGate(ctx, pod, corev1.ConditionTrue, v1alpha1.GateReleased, msg, pod.ResourceVersion)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil // a newer version of the pod is on its way here
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	metrics.GatesReleased.Inc()
+	g.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, EventGateReleased, "ReleaseGate", "%s", msg)
+	log.FromContext(ctx).Info("released the gate of an unmanaged pod", "pod", req.NamespacedName, "why", msg)
+	return ctrl.Result{}, nil
+}
+
+// unmanagedWhy says, for the gate message, why no registry manages the pod.
+func unmanagedWhy(pod *corev1.Pod, cs []eligibility.Claimant) string {
+	var deleting []string
+	for _, c := range cs {
+		if c.Deleting && c.Selector != nil && c.Selector.Matches(labels.Set(pod.Labels)) {
+			deleting = append(deleting, c.Name)
+		}
+	}
+	if len(deleting) > 0 {
+		return fmt.Sprintf("ServiceRegistry %s is being deleted", strings.Join(deleting, ", "))
+	}
+	return fmt.Sprintf("no ServiceRegistry in namespace %s selects its labels any more", pod.Namespace)
+}
+
+// namespaceClaimants describes the ServiceRegistries of a namespace, plus the registry each
+// annotated Deployment without one is about to get (its pods were gated by the webhook for
+// it, see internal/webhook).
+func namespaceClaimants(ctx context.Context, c client.Reader, ns string) ([]eligibility.Claimant, error) {
+	var regs v1alpha1.ServiceRegistryList
+	if err := c.List(ctx, &regs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list ServiceRegistries of %s: %w", ns, err)
+	}
+	out := make([]eligibility.Claimant, 0, len(regs.Items))
+	existing := make(map[string]bool, len(regs.Items))
+	for i := range regs.Items {
+		out = append(out, eligibility.ClaimantOf(&regs.Items[i]))
+		existing[regs.Items[i].Name] = true
+	}
+	var deployments appsv1.DeploymentList
+	if err := c.List(ctx, &deployments, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list Deployments of %s: %w", ns, err)
+	}
+	for i := range deployments.Items {
+		d := &deployments.Items[i]
+		res := annotations.Spec(d)
+		if !res.Enabled || !res.Usable || existing[d.Name] {
+			continue
+		}
+		reg := &v1alpha1.ServiceRegistry{Spec: annotations.Defaulted(res.Spec)}
+		reg.Name, reg.Namespace, reg.CreationTimestamp = d.Name, ns, d.CreationTimestamp
+		out = append(out, eligibility.ClaimantOf(reg))
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+package eligibility
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+)
+
+// ReasonSelectorOverlap: an older ServiceRegistry writing the same keys also selects the pod
+// and owns it (see Overlaps); this registry holds it back.
+const ReasonSelectorOverlap = "SelectorOverlap"
+
+// LapsedLeaseRecheck is how often a registry with a pod on a lapsed node re-checks the
+// node's Lease, besides the Lease event that normally brings the pod back: a registry whose
+// every pod is on that node is never left waiting for an event that was missed.
+const LapsedLeaseRecheck = 10 * time.Second
+
+// Facts is everything the verdict on one pod of one registry depends on, gathered by the
+// controller: the pod, the registry's warm-up, the older registry that owns the pod (if
+// any), whether the registry's ports resolve on the pod, the pod's node Lease, and now.
+type Facts struct {
+	Pod            *corev1.Pod
+	WarmupRequired bool
+	// OlderClaim names an older registry that writes the same keys and selects the pod.
+	OlderClaim string
+	// PortErr is set when a targetPort of the registry names no container port of the pod.
+	PortErr error
+	// NodeLease is the Lease of the pod's node, nil when unknown or not checked.
+	NodeLease *NodeLease
+	// LeaseMaxAge caps how long after its last renewal a node counts as alive (see LeaseExpiry).
+	LeaseMaxAge time.Duration
+	Now         time.Time
+}
+
+// Decision is the verdict on a pod, and when to decide again if nothing else changes.
+type Decision struct {
+	Verdict
+	// RecheckAt, when set, is when the verdict changes by itself (a node Lease lapsing) or
+	// should be re-checked (a lapsed node's Lease).
+	RecheckAt time.Time
+}
+
+// policy is one link of the verdict chain: it decides (true) or passes to the next.
+type policy func(f Facts, d *Decision) bool
+
+// chain is the one ordered verdict: the first policy that decides, decides. The order is
+// the answer to "why is this pod not registered?": another registry owns it; its containers
+// are not serving; the registry's ports do not resolve on it; its node is lost; it still
+// warms up (or failed to).
+var chain = []policy{olderClaim, containers, ports, nodeLease, warmupGate}
+
+// Decide gives the pod its verdict for one registry. It is pure; the clock is f.Now.
+func Decide(f Facts) Decision {
+	var d Decision
+	for _, p := range chain {
+		if p(f, &d) {
+			return d
+		}
+	}
+	d.Verdict = Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+	return d
+}
+
+func olderClaim(f Facts, d *Decision) bool {
+	if f.OlderClaim == "" {
+		return false
+	}
+	d.Verdict = Verdict{v1alpha1.EndpointPending, ReasonSelectorOverlap}
+	return true
+}
+
+func containers(f Facts, d *Decision) bool {
+	v := classifyContainers(f.Pod)
+	if v.Eligible() {
+		return false
+	}
+	d.Verdict = v
+	return true
+}
+
+func ports(f Facts, d *Decision) bool {
+	if f.PortErr == nil {
+		return false
+	}
+	d.Verdict = Verdict{v1alpha1.EndpointPending, ReasonPortMissing}
+	return true
+}
+
+func nodeLease(f Facts, d *Decision) bool {
+	if f.NodeLease == nil {
+		return false
+	}
+	expiry, ok := LeaseExpiry(*f.NodeLease, f.LeaseMaxAge)
+	if !ok {
+		return false
+	}
+	if f.Now.Before(expiry) {
+		d.RecheckAt = expiry // registered until then, unless renewed
+		return false
+	}
+	d.Verdict = Verdict{v1alpha1.EndpointUnready, ReasonNodeLeaseExpired}
+	d.RecheckAt = f.Now.Add(LapsedLeaseRecheck)
+	return true
+}
+
+func warmupGate(f Facts, d *Decision) bool {
+	if !HasGate(f.Pod) {
+		return false
+	}
+	d.Verdict = gated(f.Pod, f.WarmupRequired)
+	return true
+}
