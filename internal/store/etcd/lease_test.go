@@ -89,7 +89,7 @@ func TestLeaseBackstopAdoptedAtStart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- next.Start(runCtx) }()
 	t.Cleanup(func() { stop(); <-done; next.Close() })
-	first.Close() // the old leader is gone; the new one has nothing to write
+	first.Close()       // the old leader is gone; the new one has nothing to write
 	time.Sleep(3 * ttl) // the scenario: three TTLs with no write, not synchronisation
 	for _, pod := range []string{"web-0", "web-1"} {
 		if _, ok := f.leaseOf(t, first.Key(scope, pod)); !ok {
