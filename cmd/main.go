@@ -295,7 +295,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	}
 	r := &controller.ServiceRegistryReconciler{
 		Client:    mgr.GetClient(),
-		Store:     stores,
+		Stores:    stores,
 		StoreName: storeName,
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},

@@ -14,8 +14,9 @@ import (
 // planned against the store's real content. Any failed or conflicting write drops the entry,
 // forcing a fresh List.
 type knownRecords struct {
-	mu      sync.Mutex
-	entries map[types.NamespacedName]knownEntry
+	mu sync.Mutex
+	// entries are keyed by registry, then by store name ("" for a single store).
+	entries map[types.NamespacedName]map[string]knownEntry
 }
 
 type knownEntry struct {
@@ -25,14 +26,14 @@ type knownEntry struct {
 }
 
 func newKnownRecords() *knownRecords {
-	return &knownRecords{entries: map[types.NamespacedName]knownEntry{}}
+	return &knownRecords{entries: map[types.NamespacedName]map[string]knownEntry{}}
 }
 
-// get returns a copy of the records known for the registry in scope, or false.
-func (k *knownRecords) get(name types.NamespacedName, uid types.UID, scope store.Scope) (map[string]store.Record, bool) {
+// get returns a copy of the records known for the registry in scope in one store, or false.
+func (k *knownRecords) get(name types.NamespacedName, storeName string, uid types.UID, scope store.Scope) (map[string]store.Record, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	e, ok := k.entries[name]
+	e, ok := k.entries[name][storeName]
 	if !ok || e.uid != uid || e.scope != scope {
 		return nil, false
 	}
@@ -43,16 +44,27 @@ func (k *knownRecords) get(name types.NamespacedName, uid types.UID, scope store
 	return out, true
 }
 
-func (k *knownRecords) set(name types.NamespacedName, uid types.UID, scope store.Scope, records map[string]store.Record) {
+func (k *knownRecords) set(name types.NamespacedName, storeName string, uid types.UID, scope store.Scope, records map[string]store.Record) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.entries[name] = knownEntry{uid: uid, scope: scope, records: records}
+	if k.entries[name] == nil {
+		k.entries[name] = map[string]knownEntry{}
+	}
+	k.entries[name][storeName] = knownEntry{uid: uid, scope: scope, records: records}
 }
 
+// forget drops what is known of the registry in every store.
 func (k *knownRecords) forget(name types.NamespacedName) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.entries, name)
+}
+
+// forgetStore drops what is known of the registry in one store.
+func (k *knownRecords) forgetStore(name types.NamespacedName, storeName string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.entries[name], storeName)
 }
 
 // applied returns records after changes were acknowledged with the written records.

@@ -41,8 +41,12 @@ const ZoneLabel = corev1.LabelTopologyZone
 // ServiceRegistry, and reports what the store holds in the registry's status.
 type ServiceRegistryReconciler struct {
 	client.Client
-	// Store is where endpoints are written.
+	// Store is where endpoints are written when Stores is nil (a single store).
 	Store store.Store
+	// Stores, when set, are the installation's named stores: each registry is published to
+	// those its spec.stores names (else the defaults), each planned, applied and reported on
+	// its own, so that one store down never holds back another.
+	Stores *multi.Stores
 	// StoreName describes the store in status messages (e.g. its endpoints).
 	StoreName string
 	// Recorder emits Events on registries.
@@ -95,7 +99,9 @@ type reconcileScope struct {
 	selected []selectedPod
 	byName   map[string]selectedPod
 	desired  map[string]store.Endpoint
-	stored   map[string]store.Record // this registry's own records
+	stored   map[string]store.Record // this registry's own records, alike in every store that answered
+	// stores is what each target store held after this reconcile's sync (nil before it).
+	stores   []storeResult
 	plan     plan.Plan
 	selErr   error
 	storeErr error
@@ -234,56 +240,6 @@ func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, pod *corev1.Pod)
 	return node.Labels[ZoneLabel]
 }
 
-// sync makes the registry's records in the store equal to s.desired.
-func (r *ServiceRegistryReconciler) sync(ctx context.Context, s *reconcileScope) error {
-	name := client.ObjectKeyFromObject(s.reg)
-	current, err := r.current(ctx, name, s.reg.UID, s.target)
-	if err != nil {
-		return err
-	}
-	owner := string(s.reg.UID)
-	s.plan = plan.Compute(owner, s.desired, current, r.Clock.Now())
-	if len(s.plan.Conflicts) > 0 {
-		// The other owner may have released its keys since they were read: read them again.
-		r.known.forget(name)
-		if current, err = r.current(ctx, name, s.reg.UID, s.target); err != nil {
-			return err
-		}
-		s.plan = plan.Compute(owner, s.desired, current, r.Clock.Now())
-	}
-	s.stored = plan.Owned(owner, current)
-	if s.plan.Changes.Len() == 0 {
-		return nil
-	}
-	written, err := r.Store.Apply(ctx, s.target, s.plan.Changes)
-	if err != nil {
-		r.known.forget(name) // outcome unknown: list again before the next write
-		return fmt.Errorf("apply %d changes to service %s/%s: %w", s.plan.Changes.Len(), s.target.Service, s.target.Namespace, err)
-	}
-	r.recordChanges(s, s.plan.Changes)
-	current = applied(current, s.plan.Changes, written)
-	r.known.set(name, s.reg.UID, s.target, current)
-	s.stored = plan.Owned(owner, current)
-	log.FromContext(ctx).V(1).Info("store updated", "service", s.target.Service,
-		"created", len(s.plan.Changes.Create), "updated", len(s.plan.Changes.Update), "deleted", len(s.plan.Changes.Delete))
-	return nil
-}
-
-// current returns every record in scope: from memory when known, else listed from the store.
-func (r *ServiceRegistryReconciler) current(ctx context.Context, name types.NamespacedName, uid types.UID, target store.Scope) (map[string]store.Record, error) {
-	if records, ok := r.known.get(name, uid, target); ok {
-		return records, nil
-	}
-	listed, err := r.Store.List(ctx, target)
-	if err != nil {
-		return nil, err
-	}
-	records := byPod(listed)
-	r.known.set(name, uid, target, records)
-	copied, _ := r.known.get(name, uid, target)
-	return copied, nil
-}
-
 // retireOldScope removes the registry's records under the service name it used before
 // (status.serviceName), after spec.serviceName changed.
 func (r *ServiceRegistryReconciler) retireOldScope(ctx context.Context, s *reconcileScope) error {
@@ -292,22 +248,6 @@ func (r *ServiceRegistryReconciler) retireOldScope(ctx context.Context, s *recon
 		return nil
 	}
 	return r.removeOwned(ctx, s.reg, store.Scope{Service: old, Namespace: s.reg.Namespace, Stores: storesOf(s.reg)})
-}
-
-// removeOwned deletes every record of reg in scope.
-func (r *ServiceRegistryReconciler) removeOwned(ctx context.Context, reg *v1alpha1.ServiceRegistry, target store.Scope) error {
-	listed, err := r.Store.List(ctx, target)
-	if err != nil && !errors.Is(err, multi.ErrNotConfigured) { // an unconfigured store holds nothing to remove
-		return err
-	}
-	p := plan.Compute(string(reg.UID), nil, byPod(listed), r.Clock.Now())
-	if p.Changes.Len() == 0 {
-		return nil
-	}
-	if _, err := r.Store.Apply(ctx, target, p.Changes); err != nil {
-		return fmt.Errorf("remove %d endpoints of service %s/%s: %w", p.Changes.Len(), target.Service, target.Namespace, err)
-	}
-	return nil
 }
 
 // finalize removes the registry's endpoints from the store, then its finalizer.
