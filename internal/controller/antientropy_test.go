@@ -6,7 +6,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -51,5 +54,20 @@ var _ = Describe("Keeping the store true", func() {
 		Expect(got).NotTo(BeNil())
 		Expect(*got).To(Equal(foreign), "a foreign key was touched")
 		Expect(storedPods("web", ns)).To(ConsistOf("web-1", "web-2", "web-3", "foreign"))
+		Eventually(func() []string {
+			var list eventsv1.EventList
+			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "ServiceRegistry" && e.Reason == controller.EventStoreRepaired {
+					notes = append(notes, e.Note)
+				}
+			}
+			return notes
+		}).WithTimeout(timeout).Should(ContainElement(ContainSubstring("changed outside registrar")))
+		Eventually(func() float64 {
+			m := scrape()
+			return m[`registrar_store_repairs_total{kind="deleted",store="default"}`] + m[`registrar_store_repairs_total{kind="rewritten",store="default"}`]
+		}).WithTimeout(timeout).Should(BeNumerically(">=", 2))
 	})
 })

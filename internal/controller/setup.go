@@ -36,6 +36,10 @@ type Options struct {
 	// StoreRecovered, when set, enqueues every ServiceRegistry on each event, e.g. when the
 	// store answers again after an outage, so that none waits out its retry backoff.
 	StoreRecovered <-chan event.GenericEvent
+	// ResyncInterval is the period (jittered) of the full re-read of every store scope
+	// against what the reconciler knows, the backstop of the stores' watches;
+	// DefaultResyncInterval when zero.
+	ResyncInterval time.Duration
 }
 
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
@@ -63,6 +67,13 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {
 		return fmt.Errorf("index pods by node: %w", err)
 	}
+	if opts.ResyncInterval <= 0 {
+		opts.ResyncInterval = DefaultResyncInterval
+	}
+	repairs := make(chan event.GenericEvent, 256)
+	if err := mgr.Add(&antiEntropy{r: r, interval: opts.ResyncInterval, enqueue: repairs}); err != nil {
+		return fmt.Errorf("add store anti-entropy: %w", err)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ServiceRegistry{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod)).
@@ -71,6 +82,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
 			builder.WithPredicates(r.leaseRenewedAfterLapse()))
 	}
+	b = b.WatchesRawSource(source.Channel(repairs, &handler.EnqueueRequestForObject{}))
 	if opts.StoreRecovered != nil {
 		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries)))
 	}

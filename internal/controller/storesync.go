@@ -83,7 +83,7 @@ func (r *ServiceRegistryReconciler) syncStore(ctx context.Context, s *reconcileS
 	name := client.ObjectKeyFromObject(s.reg)
 	owner := string(s.reg.UID)
 	res := storeResult{name: t.Name}
-	current, err := r.current(ctx, name, t, s.reg.UID, s.target)
+	current, drift, err := r.current(ctx, name, t, s.reg.UID, s.target)
 	if err != nil {
 		res.err = storeErr(t.Name, err)
 		return res
@@ -92,7 +92,7 @@ func (r *ServiceRegistryReconciler) syncStore(ctx context.Context, s *reconcileS
 	if len(p.Conflicts) > 0 {
 		// The other owner may have released its keys since they were read: read them again.
 		r.known.forgetStore(name, t.Name)
-		if current, err = r.current(ctx, name, t, s.reg.UID, s.target); err != nil {
+		if current, _, err = r.current(ctx, name, t, s.reg.UID, s.target); err != nil {
 			res.err = storeErr(t.Name, err)
 			return res
 		}
@@ -111,25 +111,48 @@ func (r *ServiceRegistryReconciler) syncStore(ctx context.Context, s *reconcileS
 	}
 	current = applied(current, p.Changes, written)
 	r.known.set(name, t.Name, s.reg.UID, s.target, current)
+	r.countRepairs(s, t.Name, p.Changes, drift)
 	res.records = current
 	log.FromContext(ctx).V(1).Info("store updated", "store", t.Name, "service", s.target.Service,
 		"created", len(p.Changes.Create), "updated", len(p.Changes.Update), "deleted", len(p.Changes.Delete))
 	return res
 }
 
-// current returns every record in scope in one store: from memory when known, else listed.
-func (r *ServiceRegistryReconciler) current(ctx context.Context, name types.NamespacedName, t multi.Named, uid types.UID, target store.Scope) (map[string]store.Record, error) {
-	if records, ok := r.known.get(name, t.Name, uid, target); ok {
-		return records, nil
+// current returns every record in scope in one store: from memory when known and not
+// stale, else listed. drift are the pods whose listed record differs from what was known
+// (a stale view re-read: something else changed the store).
+func (r *ServiceRegistryReconciler) current(ctx context.Context, name types.NamespacedName, t multi.Named, uid types.UID, target store.Scope) (records map[string]store.Record, drift map[string]bool, err error) {
+	known, stale, ok := r.known.get(name, t.Name, uid, target)
+	if ok && !stale {
+		return known, nil, nil
 	}
 	listed, err := t.Store.List(ctx, target)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	records := byPod(listed)
+	records = byPod(listed)
+	if ok {
+		drift = diffPods(known, records)
+	}
 	r.known.set(name, t.Name, uid, target, records)
-	copied, _ := r.known.get(name, t.Name, uid, target)
-	return copied, nil
+	copied, _, _ := r.known.get(name, t.Name, uid, target)
+	return copied, drift, nil
+}
+
+// diffPods are the pods whose record is in only one of a and b, or at another revision.
+func diffPods(a, b map[string]store.Record) map[string]bool {
+	out := map[string]bool{}
+	for pod, ra := range a {
+		if rb, ok := b[pod]; !ok || rb.Revision != ra.Revision {
+			out[pod] = true
+		}
+	}
+	for pod := range b {
+		if _, ok := a[pod]; !ok {
+			out[pod] = true
+		}
+	}
+	return out
 }
 
 // unionChanges are the changes the stores made, one per pod: what a person sees as one

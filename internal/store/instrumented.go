@@ -44,3 +44,12 @@ func ErrorKind(err error) string {
 	}
 	return "error"
 }
+
+// Watch passes through to the wrapped Store's Watch, when it has one.
+func (i *instrumented) Watch(ctx context.Context, changed func(Change), missed func()) error {
+	w, ok := i.Store.(Watcher)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return w.Watch(ctx, changed, missed)
+}
