@@ -162,3 +162,14 @@ func byPod(records []store.Record) map[string]store.Record {
 	}
 	return out
 }
+
+// services are the service names of the scopes known for the registry, in any store.
+func (k *knownRecords) services(name types.NamespacedName) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, e := range k.entries[name] {
+		out = append(out, e.scope.Service)
+	}
+	return out
+}

@@ -69,6 +69,7 @@ type ServiceRegistryReconciler struct {
 	EndpointEvents *rate.Limiter
 
 	known   *knownRecords
+	owners  *ownerIndex
 	warmups *warmupTracker
 	status  *statusWriter
 	lags    lagWindow
@@ -146,11 +147,9 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil // reported in status; a spec change brings it back
 	}
 	r.syncWarmups(s)
-	if err := r.retireOldScope(ctx, s); err != nil {
-		s.storeErr = err
-		return ctrl.Result{}, err
-	}
-	if s.storeErr = r.sync(ctx, s); s.storeErr != nil {
+	// Records left under an old service name are retired without holding back the sync.
+	retireErr := r.retireOldScope(ctx, s)
+	if s.storeErr = errors.Join(r.sync(ctx, s), retireErr); s.storeErr != nil {
 		return ctrl.Result{}, s.storeErr
 	}
 	return conflictRequeue(s, r.leaseRequeue(s)), r.flipGates(ctx, s)
@@ -240,28 +239,25 @@ func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, pod *corev1.Pod)
 	return node.Labels[ZoneLabel]
 }
 
-// retireOldScope removes the registry's records under the service name it used before
-// (status.serviceName), after spec.serviceName changed.
-func (r *ServiceRegistryReconciler) retireOldScope(ctx context.Context, s *reconcileScope) error {
-	old := s.reg.Status.ServiceName
-	if old == "" || old == s.target.Service {
-		return nil
-	}
-	return r.removeOwned(ctx, s.reg, store.Scope{Service: old, Namespace: s.reg.Namespace, Stores: storesOf(s.reg)})
-}
-
 // finalize removes the registry's endpoints from the store, then its finalizer.
 func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.ServiceRegistry) error {
 	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
 		return nil
 	}
 	name := client.ObjectKeyFromObject(reg)
-	r.known.forget(name)
-	r.warmups.sync(name, nil)
 	scopes := []store.Scope{scopeOf(reg)}
-	if old := reg.Status.ServiceName; old != "" && old != scopes[0].Service {
+	olds, complete := r.oldServices(ctx, reg, scopes[0].Service)
+	if !complete {
+		err := errors.New("the store could not be searched for records under earlier service names")
+		r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, regstatus.ReasonStoreUnreachable, "Cleanup",
+			"cannot remove endpoints from the store; deletion waits until it is reachable: %v", err)
+		return err
+	}
+	for _, old := range olds {
 		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
 	}
+	r.known.forget(name)
+	r.warmups.sync(name, nil)
 	for _, target := range scopes {
 		if err := r.removeOwned(ctx, reg, target); err != nil {
 			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, regstatus.ReasonStoreUnreachable, "Cleanup",

@@ -53,3 +53,15 @@ func (i *instrumented) Watch(ctx context.Context, changed func(Change), missed f
 	}
 	return w.Watch(ctx, changed, missed)
 }
+
+// ListAll passes through to the wrapped Store's ListAll, when it has one.
+func (i *instrumented) ListAll(ctx context.Context) ([]Record, error) {
+	sc, ok := i.Store.(Scanner)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	start := time.Now()
+	records, err := sc.ListAll(ctx)
+	i.observe("list", time.Since(start), err)
+	return records, err
+}

@@ -107,3 +107,10 @@ type Watcher interface {
 	// relies on a periodic re-read alone).
 	Watch(ctx context.Context, changed func(Change), missed func()) error
 }
+
+// Scanner is implemented by a Store that can list every record it holds, across scopes, so
+// that the records of an owner are found wherever they are (a registry renamed while its
+// status was not yet written). Each Record's Service and Namespace are those of its key.
+type Scanner interface {
+	ListAll(ctx context.Context) ([]Record, error)
+}
