@@ -217,8 +217,8 @@ func (s *Store) Watch(ctx context.Context, changed func(store.Change), missed fu
 }
 
 // Tamper changes the store as something other than registrar would: it puts ep at pod's key
-// (nil deletes it), bumping the revision and notifying watchers.
-func (s *Store) Tamper(scope store.Scope, pod string, ep *store.Endpoint) {
+// (nil deletes it), bumping the revision and notifying watchers. It returns the change.
+func (s *Store) Tamper(scope store.Scope, pod string, ep *store.Endpoint) store.Change {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := key(scope, pod)
@@ -231,6 +231,7 @@ func (s *Store) Tamper(scope store.Scope, pod string, ep *store.Endpoint) {
 		s.records[k] = store.Record{Endpoint: *ep, Key: k, Revision: s.rev}
 	}
 	s.notify(c)
+	return c
 }
 
 // ErrDown is a convenient error for Fail.
