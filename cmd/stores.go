@@ -131,6 +131,9 @@ func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, 
 		if err := mgr.Add(s); err != nil { // probes the store while it is unreachable
 			return nil, "", fmt.Errorf("add store monitor: %w", err)
 		}
+		if err := mgr.Add(etcdstore.LeaseKeeper{Store: s}); err != nil { // every replica, leader or not
+			return nil, "", fmt.Errorf("add endpoint lease keeper: %w", err)
+		}
 		return s, strings.Join(endpoints, ","), nil
 	}
 }

@@ -174,3 +174,36 @@ func (s *Store) adoptLease(ctx context.Context) {
 		}
 	}
 }
+
+// LeaseKeeper keeps the installation's endpoint lease alive from every replica, leader or
+// not (a manager Runnable that needs no leader election): the backstop means "expire once
+// every replica is gone", and a follower must keep the endpoints alive through a failover,
+// whose takeover (the leader election's lease duration) may be longer than the TTL. It
+// adopts the recorded lease as soon as it runs, and again after it lapsed or was replaced,
+// every third of the TTL.
+type LeaseKeeper struct{ Store *Store }
+
+// NeedLeaderElection is false: every replica runs it.
+func (k LeaseKeeper) NeedLeaderElection() bool { return false }
+
+// Start keeps the recorded lease alive until ctx ends; without Options.LeaseTTL it returns.
+func (k LeaseKeeper) Start(ctx context.Context) error {
+	s := k.Store
+	if s.backstop == nil {
+		return nil
+	}
+	every := max(s.opts.LeaseTTL/3, 500*time.Millisecond)
+	for {
+		actx, cancel := context.WithTimeout(ctx, s.callTimeout())
+		_, err := s.backstop.adopt(actx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.observe(actx, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}
