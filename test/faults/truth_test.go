@@ -8,7 +8,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -110,4 +112,43 @@ func TestOwnedKeysRepaired(t *testing.T) {
 	s.checks.expiryAllowed = func(at time.Time) bool { return !at.Before(start) && at.Before(start.Add(took)) }
 	s.finish("13.3 owned key deleted + one rewritten by hand", took,
 		fmt.Sprintf("both repaired %s after the change (etcd watch), foreign keys untouched", took.Round(time.Millisecond)))
+}
+
+// TestOneStoreDownUnderChurn (issue 13, hole 2): the operator publishes to etcd and to DNS
+// (--stores=etcd,coredns, the DNS records in a second etcd); the DNS store goes down while
+// 50 pods churn. The etcd store must stay exact (read back with its own client, the
+// invariants checked on it) and status.stores must report each store on its own.
+func TestOneStoreDownUnderChurn(t *testing.T) {
+	slow(t)
+	srv, dns := startStore(t), startStore(t)
+	s := newScenario(t, []string{srv.Endpoint()})
+	cfg := s.operatorConfig()
+	cfg.extra = []string{"--stores=etcd,coredns", "--coredns-etcd-endpoints=" + dns.Endpoint()}
+	startOperator(t, "registrar", cfg)
+	for range 3 {
+		s.addReady()
+	}
+	s.converge(time.Now())
+	dns.Stop()
+	start := time.Now()
+	s.churn(75, 50*time.Millisecond) // 50 pods added, 25 made unready or deleted
+	conv := s.converge(start)
+	var stores []v1alpha1.StoreStatus
+	if !waitFor(time.Minute, func() bool {
+		reg := &v1alpha1.ServiceRegistry{}
+		if err := k8s.Get(s.ctx, client.ObjectKeyFromObject(s.reg), reg); err != nil {
+			return false
+		}
+		stores = reg.Status.Stores
+		return len(stores) == 2 && stores[0].Name == "etcd" && stores[0].Synced &&
+			int(stores[0].Registered) == len(s.world.desired()) && stores[1].Name == "coredns" && !stores[1].Synced
+	}) {
+		t.Fatalf("status.stores = %+v, want etcd synced with %d endpoints and coredns not synced", stores, len(s.world.desired()))
+	}
+	if err := dns.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	s.finish("13.2 DNS store down while 50 pods churn", conv,
+		fmt.Sprintf("etcd exact %s after the churn began (%d endpoints); status.stores: etcd synced, coredns %q",
+			conv.Round(100*time.Millisecond), len(s.world.desired()), stores[1].Message))
 }
