@@ -196,10 +196,8 @@ func (k LeaseKeeper) Start(ctx context.Context) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, s.callTimeout())
 		_, err := s.backstop.adopt(actx)
+		s.observe(actx, err) // a call the caller cancelled says nothing about the store
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			s.observe(actx, err)
-		}
 		select {
 		case <-ctx.Done():
 			return nil

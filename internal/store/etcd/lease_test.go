@@ -97,3 +97,33 @@ func TestLeaseBackstopAdoptedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseKeeperKeepsLeaseFromFollower: a replica that does not lead (it runs only the
+// LeaseKeeper, never Start or Apply) keeps the installation's lease alive after the writer
+// is gone, as through a failover slower than the TTL.
+func TestLeaseKeeperKeepsLeaseFromFollower(t *testing.T) {
+	f := newFixture(t, etcd.Options{})
+	const ttl = 2 * time.Second
+	leaseKey := etcd.LeaseKey(f.prefix, "ns")
+	newStore := func() *etcd.Store {
+		cli := newClient(t, requireServer(t))
+		return etcd.New(cli, etcd.Options{Prefix: f.prefix, LeaseTTL: ttl, Leases: cli, LeaseKey: leaseKey})
+	}
+	writer := newStore()
+	if _, err := writer.Apply(ctx(t), scope, store.Changes{Create: []store.Endpoint{ep("web-0")}}); err != nil {
+		t.Fatal(err)
+	}
+	follower := newStore()
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- etcd.LeaseKeeper{Store: follower}.Start(runCtx) }()
+	t.Cleanup(func() { stop(); <-done; follower.Close() })
+	writer.Close()
+	time.Sleep(3 * ttl) // the scenario: the writer is gone for three TTLs, not synchronisation
+	if _, ok := f.leaseOf(t, writer.Key(scope, "web-0")); !ok {
+		t.Errorf("web-0 expired %s after the writer left while a follower ran", 3*ttl)
+	}
+	if (etcd.LeaseKeeper{}).NeedLeaderElection() {
+		t.Error("the lease keeper must run on every replica")
+	}
+}
