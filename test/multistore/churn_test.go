@@ -9,12 +9,16 @@ import (
 	"github.com/miekg/dns"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	corednsstore "github.com/registrar-dev/registrar/internal/store/coredns"
 )
+
+const corednsPrefix = corednsstore.DefaultPrefix
 
 // One store down must never hold back another (issue 13, hole 2): each store is planned,
 // applied and reported on its own, under churn, not only for the first change after the
@@ -80,6 +84,35 @@ var _ = Describe("One store down while pods churn", Serial, func() {
 			v1alpha1.StoreStatus{Name: "etcd", Registered: int32(len(pods)), Synced: true},
 			v1alpha1.StoreStatus{Name: "coredns", Registered: int32(len(pods)), Synced: true},
 		))
+		deleteRegistry(reg)
+	})
+})
+
+// The DNS store is watched too (issue 13, hole 3): a record deleted by hand is written again.
+var _ = Describe("A DNS record changed behind registrar's back", Serial, func() {
+	It("is repaired", func() {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "dnsfix-"}}
+		Expect(k8sClient.Create(context.Background(), n)).To(Succeed())
+		ns := n.Name
+		reg := newRegistry(ns, "fix", []string{"etcd", "coredns"})
+		readyPod(ns, "fix-0", "10.7.0.1")
+		readyPod(ns, "fix-1", "10.7.0.2")
+		Eventually(func() []string { return dnsA("fix", ns) }).WithTimeout(timeout).Should(Equal([]string{"10.7.0.1", "10.7.0.2"}))
+		cli, err := dnsEtcd.Client()
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = cli.Close() }()
+		key := fmt.Sprintf("%s/test/registrar/%s/fix/_tcp/_http/fix-0", corednsPrefix, ns)
+		resp, err := cli.Delete(context.Background(), key)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(resp.Deleted).To(Equal(int64(1)), "no record at %s", key)
+		start := time.Now()
+		Eventually(func() int64 {
+			got, err := cli.Get(context.Background(), key, clientv3.WithCountOnly())
+			Expect(err).NotTo(HaveOccurred())
+			return got.Count
+		}).WithTimeout(timeout).WithPolling(10*time.Millisecond).Should(Equal(int64(1)), "the deleted DNS record was not written again")
+		GinkgoWriter.Printf("deleted DNS record repaired in %s\n", time.Since(start))
+		Expect(dnsA("fix", ns)).To(Equal([]string{"10.7.0.1", "10.7.0.2"}))
 		deleteRegistry(reg)
 	})
 })
