@@ -57,6 +57,7 @@ type config struct {
 	storePrefix             string
 	storeTimeout            time.Duration
 	storeLeaseTTL           time.Duration
+	storeResyncInterval     time.Duration
 	storeCA, storeCert      string
 	storeKey                string
 	storeDataDir            string
@@ -110,6 +111,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
 	fs.DurationVar(&c.storeLeaseTTL, "store-lease-ttl", 0, "When set, write endpoints with an etcd lease of this TTL that the leader keeps alive, so they expire if every replica is gone longer; 0 (default) keeps them until an operator removes them.")
+	fs.DurationVar(&c.storeResyncInterval, "store-resync-interval", controller.DefaultResyncInterval, "Period (jittered by ±20%) of the full re-read of every registry's records in every store, diffed with what the operator knows and repaired; the backstop of the etcd and CoreDNS watches that repair outside changes at once (and the only anti-entropy of ZooKeeper).")
 	fs.StringVar(&c.storeCA, "store-ca-file", "", "CA bundle to verify the store's TLS certificate.")
 	fs.StringVar(&c.storeCert, "store-cert-file", "", "Client certificate for the store.")
 	fs.StringVar(&c.storeKey, "store-key-file", "", "Client key for the store.")
@@ -295,7 +297,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	}
 	r := &controller.ServiceRegistryReconciler{
 		Client:    mgr.GetClient(),
-		Store:     stores,
+		Stores:    stores,
 		StoreName: storeName,
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},
@@ -310,7 +312,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
-		StoreRecovered: recovered,
+		StoreRecovered: recovered, ResyncInterval: cfg.storeResyncInterval,
 	}); err != nil {
 		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
 	}

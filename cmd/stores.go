@@ -73,12 +73,12 @@ func (c storesConfig) names() ([]string, error) {
 	return names, nil
 }
 
-// buildStores returns the store the reconciler writes to: every store of --stores, each
-// wrapped for metrics, behind one multi.Store. Clients it opens close when mgr stops.
-// buildStores opens every store of --stores and fans a registry's changes out to them. The
-// etcd store gets etcdOpts (fence, recovery and lease callbacks) and runs as a manager
-// Runnable that probes it while it is unreachable.
-func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string, etcdOpts etcdstore.Options) (store.Store, string, error) {
+// buildStores opens every store of --stores, each wrapped for metrics, and names them for
+// the reconciler, which plans, writes and reports each on its own. Clients it opens close
+// when mgr stops. The etcd store gets etcdOpts (fence, recovery and lease callbacks) and
+// runs as a manager Runnable that, once this replica leads, adopts the endpoint lease and
+// probes the store while it is unreachable.
+func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string, etcdOpts etcdstore.Options) (*multi.Stores, string, error) {
 	names, err := cfg.stores.names()
 	if err != nil {
 		return nil, "", err
@@ -130,6 +130,9 @@ func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, 
 		s := etcdstore.New(cli, etcdOpts)
 		if err := mgr.Add(s); err != nil { // probes the store while it is unreachable
 			return nil, "", fmt.Errorf("add store monitor: %w", err)
+		}
+		if err := mgr.Add(etcdstore.LeaseKeeper{Store: s}); err != nil { // every replica, leader or not
+			return nil, "", fmt.Errorf("add endpoint lease keeper: %w", err)
 		}
 		return s, strings.Join(endpoints, ","), nil
 	}

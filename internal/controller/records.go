@@ -14,45 +14,133 @@ import (
 // planned against the store's real content. Any failed or conflicting write drops the entry,
 // forcing a fresh List.
 type knownRecords struct {
-	mu      sync.Mutex
-	entries map[types.NamespacedName]knownEntry
+	mu sync.Mutex
+	// entries are keyed by registry, then by store name ("" for a single store).
+	entries map[types.NamespacedName]map[string]knownEntry
 }
 
 type knownEntry struct {
 	uid     types.UID
 	scope   store.Scope
 	records map[string]store.Record // every record of the scope, keyed by pod
+	// pending are the newest changes the store reported (its Watcher) that the records did
+	// not explain when they arrived, keyed by pod: a change of anything else, or a write of
+	// this operator still on its way back.
+	pending map[string]store.Change
+	// verify asks the next reconcile to re-read the scope and diff it with records (the
+	// periodic full re-read, or a watch that missed changes).
+	verify bool
+}
+
+// maxPending bounds the changes remembered per registry and store; past it the scope is
+// re-read instead.
+const maxPending = 4096
+
+// explains reports whether records already reflect change c: a put the records hold at its
+// revision or later, or a delete of a pod they do not hold.
+func explains(records map[string]store.Record, c store.Change) bool {
+	rec, has := records[c.Pod]
+	if c.Deleted {
+		return !has || rec.Revision > c.Revision
+	}
+	return has && rec.Revision >= c.Revision
 }
 
 func newKnownRecords() *knownRecords {
-	return &knownRecords{entries: map[types.NamespacedName]knownEntry{}}
+	return &knownRecords{entries: map[types.NamespacedName]map[string]knownEntry{}}
 }
 
-// get returns a copy of the records known for the registry in scope, or false.
-func (k *knownRecords) get(name types.NamespacedName, uid types.UID, scope store.Scope) (map[string]store.Record, bool) {
+// get returns a copy of the records known for the registry in scope in one store, or false.
+// stale is true when the store reported a change they do not explain, or a re-read is due:
+// the caller must list the scope again (and set what it listed).
+func (k *knownRecords) get(name types.NamespacedName, storeName string, uid types.UID, scope store.Scope) (records map[string]store.Record, stale, ok bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	e, ok := k.entries[name]
+	e, ok := k.entries[name][storeName]
 	if !ok || e.uid != uid || e.scope != scope {
-		return nil, false
+		return nil, false, false
+	}
+	for pod, c := range e.pending {
+		if explains(e.records, c) {
+			delete(e.pending, pod)
+		}
 	}
 	out := make(map[string]store.Record, len(e.records))
 	for pod, r := range e.records {
 		out[pod] = r
 	}
-	return out, true
+	return out, e.verify || len(e.pending) > 0, true
 }
 
-func (k *knownRecords) set(name types.NamespacedName, uid types.UID, scope store.Scope, records map[string]store.Record) {
+// note records a change the store reported for the registry's scope in one store. It
+// reports whether the change needs a reconcile: the registry's records there are known and
+// do not explain it (a change by anyone else, or this operator's write not yet
+// acknowledged, which the next reconcile then finds explained).
+func (k *knownRecords) note(name types.NamespacedName, storeName string, c store.Change) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.entries[name] = knownEntry{uid: uid, scope: scope, records: records}
+	e, ok := k.entries[name][storeName]
+	if !ok || e.scope.Service != c.Service || e.scope.Namespace != c.Namespace || explains(e.records, c) {
+		return false
+	}
+	if e.pending == nil {
+		e.pending = map[string]store.Change{}
+	}
+	if old, seen := e.pending[c.Pod]; !seen || old.Revision < c.Revision {
+		e.pending[c.Pod] = c
+	}
+	if len(e.pending) > maxPending {
+		e.pending, e.verify = nil, true
+	}
+	k.entries[name][storeName] = e
+	return true
 }
 
+// verifyAll asks for a re-read of every known scope in storeName ("" for every store), and
+// returns the registries concerned.
+func (k *knownRecords) verifyAll(storeName string, every bool) []types.NamespacedName {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []types.NamespacedName
+	for name, stores := range k.entries {
+		for sn, e := range stores {
+			if every || sn == storeName {
+				e.verify = true
+				stores[sn] = e
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+func (k *knownRecords) set(name types.NamespacedName, storeName string, uid types.UID, scope store.Scope, records map[string]store.Record) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.entries[name] == nil {
+		k.entries[name] = map[string]knownEntry{}
+	}
+	// Reported changes stay until records explain them: one that arrived while the scope
+	// was being listed may be newer than what was listed.
+	var pending map[string]store.Change
+	if old, ok := k.entries[name][storeName]; ok && old.scope == scope && old.uid == uid {
+		pending = old.pending
+	}
+	k.entries[name][storeName] = knownEntry{uid: uid, scope: scope, records: records, pending: pending}
+}
+
+// forget drops what is known of the registry in every store.
 func (k *knownRecords) forget(name types.NamespacedName) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.entries, name)
+}
+
+// forgetStore drops what is known of the registry in one store.
+func (k *knownRecords) forgetStore(name types.NamespacedName, storeName string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.entries[name], storeName)
 }
 
 // applied returns records after changes were acknowledged with the written records.
@@ -71,6 +159,17 @@ func byPod(records []store.Record) map[string]store.Record {
 	out := make(map[string]store.Record, len(records))
 	for _, r := range records {
 		out[r.Pod] = r
+	}
+	return out
+}
+
+// services are the service names of the scopes known for the registry, in any store.
+func (k *knownRecords) services(name types.NamespacedName) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, e := range k.entries[name] {
+		out = append(out, e.scope.Service)
 	}
 	return out
 }

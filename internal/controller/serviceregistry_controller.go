@@ -44,8 +44,12 @@ const ZoneLabel = corev1.LabelTopologyZone
 // ServiceRegistry, and reports what the store holds in the registry's status.
 type ServiceRegistryReconciler struct {
 	client.Client
-	// Store is where endpoints are written.
+	// Store is where endpoints are written when Stores is nil (a single store).
 	Store store.Store
+	// Stores, when set, are the installation's named stores: each registry is published to
+	// those its spec.stores names (else the defaults), each planned, applied and reported on
+	// its own, so that one store down never holds back another.
+	Stores *multi.Stores
 	// StoreName describes the store in status messages (e.g. its endpoints).
 	StoreName string
 	// Recorder emits Events on registries.
@@ -68,6 +72,7 @@ type ServiceRegistryReconciler struct {
 	EndpointEvents *rate.Limiter
 
 	known   *knownRecords
+	owners  *ownerIndex
 	warmups *warmupTracker
 	status  *statusWriter
 	lags    lagWindows
@@ -101,7 +106,9 @@ type reconcileScope struct {
 	selected []selectedPod
 	byName   map[string]selectedPod
 	desired  map[string]store.Endpoint
-	stored   map[string]store.Record // this registry's own records
+	stored   map[string]store.Record // this registry's own records, alike in every store that answered
+	// stores is what each target store held after this reconcile's sync (nil before it).
+	stores   []storeResult
 	plan     plan.Plan
 	selErr   error
 	storeErr error
@@ -150,11 +157,9 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	r.syncWarmups(s)
-	if err := r.retireOldScope(ctx, s); err != nil {
-		s.storeErr = err
-		return ctrl.Result{}, err
-	}
-	if s.storeErr = r.sync(ctx, s); s.storeErr != nil {
+	// Records left under an old service name are retired without holding back the sync.
+	retireErr := r.retireOldScope(ctx, s)
+	if s.storeErr = errors.Join(r.sync(ctx, s), retireErr); s.storeErr != nil {
 		r.acks.forget(reg.UID) // unknown: no other registry's gate flip counts on this one
 		return ctrl.Result{}, s.storeErr
 	}
@@ -235,7 +240,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 // new pod, and of its own records keeps only those whose pod still exists with the same UID
 // and is eligible by every other rule; the others are deregistered by the sync.
 func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s *reconcileScope) error {
-	current, err := r.current(ctx, client.ObjectKeyFromObject(s.reg), s.reg.UID, s.target)
+	owned, err := r.ownedAnywhere(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -243,7 +248,6 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 	if err != nil {
 		return err
 	}
-	owned := plan.Owned(string(s.reg.UID), current)
 	s.desired = make(map[string]store.Endpoint, len(owned))
 	s.byName = make(map[string]selectedPod, len(owned))
 	for name, rec := range owned {
@@ -267,6 +271,29 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 		s.byName[p.pod.Name] = p
 	}
 	return nil
+}
+
+// ownedAnywhere is the registry's own records in any of its stores, by pod: a record that
+// only one store holds still names a pod whose endpoint must be judged. A store that cannot
+// be read is skipped (its own sync fails and reports it); an error only when none answers.
+func (r *ServiceRegistryReconciler) ownedAnywhere(ctx context.Context, s *reconcileScope) (map[string]store.Record, error) {
+	targets, notConfigured := r.targets(s.target)
+	owned := map[string]store.Record{}
+	var errs []error
+	for _, t := range targets {
+		current, _, err := r.current(ctx, client.ObjectKeyFromObject(s.reg), t, s.reg.UID, s.target)
+		if err != nil {
+			errs = append(errs, storeErr(t.Name, err))
+			continue
+		}
+		for pod, rec := range plan.Owned(string(s.reg.UID), current) {
+			owned[pod] = rec
+		}
+	}
+	if len(errs) > 0 && len(errs) == len(targets) {
+		return nil, errors.Join(append(errs, notConfigured)...)
+	}
+	return owned, nil
 }
 
 // decide gathers the facts the verdict on one pod depends on (the older registry owning it,
@@ -327,96 +354,27 @@ func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, pod *corev1.Pod)
 	return node.Labels[ZoneLabel]
 }
 
-// sync makes the registry's records in the store equal to s.desired.
-func (r *ServiceRegistryReconciler) sync(ctx context.Context, s *reconcileScope) error {
-	name := client.ObjectKeyFromObject(s.reg)
-	current, err := r.current(ctx, name, s.reg.UID, s.target)
-	if err != nil {
-		return err
-	}
-	owner := string(s.reg.UID)
-	s.plan = plan.Compute(owner, s.desired, current, r.Clock.Now())
-	if len(s.plan.Conflicts) > 0 {
-		// The other owner may have released its keys since they were read: read them again.
-		r.known.forget(name)
-		if current, err = r.current(ctx, name, s.reg.UID, s.target); err != nil {
-			return err
-		}
-		s.plan = plan.Compute(owner, s.desired, current, r.Clock.Now())
-	}
-	s.stored = plan.Owned(owner, current)
-	if s.plan.Changes.Len() == 0 {
-		return nil
-	}
-	written, err := r.Store.Apply(ctx, s.target, s.plan.Changes)
-	if err != nil {
-		r.known.forget(name) // outcome unknown: list again before the next write
-		return fmt.Errorf("apply %d changes to service %s/%s: %w", s.plan.Changes.Len(), s.target.Service, s.target.Namespace, err)
-	}
-	r.recordChanges(s, s.plan.Changes)
-	current = applied(current, s.plan.Changes, written)
-	r.known.set(name, s.reg.UID, s.target, current)
-	s.stored = plan.Owned(owner, current)
-	log.FromContext(ctx).V(1).Info("store updated", "service", s.target.Service,
-		"created", len(s.plan.Changes.Create), "updated", len(s.plan.Changes.Update), "deleted", len(s.plan.Changes.Delete))
-	return nil
-}
-
-// current returns every record in scope: from memory when known, else listed from the store.
-func (r *ServiceRegistryReconciler) current(ctx context.Context, name types.NamespacedName, uid types.UID, target store.Scope) (map[string]store.Record, error) {
-	if records, ok := r.known.get(name, uid, target); ok {
-		return records, nil
-	}
-	listed, err := r.Store.List(ctx, target)
-	if err != nil {
-		return nil, err
-	}
-	records := byPod(listed)
-	r.known.set(name, uid, target, records)
-	copied, _ := r.known.get(name, uid, target)
-	return copied, nil
-}
-
-// retireOldScope removes the registry's records under the service name it used before
-// (status.serviceName), after spec.serviceName changed.
-func (r *ServiceRegistryReconciler) retireOldScope(ctx context.Context, s *reconcileScope) error {
-	old := s.reg.Status.ServiceName
-	if old == "" || old == s.target.Service {
-		return nil
-	}
-	return r.removeOwned(ctx, s.reg, store.Scope{Service: old, Namespace: s.reg.Namespace, Stores: storesOf(s.reg)})
-}
-
-// removeOwned deletes every record of reg in scope.
-func (r *ServiceRegistryReconciler) removeOwned(ctx context.Context, reg *v1alpha1.ServiceRegistry, target store.Scope) error {
-	listed, err := r.Store.List(ctx, target)
-	if err != nil && !errors.Is(err, multi.ErrNotConfigured) { // an unconfigured store holds nothing to remove
-		return err
-	}
-	p := plan.Compute(string(reg.UID), nil, byPod(listed), r.Clock.Now())
-	if p.Changes.Len() == 0 {
-		return nil
-	}
-	if _, err := r.Store.Apply(ctx, target, p.Changes); err != nil {
-		return fmt.Errorf("remove %d endpoints of service %s/%s: %w", p.Changes.Len(), target.Service, target.Namespace, err)
-	}
-	return nil
-}
-
 // finalize removes the registry's endpoints from the store, then its finalizer.
 func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.ServiceRegistry) error {
 	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
 		return nil
 	}
 	name := client.ObjectKeyFromObject(reg)
+	scopes := []store.Scope{scopeOf(reg)}
+	olds, complete := r.oldServices(ctx, reg, scopes[0].Service)
+	if !complete {
+		err := errors.New("the store could not be searched for records under earlier service names")
+		r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, regstatus.ReasonStoreUnreachable, "Cleanup",
+			"cannot remove endpoints from the store; deletion waits until it is reachable: %v", err)
+		return err
+	}
+	for _, old := range olds {
+		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
+	}
 	r.known.forget(name)
 	r.warmups.sync(name, nil)
 	r.acks.forget(reg.UID)
 	r.lags.forget(reg.UID)
-	scopes := []store.Scope{scopeOf(reg)}
-	if old := reg.Status.ServiceName; old != "" && old != scopes[0].Service {
-		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
-	}
 	for _, target := range scopes {
 		if err := r.removeOwned(ctx, reg, target); err != nil {
 			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, regstatus.ReasonStoreUnreachable, "Cleanup",

@@ -36,6 +36,10 @@ type Options struct {
 	// StoreRecovered, when set, enqueues every ServiceRegistry on each event, e.g. when the
 	// store answers again after an outage, so that none waits out its retry backoff.
 	StoreRecovered <-chan event.GenericEvent
+	// ResyncInterval is the period (jittered) of the full re-read of every store scope
+	// against what the reconciler knows, the backstop of the stores' watches;
+	// DefaultResyncInterval when zero.
+	ResyncInterval time.Duration
 }
 
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
@@ -44,6 +48,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	r.known = newKnownRecords()
 	r.acks = newGateAcks()
 	r.leasesSeen = newLeaseObservations()
+	r.owners = newOwnerIndex()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
 		return fmt.Errorf("add warm-up tracker: %w", err)
@@ -69,6 +74,13 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := releaser.setup(mgr); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
 	}
+	if opts.ResyncInterval <= 0 {
+		opts.ResyncInterval = DefaultResyncInterval
+	}
+	repairs := make(chan event.GenericEvent, 256)
+	if err := mgr.Add(&antiEntropy{r: r, interval: opts.ResyncInterval, enqueue: repairs}); err != nil {
+		return fmt.Errorf("add store anti-entropy: %w", err)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ServiceRegistry{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod)).
@@ -77,6 +89,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
 			builder.WithPredicates(r.leaseRenewedAfterLapse()))
 	}
+	b = b.WatchesRawSource(source.Channel(repairs, &handler.EnqueueRequestForObject{}))
 	if opts.StoreRecovered != nil {
 		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries)))
 	}

@@ -5,15 +5,7 @@ import (
 	"time"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
-	"github.com/registrar-dev/registrar/internal/store"
-	"github.com/registrar-dev/registrar/internal/store/multi"
 )
-
-// storeStates is implemented by a Store that publishes to several named stores
-// (internal/store/multi): it reports each of them for status.stores.
-type storeStates interface {
-	States(scope store.Scope, owner string) []multi.State
-}
 
 // maxStoreMessage bounds status.stores[].message.
 const maxStoreMessage = 512
@@ -29,17 +21,26 @@ func dnsTTL(reg *v1alpha1.ServiceRegistry) time.Duration {
 	return time.Duration(*reg.Spec.DNS.TTLSeconds) * time.Second
 }
 
-// storeStatuses reports each store of the registry; nil when the Store is a single backend.
+// storeStatuses reports each store of the registry as this reconcile left it; nil with a
+// single Store, and the previous report when this reconcile did not reach the stores.
 func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1alpha1.StoreStatus {
-	st, ok := r.Store.(storeStates)
-	if !ok {
+	if r.Stores == nil {
 		return nil
 	}
-	var out []v1alpha1.StoreStatus
-	for _, state := range st.States(s.target, string(s.reg.UID)) {
-		ss := v1alpha1.StoreStatus{Name: state.Name, Registered: int32(state.Registered), Synced: state.Err == nil}
-		if state.Err != nil {
-			ss.Message = state.Err.Error()
+	if s.stores == nil {
+		return s.original.Status.Stores
+	}
+	owner := string(s.reg.UID)
+	out := make([]v1alpha1.StoreStatus, 0, len(s.stores))
+	for _, res := range s.stores {
+		ss := v1alpha1.StoreStatus{Name: res.name, Synced: res.err == nil}
+		for _, rec := range res.records {
+			if rec.Owner == owner {
+				ss.Registered++
+			}
+		}
+		if res.err != nil {
+			ss.Message = res.err.Error()
 			if len(ss.Message) > maxStoreMessage {
 				ss.Message = ss.Message[:maxStoreMessage]
 			}

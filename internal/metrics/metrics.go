@@ -41,6 +41,12 @@ var (
 		Name: "registrar_store_operation_errors_total",
 		Help: "Failed store calls by operation and kind (conflict: the store changed since it was read; error: anything else).",
 	}, []string{"operation", "kind"})
+	// StoreRepairs counts owned records that something other than registrar changed in a
+	// store, and registrar repaired, by store and kind (deleted, rewritten, extra).
+	StoreRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "registrar_store_repairs_total",
+		Help: "Owned store records changed by anything but registrar and repaired, by store and kind (deleted: written again, rewritten: restored, extra: removed).",
+	}, []string{"store", "kind"})
 	// Endpoints counts the pods of each ServiceRegistry by endpoint state.
 	Endpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "registrar_endpoints",
@@ -79,7 +85,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors,
+	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors, StoreRepairs,
 		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped, GatesReleased, Unmutated)
 }
 

@@ -44,3 +44,24 @@ func ErrorKind(err error) string {
 	}
 	return "error"
 }
+
+// Watch passes through to the wrapped Store's Watch, when it has one.
+func (i *instrumented) Watch(ctx context.Context, changed func(Change), missed func()) error {
+	w, ok := i.Store.(Watcher)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return w.Watch(ctx, changed, missed)
+}
+
+// ListAll passes through to the wrapped Store's ListAll, when it has one.
+func (i *instrumented) ListAll(ctx context.Context) ([]Record, error) {
+	sc, ok := i.Store.(Scanner)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	start := time.Now()
+	records, err := sc.ListAll(ctx)
+	i.observe("list", time.Since(start), err)
+	return records, err
+}

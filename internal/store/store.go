@@ -85,3 +85,32 @@ type Store interface {
 	// must List again before its next Apply: a split change may have partly landed.
 	Apply(ctx context.Context, scope Scope, changes Changes) ([]Record, error)
 }
+
+// Change is one change of a key under a Store's keys, as a Watcher reports it.
+type Change struct {
+	// Service and Namespace name the scope of the key; Pod its pod.
+	Service, Namespace, Pod string
+	// Revision is the store's revision of the change: a put's new Revision, a delete's
+	// revision.
+	Revision int64
+	// Deleted is true when the key was removed.
+	Deleted bool
+}
+
+// Watcher is implemented by a Store that can report every change of its keys, whoever made
+// it, so that the caller repairs an owned record changed behind its back.
+type Watcher interface {
+	// Watch calls changed for every change of the Store's keys from now on, until ctx ends,
+	// resuming by itself after errors. It calls missed when changes may have been lost (the
+	// store compacted the history it would resume from): the caller must re-read every
+	// scope. It returns errors.ErrUnsupported when the Store cannot watch (the caller then
+	// relies on a periodic re-read alone).
+	Watch(ctx context.Context, changed func(Change), missed func()) error
+}
+
+// Scanner is implemented by a Store that can list every record it holds, across scopes, so
+// that the records of an owner are found wherever they are (a registry renamed while its
+// status was not yet written). Each Record's Service and Namespace are those of its key.
+type Scanner interface {
+	ListAll(ctx context.Context) ([]Record, error)
+}

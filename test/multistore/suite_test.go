@@ -124,7 +124,7 @@ func startOperator() {
 	}, []string{"etcd"})
 	Expect(err).NotTo(HaveOccurred())
 	r := &controller.ServiceRegistryReconciler{
-		Client: mgr.GetClient(), Store: stores, StoreName: "etcd, coredns",
+		Client: mgr.GetClient(), Stores: stores, StoreName: "etcd, coredns",
 		Recorder: mgr.GetEventRecorder("registrar"), Clock: clock.RealClock{}, Cluster: "test",
 		Warmup:             &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}},
 		CallerCacheSeconds: 5,

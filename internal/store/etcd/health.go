@@ -58,8 +58,13 @@ func (s *Store) observe(ctx context.Context, err error) {
 // Start probes the store while it is unreachable, resetting the client's reconnect backoff
 // before each probe, so that its return is noticed within ProbeInterval (and OnRecover
 // called) even when every caller is waiting out a long backoff. It returns when ctx ends;
-// it is a manager Runnable.
+// it is a manager Runnable, started once this replica leads. With Options.LeaseTTL it first
+// adopts the installation's endpoint lease and keeps it alive, before any write: a restart or
+// failover with nothing to write must not let the predecessor's endpoints expire.
 func (s *Store) Start(ctx context.Context) error {
+	if s.backstop != nil {
+		s.adoptLease(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package etcd_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -64,5 +65,65 @@ func TestLeaseBackstopExpiresWhenNobodyKeepsItAlive(t *testing.T) {
 			t.Fatalf("keys left %s after every writer stopped: %v", 20*time.Second, f.keys(t))
 		}
 		time.Sleep(100 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// TestLeaseBackstopAdoptedAtStart: an operator restart (or a failover) with nothing to write.
+// The new leader's Store must re-attach the installation's lease as soon as it runs (its
+// Start, which the manager calls once this replica leads), before any Apply: otherwise the
+// old lease lapses and every endpoint expires while nothing changed.
+func TestLeaseBackstopAdoptedAtStart(t *testing.T) {
+	f := newFixture(t, etcd.Options{})
+	const ttl = 2 * time.Second
+	leaseKey := etcd.LeaseKey(f.prefix, "ns")
+	newStore := func() *etcd.Store {
+		cli := newClient(t, requireServer(t))
+		return etcd.New(cli, etcd.Options{Prefix: f.prefix, LeaseTTL: ttl, Leases: cli, LeaseKey: leaseKey})
+	}
+	first := newStore()
+	if _, err := first.Apply(ctx(t), scope, store.Changes{Create: []store.Endpoint{ep("web-0"), ep("web-1")}}); err != nil {
+		t.Fatal(err)
+	}
+	next := newStore()
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- next.Start(runCtx) }()
+	t.Cleanup(func() { stop(); <-done; next.Close() })
+	first.Close()       // the old leader is gone; the new one has nothing to write
+	time.Sleep(3 * ttl) // the scenario: three TTLs with no write, not synchronisation
+	for _, pod := range []string{"web-0", "web-1"} {
+		if _, ok := f.leaseOf(t, first.Key(scope, pod)); !ok {
+			t.Errorf("%s expired %s after a restart with nothing to write: the new leader did not adopt the lease", pod, 3*ttl)
+		}
+	}
+}
+
+// TestLeaseKeeperKeepsLeaseFromFollower: a replica that does not lead (it runs only the
+// LeaseKeeper, never Start or Apply) keeps the installation's lease alive after the writer
+// is gone, as through a failover slower than the TTL.
+func TestLeaseKeeperKeepsLeaseFromFollower(t *testing.T) {
+	f := newFixture(t, etcd.Options{})
+	const ttl = 2 * time.Second
+	leaseKey := etcd.LeaseKey(f.prefix, "ns")
+	newStore := func() *etcd.Store {
+		cli := newClient(t, requireServer(t))
+		return etcd.New(cli, etcd.Options{Prefix: f.prefix, LeaseTTL: ttl, Leases: cli, LeaseKey: leaseKey})
+	}
+	writer := newStore()
+	if _, err := writer.Apply(ctx(t), scope, store.Changes{Create: []store.Endpoint{ep("web-0")}}); err != nil {
+		t.Fatal(err)
+	}
+	follower := newStore()
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- etcd.LeaseKeeper{Store: follower}.Start(runCtx) }()
+	t.Cleanup(func() { stop(); <-done; follower.Close() })
+	writer.Close()
+	time.Sleep(3 * ttl) // the scenario: the writer is gone for three TTLs, not synchronisation
+	if _, ok := f.leaseOf(t, writer.Key(scope, "web-0")); !ok {
+		t.Errorf("web-0 expired %s after the writer left while a follower ran", 3*ttl)
+	}
+	if (etcd.LeaseKeeper{}).NeedLeaderElection() {
+		t.Error("the lease keeper must run on every replica")
 	}
 }

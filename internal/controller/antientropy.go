@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/store/multi"
+)
+
+// Anti-entropy keeps the reconciler's view of each store true, so that what it writes and
+// what it reports as stored (status, readiness gates) never rests on a stale memory:
+//
+//   - every store that can watch (store.Watcher: etcd, one prefix watch) reports each change
+//     of its keys; a change the registry's known records do not explain (a person, a tool,
+//     an expired lease) marks them stale and enqueues the registry, whose next reconcile
+//     re-reads the scope and rewrites only what differs;
+//   - every ResyncInterval (jittered by ±20%), every known scope is re-read and diffed the
+//     same way: the backstop for stores that cannot watch (ZooKeeper) and for missed
+//     watch events.
+//
+// Repairs are counted in registrar_store_repairs_total{store,kind} and reported by an Event.
+
+// EventStoreRepaired is the reason of the Event of a repair.
+const EventStoreRepaired = "StoreRepaired"
+
+// Repair kinds (the kind label of registrar_store_repairs_total).
+const (
+	RepairDeleted   = "deleted"   // an owned key was missing: written again
+	RepairRewritten = "rewritten" // an owned key held another value: rewritten
+	RepairExtra     = "extra"     // a key of this owner that should not exist: deleted
+)
+
+// DefaultResyncInterval is the period of the full re-read when Options.ResyncInterval is zero.
+const DefaultResyncInterval = 5 * time.Minute
+
+// antiEntropy is the manager Runnable (leader only) that watches the stores and re-reads
+// them periodically.
+type antiEntropy struct {
+	r        *ServiceRegistryReconciler
+	interval time.Duration
+	enqueue  chan event.GenericEvent
+}
+
+func (a *antiEntropy) Start(ctx context.Context) error {
+	for _, t := range a.r.allStores() {
+		w, ok := t.Store.(store.Watcher)
+		if !ok {
+			continue
+		}
+		go func() {
+			err := w.Watch(ctx, func(c store.Change) { a.changed(ctx, t.Name, c) }, func() { a.resync(ctx, t.Name, false) })
+			if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+				log.FromContext(ctx).Error(err, "store watch ended", "store", t.Name)
+			}
+		}()
+	}
+	for {
+		jittered := time.Duration(float64(a.interval) * (0.8 + 0.4*rand.Float64()))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(jittered):
+			a.resync(ctx, "", true)
+		}
+	}
+}
+
+// changed maps a store change to the registries of its service and namespace.
+func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Change) {
+	var regs v1alpha1.ServiceRegistryList
+	if err := a.r.List(ctx, &regs, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return // the periodic re-read catches up
+	}
+	for i := range regs.Items {
+		reg := &regs.Items[i]
+		if reg.ResolvedServiceName() != c.Service {
+			continue
+		}
+		if a.r.known.note(client.ObjectKeyFromObject(reg), storeName, c) {
+			a.send(ctx, client.ObjectKeyFromObject(reg))
+		}
+	}
+}
+
+// resync marks every known scope of storeName (every store when every) for a re-read and
+// enqueues the registries.
+func (a *antiEntropy) resync(ctx context.Context, storeName string, every bool) {
+	seen := map[types.NamespacedName]bool{}
+	for _, name := range a.r.known.verifyAll(storeName, every) {
+		if !seen[name] {
+			seen[name] = true
+			a.send(ctx, name)
+		}
+	}
+}
+
+// send enqueues one registry; it waits (the queue drains fast) rather than drop a repair.
+func (a *antiEntropy) send(ctx context.Context, name types.NamespacedName) {
+	obj := &v1alpha1.ServiceRegistry{}
+	obj.Namespace, obj.Name = name.Namespace, name.Name
+	select {
+	case a.enqueue <- event.GenericEvent{Object: obj}:
+	case <-ctx.Done():
+	}
+}
+
+// allStores are every configured store (the single Store when Stores is nil).
+func (r *ServiceRegistryReconciler) allStores() []multi.Named {
+	if r.Stores == nil {
+		return []multi.Named{{Store: r.Store}}
+	}
+	return r.Stores.All()
+}
+
+// countRepairs counts the applied changes of pods whose record drifted (changed by anything
+// but this operator) as repairs, and reports them in an Event on the registry.
+func (r *ServiceRegistryReconciler) countRepairs(s *reconcileScope, storeName string, c store.Changes, drift map[string]bool) {
+	if len(drift) == 0 {
+		return
+	}
+	counts := map[string]int{}
+	for _, ep := range c.Create {
+		if drift[ep.Pod] {
+			counts[RepairDeleted]++
+		}
+	}
+	for _, u := range c.Update {
+		if drift[u.New.Pod] {
+			counts[RepairRewritten]++
+		}
+	}
+	for _, rec := range c.Delete {
+		if drift[rec.Pod] {
+			counts[RepairExtra]++
+		}
+	}
+	if len(counts) == 0 {
+		return
+	}
+	label := storeName
+	if label == "" {
+		label = "default"
+	}
+	for kind, n := range counts {
+		metrics.StoreRepairs.WithLabelValues(label, kind).Add(float64(n))
+	}
+	r.Recorder.Eventf(s.reg, nil, corev1.EventTypeWarning, EventStoreRepaired, "Repair",
+		"store %s: repaired endpoints of service %s changed outside registrar: %d missing rewritten, %d altered restored, %d unexpected removed",
+		label, s.target.Service, counts[RepairDeleted], counts[RepairRewritten], counts[RepairExtra])
+}

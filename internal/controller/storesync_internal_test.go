@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/store/memory"
+	"github.com/registrar-dev/registrar/internal/store/multi"
+	"github.com/registrar-dev/registrar/internal/store/storetest"
+)
+
+// syncFixture runs the reconciler's sync against two in-memory stores, a and b.
+type syncFixture struct {
+	r    *ServiceRegistryReconciler
+	a, b *memory.Store
+	reg  *v1alpha1.ServiceRegistry
+}
+
+func newSyncFixture(t *testing.T) *syncFixture {
+	t.Helper()
+	a, b := memory.New(0), memory.New(0)
+	stores, err := multi.New([]multi.Named{{Name: "a", Store: a}, {Name: "b", Store: b}}, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ServiceRegistryReconciler{
+		Stores: stores, Recorder: events.NewFakeRecorder(1000),
+		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
+		known: newKnownRecords(), owners: newOwnerIndex(),
+	}
+	reg := &v1alpha1.ServiceRegistry{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: types.UID("uid-web")},
+		Spec:       v1alpha1.ServiceRegistrySpec{Stores: []string{"a", "b"}},
+	}
+	return &syncFixture{r: r, a: a, b: b, reg: reg}
+}
+
+// sync syncs the registry to the desired pods and returns the scope and the error.
+func (f *syncFixture) sync(t *testing.T, pods ...string) (*reconcileScope, error) {
+	t.Helper()
+	s := &reconcileScope{reg: f.reg, original: f.reg.DeepCopy(), target: scopeOf(f.reg), desired: map[string]store.Endpoint{}}
+	for i, pod := range pods {
+		ep := storetest.Endpoint(s.target, pod, "10.0.0."+string(rune('1'+i)), string(f.reg.UID))
+		ep.RegisteredAt = time.Time{}
+		s.desired[pod] = ep
+	}
+	err := f.r.sync(context.Background(), s)
+	return s, err
+}
+
+func podsIn(t *testing.T, s *memory.Store) []string {
+	t.Helper()
+	recs, err := s.List(context.Background(), store.Scope{Service: "web", Namespace: "ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Pod)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestSyncEachStoreOnItsOwn(t *testing.T) {
+	f := newSyncFixture(t)
+	if _, err := f.sync(t, "p1", "p2"); err != nil {
+		t.Fatal(err)
+	}
+	f.b.Fail(memory.ErrDown)
+	for _, round := range [][]string{{"p2", "p3"}, {"p3"}, {"p3", "p4", "p5"}} {
+		s, err := f.sync(t, round...)
+		if err == nil || !strings.Contains(err.Error(), "store b") {
+			t.Fatalf("sync with b down: error %v, want one naming store b", err)
+		}
+		if got := podsIn(t, f.a); !slices.Equal(got, round) {
+			t.Fatalf("store a holds %v, want %v: b being down held it back", got, round)
+		}
+		st := f.r.storeStatuses(s)
+		if len(st) != 2 || st[0] != (v1alpha1.StoreStatus{Name: "a", Registered: int32(len(round)), Synced: true}) ||
+			st[1].Name != "b" || st[1].Synced || !strings.Contains(st[1].Message, "down") {
+			t.Fatalf("status.stores = %+v", st)
+		}
+	}
+	f.b.Fail(nil)
+	s, err := f.sync(t, "p3", "p4", "p5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := podsIn(t, f.b); !slices.Equal(got, []string{"p3", "p4", "p5"}) {
+		t.Fatalf("store b holds %v after it came back", got)
+	}
+	if len(s.stored) != 3 {
+		t.Errorf("stored = %v, want the 3 pods both stores hold", s.stored)
+	}
+}
+
+func TestSyncRepairsDrift(t *testing.T) {
+	f := newSyncFixture(t)
+	if _, err := f.sync(t, "p1", "p2", "p3"); err != nil {
+		t.Fatal(err)
+	}
+	scope := scopeOf(f.reg)
+	name := types.NamespacedName{Namespace: "ns", Name: "web"}
+	recs, _ := f.a.List(context.Background(), scope)
+	rewritten := recs[1].Endpoint
+	rewritten.Address = "10.6.6.6"
+	foreign := storetest.Endpoint(scope, "other", "10.9.9.9", "someone-else")
+	// What the store's watch reports: each change not explained by the known records.
+	for _, c := range []store.Change{
+		f.a.Tamper(scope, "p1", nil), f.a.Tamper(scope, "p2", &rewritten), f.a.Tamper(scope, "other", &foreign),
+	} {
+		if !f.r.known.note(name, "a", c) {
+			t.Errorf("change %+v not noted", c)
+		}
+	}
+	// This operator's own write, echoed back: already explained, no reconcile needed.
+	own, _ := f.b.List(context.Background(), scope)
+	if f.r.known.note(name, "b", store.Change{Service: "web", Namespace: "ns", Pod: own[0].Pod, Revision: own[0].Revision}) {
+		t.Error("an echo of this operator's own write asked for a reconcile")
+	}
+	if _, err := f.sync(t, "p1", "p2", "p3"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.a.List(context.Background(), scope)
+	for _, r := range got {
+		switch r.Pod {
+		case "other":
+			if r.Endpoint.Owner != "someone-else" || r.Address != "10.9.9.9" {
+				t.Errorf("foreign record touched: %+v", r.Endpoint)
+			}
+		case "p2":
+			if r.Address == "10.6.6.6" {
+				t.Error("rewritten record not repaired")
+			}
+		}
+	}
+	if pods := podsIn(t, f.a); !slices.Equal(pods, []string{"other", "p1", "p2", "p3"}) {
+		t.Errorf("store a holds %v", pods)
+	}
+	// Known again: the next sync plans from memory and writes nothing.
+	if _, stale, ok := f.r.known.get(name, "a", f.reg.UID, scope); !ok || stale {
+		t.Errorf("known records of a: ok %v stale %v after the repair", ok, stale)
+	}
+}

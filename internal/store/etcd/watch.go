@@ -1,0 +1,77 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/registrar-dev/registrar/internal/store"
+)
+
+var _ store.Watcher = (*Store)(nil)
+
+// watchRetry is the pause (jittered) before a broken watch resumes.
+const watchRetry = time.Second
+
+// Watch reports every change of a key {prefix}/{service}/{namespace}/{pod}, whoever made
+// it, until ctx ends (see store.Watcher). One prefix watch covers the whole store; after an
+// error it resumes from the revision after the last one seen, so nothing is missed unless
+// etcd compacted that history, which missed reports. It needs a Store made on a
+// *clientv3.Client (or any clientv3.Watcher); else it returns errors.ErrUnsupported.
+func (s *Store) Watch(ctx context.Context, changed func(store.Change), missed func()) error {
+	w, ok := s.kv.(clientv3.Watcher)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	root := s.opts.Prefix + "/"
+	var rev int64 // the last revision seen; 0 before the first response
+	for ctx.Err() == nil {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithProgressNotify()}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev+1))
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range w.Watch(wctx, root, opts...) {
+			if resp.CompactRevision != 0 { // the history to resume from is gone
+				rev = 0
+				missed()
+				break
+			}
+			if resp.Err() != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				if c, ok := s.change(root, ev); ok {
+					changed(c)
+				}
+			}
+			if resp.Header.Revision > rev {
+				rev = resp.Header.Revision
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(float64(watchRetry) * (0.8 + 0.4*rand.Float64()))):
+		}
+	}
+	return nil
+}
+
+// change decodes one event of a key {root}{service}/{namespace}/{pod}; other keys (the fence,
+// the lease record, anything deeper or malformed) are not endpoints.
+func (s *Store) change(root string, ev *clientv3.Event) (store.Change, bool) {
+	parts := strings.Split(strings.TrimPrefix(string(ev.Kv.Key), root), "/")
+	if len(parts) != 3 || parts[0] == FenceDir || checkSegment("service", parts[0]) != nil || checkSegment("namespace", parts[1]) != nil || checkSegment("pod", parts[2]) != nil {
+		return store.Change{}, false
+	}
+	c := store.Change{Service: parts[0], Namespace: parts[1], Pod: parts[2], Revision: ev.Kv.ModRevision}
+	if ev.Type == clientv3.EventTypeDelete {
+		c.Deleted = true
+	}
+	return c, true
+}
