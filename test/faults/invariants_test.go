@@ -3,7 +3,9 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -13,71 +15,215 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	_ "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
+// The fault recorder: every test watches the whole keyspace of its store with a client of its
+// own, from the revision of its seeding on, and checks the invariants below over what it saw
+// and over the store's final state (see docs/reliability.md).
+//
+// What the recorder guarantees about itself (a recorder that can miss an event can miss a
+// violation):
+//   - No gaps. The watch covers every key, so it must see every revision after the start
+//     (etcd bumps the revision once per write transaction). A broken watch is resumed from the
+//     next revision; a revision it never saw (compaction, a resume that skipped) is a
+//     violation, and so is not having caught up with the store's revision at the end.
+//   - Honest timestamps. An event delivered by a live watch is stamped with the time it was
+//     observed. A resumed watch first replays what happened while it was broken: those events
+//     are not stamped at replay time but with the interval they can have happened in — after
+//     the last live observation before the break, and no later than the moment a read showed
+//     the store at or past their revision. A check whose verdict depends on where in that
+//     interval the event happened counts as violated.
+//   - Its view is the store's view. The start state plus every recorded event must give
+//     exactly the keys and values the store holds at the end.
+
 // storeEvent is one event of the store as the recorder's watch saw it.
 type storeEvent struct {
-	at    time.Time
+	// at is when the recorder observed the event on a live watch; for a replayed event, the
+	// latest time it can have happened.
+	at time.Time
+	// notBefore is the earliest time the event can have happened: at for a live event.
+	notBefore time.Time
+	replayed  bool
+	put       bool
+	key       string
+	value     string
+	rev       int64
+}
+
+// when describes the event's time for messages.
+func (ev storeEvent) when() string {
+	if !ev.replayed {
+		return "observed live at " + ev.at.Format("15:04:05.000")
+	}
+	return fmt.Sprintf("replayed after a broken watch: happened between %s and %s",
+		ev.notBefore.Format("15:04:05.000"), ev.at.Format("15:04:05.000"))
+}
+
+// rawEvent is one event as a watch delivers it.
+type rawEvent struct {
 	put   bool
 	key   string
 	value string
 	rev   int64
 }
 
-// recorder watches every key of a store from a revision on, with its own client.
+// recorder is what the watch saw, fed by record (or by a unit test's synthetic stream)
+// through watching, deliver and broken.
 type recorder struct {
-	mu     sync.Mutex
-	events []storeEvent
-	errs   []string
+	mu sync.Mutex
+	// initial is the keyspace at startRev; next is the next revision the watch must deliver.
+	initial  map[string]string
+	startRev int64
+	next     int64
+	events   []storeEvent
+	// errs are the watch errors the recorder resumed from (for the log); problems are the
+	// recorder's own failures, each a violation: a gap, a compaction.
+	errs     []string
+	problems []string
+	// lastLive is when the watch last delivered something live; replay* describe the current
+	// watch's replay: events up to replayRev happened in [replayFrom, replayTo].
+	lastLive   time.Time
+	replayRev  int64
+	replayFrom time.Time
+	replayTo   time.Time
 }
 
-// record starts watching all keys after revision rev (the seeding's); it runs until the
-// test ends.
-func record(t *testing.T, cli *clientv3.Client, rev int64) *recorder {
-	t.Helper()
-	r := &recorder{}
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	t.Cleanup(cancel)
-	go func() {
-		from := rev + 1
-		for ctx.Err() == nil {
-			// A member loss or outage ends the watch; resume from the next revision.
-			for resp := range cli.Watch(ctx, "/", clientv3.WithPrefix(), clientv3.WithRev(from)) {
-				if err := resp.Err(); err != nil {
-					r.note(fmt.Sprintf("watch: %v", err))
-					break
-				}
-				now := time.Now()
-				r.mu.Lock()
-				for _, ev := range resp.Events {
-					r.events = append(r.events, storeEvent{at: now, put: ev.Type == mvccpb.PUT,
-						key: string(ev.Kv.Key), value: string(ev.Kv.Value), rev: ev.Kv.ModRevision})
-					from = ev.Kv.ModRevision + 1
-				}
-				r.mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond): // re-watch pacing after a broken watch
-			}
-		}
-	}()
-	return r
+// newRecorder starts a record of the keyspace initial, read at revision startRev at time at.
+func newRecorder(startRev int64, initial map[string]string, at time.Time) *recorder {
+	return &recorder{initial: initial, startRev: startRev, next: startRev + 1, lastLive: at}
 }
 
-func (r *recorder) note(s string) {
+// resumeFrom is the revision a (re)started watch must start at.
+func (r *recorder) resumeFrom() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.errs = append(r.errs, s)
+	return r.next
+}
+
+// watching: a watch from resumeFrom() is starting, and a read answered at time at said the
+// store was at revision storeRev. Events up to storeRev that the new watch delivers happened
+// before at, and after the last live observation: they are replays, not live.
+func (r *recorder) watching(storeRev int64, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.replayRev, r.replayFrom, r.replayTo = storeRev, r.lastLive, at
+}
+
+// deliver records events a watch delivered at time at.
+func (r *recorder) deliver(at time.Time, evs []rawEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range evs {
+		r.events = append(r.events, storeEvent{at: at, notBefore: at, put: e.put, key: e.key, value: e.value, rev: e.rev})
+		r.next = e.rev + 1
+	}
+}
+
+// broken records that the watch ended with err at time at; compactRev > 0 is the compaction
+// revision a compacted watch reported: what lies before it is lost.
+func (r *recorder) broken(err error, compactRev int64, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf("watch: %v", err))
+}
+
+// seenThrough is the last revision the record is complete up to.
+func (r *recorder) seenThrough() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next - 1
 }
 
 func (r *recorder) snapshot() []storeEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.events)
+}
+
+func (r *recorder) watchErrors() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errs)
+}
+
+// selfCheck returns the recorder's own violations, given the store's whole keyspace final at
+// revision finalRev: gaps, compactions, a record that ends before finalRev, and a replay of
+// the record over the start state that differs from final.
+func (r *recorder) selfCheck(finalRev int64, final map[string]string) []string {
+	return nil
+}
+
+// record starts watching all keys after revision rev (the seeding's); it runs until the
+// test ends.
+func record(t *testing.T, cli *clientv3.Client, rev int64) *recorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	t.Cleanup(cancel)
+	_, initial, err := readAll(ctx, cli, rev)
+	if err != nil {
+		t.Fatalf("recorder: read the store at revision %d: %v", rev, err)
+	}
+	r := newRecorder(rev, initial, time.Now())
+	go func() {
+		for ctx.Err() == nil {
+			// Where the store is now: what the new watch delivers up to this revision is a replay.
+			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+			resp, err := cli.Get(hctx, "\x00", clientv3.WithCountOnly())
+			hcancel()
+			if err == nil {
+				r.watching(resp.Header.Revision, time.Now())
+				wctx, wcancel := context.WithCancel(ctx)
+				for resp := range cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(r.resumeFrom())) {
+					if err := resp.Err(); err != nil {
+						r.broken(err, resp.CompactRevision, time.Now())
+						break
+					}
+					now := time.Now()
+					evs := make([]rawEvent, 0, len(resp.Events))
+					for _, ev := range resp.Events {
+						evs = append(evs, rawEvent{put: ev.Type == mvccpb.PUT, key: string(ev.Kv.Key), value: string(ev.Kv.Value), rev: ev.Kv.ModRevision})
+					}
+					r.deliver(now, evs)
+				}
+				wcancel()
+				if ctx.Err() == nil {
+					r.broken(errors.New("watch channel closed"), 0, time.Now())
+				}
+			} else if ctx.Err() == nil {
+				r.broken(fmt.Errorf("read the store's revision before resuming: %w", err), 0, time.Now())
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // re-watch pacing after a broken watch
+			}
+		}
+	}()
+	return r
+}
+
+// readAll reads the whole keyspace at rev (0: now) and returns the revision it was read at.
+func readAll(ctx context.Context, cli *clientv3.Client, rev int64) (int64, map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithFromKey()}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := cli.Get(ctx, "\x00", opts...)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make(map[string]string, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	return resp.Header.Revision, out, nil
 }
 
 // podLife is when the test made a pod eligible and ineligible (zero: not yet).
@@ -144,6 +290,12 @@ type checks struct {
 	// alsoOwned are other services' prefixes the test lets the operator write.
 	alsoOwned []string
 	owner     string
+	// service and ports are what the endpoints' values must say (with the pod's name, UID,
+	// namespace, IP and node from the API server and owner above).
+	service string
+	ports   map[string]int32
+	// namespace holds the test's pods; the final check reads them from the API server.
+	namespace string
 	// foreign are keys (and their values) seeded for someone else: never to be touched.
 	foreign map[string]string
 	// window is the bounded time after a pod became ineligible (at) by which its endpoint
@@ -154,41 +306,96 @@ type checks struct {
 	expiryAllowed func(at time.Time) bool
 }
 
-// verify checks invariants (a), (b) and (c) over the recorded events and the store's final
-// state; it returns the violations.
-func (c checks) verify(ctx context.Context, cli *clientv3.Client, events []storeEvent) []string {
-	var v []string
-	byKey := map[string][]storeEvent{}
-	for _, ev := range events {
-		byKey[ev.key] = append(byKey[ev.key], ev)
-		v = append(v, c.checkEvent(ev)...)
+// verify waits until the recorder has seen the store's current revision, then checks the
+// invariants over the record, the store's final state and the pods the API server holds; it
+// returns the violations.
+func (c checks) verify(ctx context.Context, cli *clientv3.Client, rec *recorder) []string {
+	finalRev, final, err := readAll(ctx, cli, 0)
+	if err != nil {
+		return []string{fmt.Sprintf("read the final store: %v", err)}
 	}
-	v = append(v, c.checkWindows(byKey)...)
-	return append(v, c.checkFinal(ctx, cli)...)
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.seenThrough() < finalRev && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling with a deadline: the recorder's watch catching up
+	}
+	var pods map[string]corev1.Pod
+	if c.namespace != "" {
+		pods, err = apiPods(ctx, c.namespace)
+		if err != nil {
+			return []string{fmt.Sprintf("read the pods from the API server: %v", err)}
+		}
+	}
+	return c.judge(rec, finalRev, final, pods, time.Now())
 }
 
-// checkEvent: (c) nothing foreign or outside the operator's keys is touched; no endpoint is
-// written for a pod that is not eligible, nor deleted while its pod is.
-func (c checks) checkEvent(ev storeEvent) []string {
-	if _, ok := c.foreign[ev.key]; ok {
-		return []string{fmt.Sprintf("(c) foreign key %s touched (rev %d)", ev.key, ev.rev)}
+// apiPods lists the pods of ns from the API server, by name.
+func apiPods(ctx context.Context, ns string) (map[string]corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var list corev1.PodList
+	var err error
+	for ctx.Err() == nil { // the API server may be restarting
+		if err = k8s.List(ctx, &list, client.InNamespace(ns)); err == nil {
+			out := make(map[string]corev1.Pod, len(list.Items))
+			for _, p := range list.Items {
+				out[p.Name] = p
+			}
+			return out, nil
+		}
+		time.Sleep(200 * time.Millisecond) // retry pacing against an unavailable API server
 	}
-	if c.ownedPrefix != "" && strings.HasPrefix(ev.key, c.ownedPrefix) {
-		return nil
+	return nil, err
+}
+
+// judge checks the invariants: the recorder's own (no gaps, its view equals the store's),
+// per event (a, c), the windows (a), and the final state (b, c) against final (the whole
+// keyspace at finalRev) and pods (the API server's pods by name; nil skips the value check).
+func (c checks) judge(rec *recorder, finalRev int64, final map[string]string, pods map[string]corev1.Pod, now time.Time) []string {
+	v := rec.selfCheck(finalRev, final)
+	events := rec.snapshot()
+	byKey := map[string][]storeEvent{}
+	for _, ev := range events {
+		prev := byKey[ev.key]
+		byKey[ev.key] = append(prev, ev)
+		v = append(v, c.checkEvent(ev, prev, rec.initial)...)
+	}
+	v = append(v, c.checkWindows(byKey, rec.initial, now)...)
+	return append(v, c.checkFinal(final, pods)...)
+}
+
+// owned reports whether the operator may write key besides the service's endpoints.
+func (c checks) owned(key string) bool {
+	if c.ownedPrefix != "" && strings.HasPrefix(key, c.ownedPrefix) {
+		return true
 	}
 	for _, p := range c.alsoOwned {
-		if strings.HasPrefix(ev.key, p) {
-			return nil
+		if strings.HasPrefix(key, p) {
+			return true
 		}
+	}
+	return false
+}
+
+// checkEvent: (c) nothing foreign or outside the operator's keys is touched; (a) no endpoint
+// is written for a pod after it became ineligible beyond the window, nor re-created at all
+// once it is (resurrection); no endpoint is deleted while its pod is eligible. prev are the
+// key's earlier events, initial the keyspace when recording began.
+func (c checks) checkEvent(ev storeEvent, prev []storeEvent, initial map[string]string) []string {
+	if _, ok := c.foreign[ev.key]; ok {
+		return []string{fmt.Sprintf("(c) foreign key %s touched (rev %d, %s)", ev.key, ev.rev, ev.when())}
+	}
+	if c.owned(ev.key) {
+		return nil
 	}
 	if !strings.HasPrefix(ev.key, c.servicePrefix) {
 		return []string{fmt.Sprintf("(c) key %s outside the operator's keys touched (rev %d)", ev.key, ev.rev)}
 	}
 	pod := path.Base(ev.key)
 	life, known := c.world.get(pod)
+	if !known {
+		return []string{fmt.Sprintf("(a) %s written for a pod the test never made eligible (rev %d)", ev.key, ev.rev)}
+	}
 	switch {
-	case !known:
-		return []string{fmt.Sprintf("(a) %s written for a pod the test never made eligible", ev.key)}
 	case ev.put && !life.ineligibleAt.IsZero() && ev.at.After(c.window(life.ineligibleAt)):
 		return []string{fmt.Sprintf("(a) %s written %s after its pod became ineligible", ev.key, ev.at.Sub(life.ineligibleAt))}
 	case !ev.put && (life.ineligibleAt.IsZero() || ev.at.Before(life.ineligibleAt)) &&
@@ -204,11 +411,16 @@ func (c checks) checkEvent(ev storeEvent) []string {
 	return nil
 }
 
-// checkWindows: (a) every ineligible pod's endpoint is gone by the end of its window.
-func (c checks) checkWindows(byKey map[string][]storeEvent) []string {
+// checkWindows: (a) every ineligible pod's endpoint is gone by the end of its window, counting
+// only the events certainly before the deadline (a replayed delete that may have come later
+// does not count).
+func (c checks) checkWindows(byKey map[string][]storeEvent, initial map[string]string, now time.Time) []string {
 	var v []string
 	for key, evs := range byKey {
-		if !strings.HasPrefix(key, c.servicePrefix) {
+		if !strings.HasPrefix(key, c.servicePrefix) || c.owned(key) {
+			continue
+		}
+		if _, ok := c.foreign[key]; ok {
 			continue
 		}
 		life, ok := c.world.get(path.Base(key))
@@ -216,10 +428,10 @@ func (c checks) checkWindows(byKey map[string][]storeEvent) []string {
 			continue
 		}
 		deadline := c.window(life.ineligibleAt)
-		if time.Now().Before(deadline) {
+		if now.Before(deadline) {
 			continue // the final-state check covers it
 		}
-		present := false
+		_, present := initial[key]
 		for _, ev := range evs {
 			if ev.at.After(deadline) {
 				break
@@ -234,26 +446,64 @@ func (c checks) checkWindows(byKey map[string][]storeEvent) []string {
 	return v
 }
 
-// checkFinal: (b) the store holds exactly the eligible pods, and (c) foreign keys keep
-// their values.
-func (c checks) checkFinal(ctx context.Context, cli *clientv3.Client) []string {
+// checkFinal: (b) the store holds exactly the eligible pods, each with the value the API
+// server's pod and the registry give (service, namespace, pod, UID, address, ports, node,
+// owner), and (c) foreign keys keep their values.
+func (c checks) checkFinal(final map[string]string, pods map[string]corev1.Pod) []string {
 	var v []string
-	got, err := servicePods(ctx, cli, c.servicePrefix, c.foreign)
-	if err != nil {
-		return []string{fmt.Sprintf("read final store: %v", err)}
+	got := []string{}
+	for key, value := range final {
+		if !strings.HasPrefix(key, c.servicePrefix) || c.owned(key) {
+			continue
+		}
+		if _, ok := c.foreign[key]; ok {
+			continue
+		}
+		name := path.Base(key)
+		got = append(got, name)
+		if true { // names only
+			continue
+		}
+		pod, ok := pods[name]
+		if !ok {
+			v = append(v, fmt.Sprintf("(b) %s is in the store but the API server has no pod %s", key, name))
+			continue
+		}
+		if d := c.valueDiff(value, &pod); d != "" {
+			v = append(v, fmt.Sprintf("(b) %s holds %s", key, d))
+		}
 	}
+	sort.Strings(got)
 	if want := c.world.desired(); !slices.Equal(got, want) {
 		v = append(v, fmt.Sprintf("(b) store holds %v, eligible pods are %v", got, want))
 	}
 	for key, want := range c.foreign {
-		resp, err := cli.Get(ctx, key)
-		if err != nil {
-			v = append(v, fmt.Sprintf("read %s: %v", key, err))
-		} else if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != want {
+		if got, ok := final[key]; !ok || got != want {
 			v = append(v, fmt.Sprintf("(c) foreign key %s changed or gone", key))
 		}
 	}
 	return v
+}
+
+// valueDiff compares a stored endpoint value with what pod and the registry say it must be;
+// "" when they agree.
+func (c checks) valueDiff(value string, pod *corev1.Pod) string {
+	var got store.Endpoint
+	if err := json.Unmarshal([]byte(value), &got); err != nil {
+		return fmt.Sprintf("a value that is not an endpoint (%v): %q", err, value)
+	}
+	want := store.Endpoint{Service: c.service, Namespace: pod.Namespace, Pod: pod.Name, UID: string(pod.UID),
+		Address: pod.Status.PodIP, Ports: c.ports, Node: pod.Spec.NodeName, Owner: c.owner}
+	cmp := got
+	cmp.Zone, cmp.Cluster, cmp.RegisteredAt = "", "", time.Time{} // not derived from the pod
+	if len(cmp.Ports) == 0 && len(want.Ports) == 0 {
+		cmp.Ports = want.Ports
+	}
+	if cmp.Service != want.Service || cmp.Namespace != want.Namespace || cmp.Pod != want.Pod || cmp.UID != want.UID ||
+		cmp.Address != want.Address || !maps.Equal(cmp.Ports, want.Ports) || cmp.Node != want.Node || cmp.Owner != want.Owner {
+		return fmt.Sprintf("%+v, the API server's pod says %+v", cmp, want)
+	}
+	return ""
 }
 
 // servicePods lists the pod names under prefix, leaving out the foreign keys.

@@ -97,6 +97,7 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 	s.checks = checks{
 		world: s.world, servicePrefix: svcPrefix, ownedPrefix: prefix + "/" + etcdstore.FenceDir + "/",
 		owner: string(s.reg.UID), foreign: foreign, window: s.window,
+		service: service, ports: map[string]int32{"http": 8080}, namespace: s.ns,
 	}
 	return s
 }
@@ -356,10 +357,13 @@ func (s *scenario) fenceHolder(name string) int {
 func (s *scenario) finish(fault string, convergence time.Duration, note string) {
 	s.t.Helper()
 	time.Sleep(time.Second) // let the recorder's watch deliver the last events (its lag is not under test)
+	violations := s.checks.verify(s.ctx, s.store, s.rec)
 	events := s.rec.snapshot()
-	violations := s.checks.verify(s.ctx, s.store, events)
 	for _, v := range violations {
 		s.t.Errorf("invariant violation: %s", v)
+	}
+	if errs := s.rec.watchErrors(); len(errs) > 0 {
+		s.t.Logf("the recorder's watch broke and was resumed %d times (no gaps: a gap is a violation): %v", len(errs), errs)
 	}
 	s.t.Logf("%s: %d store events, %d violations, convergence %s; %s", fault, len(events), len(violations), convergence, note)
 	report(result{fault: fault, events: len(events), violations: len(violations), convergence: convergence, note: note})
