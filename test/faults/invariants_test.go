@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	_ "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,8 +120,22 @@ func (r *recorder) deliver(at time.Time, evs []rawEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range evs {
-		r.events = append(r.events, storeEvent{at: at, notBefore: at, put: e.put, key: e.key, value: e.value, rev: e.rev})
+		if e.rev < r.next-1 || (e.rev == r.next-1 && (len(r.events) == 0 || r.events[len(r.events)-1].rev != e.rev)) {
+			r.problems = append(r.problems, fmt.Sprintf("recorder: watch delivered revision %d out of order (expected %d)", e.rev, r.next))
+			continue
+		}
+		if e.rev > r.next {
+			r.problems = append(r.problems, fmt.Sprintf("recorder: revisions %d..%d never delivered (a gap in the record)", r.next, e.rev-1))
+		}
+		ev := storeEvent{at: at, notBefore: at, put: e.put, key: e.key, value: e.value, rev: e.rev}
+		if e.rev <= r.replayRev {
+			ev.replayed, ev.notBefore, ev.at = true, r.replayFrom, r.replayTo
+		}
+		r.events = append(r.events, ev)
 		r.next = e.rev + 1
+	}
+	if len(evs) > 0 && evs[len(evs)-1].rev > r.replayRev {
+		r.lastLive = at
 	}
 }
 
@@ -130,7 +144,13 @@ func (r *recorder) deliver(at time.Time, evs []rawEvent) {
 func (r *recorder) broken(err error, compactRev int64, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf("watch: %v", err))
+	r.errs = append(r.errs, fmt.Sprintf("%s: %v", at.Format("15:04:05.000"), err))
+	if compactRev > r.next {
+		r.problems = append(r.problems, fmt.Sprintf("recorder: watch compacted at revision %d: revisions %d..%d lost", compactRev, r.next, compactRev-1))
+		r.next = compactRev
+	} else if compactRev > 0 || errors.Is(err, rpctypes.ErrCompacted) {
+		r.problems = append(r.problems, fmt.Sprintf("recorder: watch compacted (%v)", err))
+	}
 }
 
 // seenThrough is the last revision the record is complete up to.
@@ -156,7 +176,42 @@ func (r *recorder) watchErrors() []string {
 // revision finalRev: gaps, compactions, a record that ends before finalRev, and a replay of
 // the record over the start state that differs from final.
 func (r *recorder) selfCheck(finalRev int64, final map[string]string) []string {
-	return nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := slices.Clone(r.problems)
+	if r.next-1 < finalRev {
+		v = append(v, fmt.Sprintf("recorder: saw revisions up to %d, the store is at %d", r.next-1, finalRev))
+		return v
+	}
+	state := maps.Clone(r.initial)
+	if state == nil {
+		state = map[string]string{}
+	}
+	for _, ev := range r.events {
+		if ev.rev > finalRev {
+			break
+		}
+		if ev.put {
+			state[ev.key] = ev.value
+		} else {
+			delete(state, ev.key)
+		}
+	}
+	keys := slices.Sorted(maps.Keys(state))
+	for k := range final {
+		if _, ok := state[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		got, inStore := final[k]
+		want, inRecord := state[k]
+		if got != want || inStore != inRecord {
+			v = append(v, fmt.Sprintf("recorder: at revision %d the store holds %s=%q (present %v), the record says %q (present %v)",
+				finalRev, k, got, inStore, want, inRecord))
+		}
+	}
+	return v
 }
 
 // record starts watching all keys after revision rev (the seeding's); it runs until the
@@ -395,20 +450,34 @@ func (c checks) checkEvent(ev storeEvent, prev []storeEvent, initial map[string]
 	if !known {
 		return []string{fmt.Sprintf("(a) %s written for a pod the test never made eligible (rev %d)", ev.key, ev.rev)}
 	}
-	switch {
-	case ev.put && !life.ineligibleAt.IsZero() && ev.at.After(c.window(life.ineligibleAt)):
-		return []string{fmt.Sprintf("(a) %s written %s after its pod became ineligible", ev.key, ev.at.Sub(life.ineligibleAt))}
-	case !ev.put && (life.ineligibleAt.IsZero() || ev.at.Before(life.ineligibleAt)) &&
-		(c.expiryAllowed == nil || !c.expiryAllowed(ev.at)):
-		return []string{fmt.Sprintf("eligible pod's endpoint %s deleted (rev %d)", ev.key, ev.rev)}
-	}
+	ineligible := !life.ineligibleAt.IsZero()
+	var v []string
 	if ev.put {
+		_, existedAtStart := initial[ev.key]
+		existed := existedAtStart || len(prev) > 0
+		absent := (len(prev) == 0 && !existedAtStart) || (len(prev) > 0 && !prev[len(prev)-1].put)
+		switch {
+		case ineligible && ev.at.After(c.window(life.ineligibleAt)):
+			v = append(v, fmt.Sprintf("(a) %s written %s after its pod became ineligible, beyond the bound %s (rev %d, %s)",
+				ev.key, ev.at.Sub(life.ineligibleAt).Round(time.Millisecond), c.window(life.ineligibleAt).Sub(life.ineligibleAt).Round(time.Millisecond), ev.rev, ev.when()))
+		case ineligible && ev.at.After(life.ineligibleAt) && existed && absent:
+			v = append(v, fmt.Sprintf("(a) %s re-created %s after its pod became ineligible and its endpoint was deleted: resurrected (rev %d, %s)",
+				ev.key, ev.at.Sub(life.ineligibleAt).Round(time.Millisecond), ev.rev, ev.when()))
+		}
 		var ep store.Endpoint
 		if err := json.Unmarshal([]byte(ev.value), &ep); err != nil || ep.Owner != c.owner || ep.UID != life.uid {
-			return []string{fmt.Sprintf("%s written with owner %q uid %q, want %q %q", ev.key, ep.Owner, ep.UID, c.owner, life.uid)}
+			v = append(v, fmt.Sprintf("%s written with owner %q uid %q, want %q %q (rev %d)", ev.key, ep.Owner, ep.UID, c.owner, life.uid, ev.rev))
+		}
+		return v
+	}
+	// A delete: the pod must certainly have been ineligible by then (or the test allows an
+	// expiry over the whole interval the event can have happened in).
+	if !ineligible || ev.notBefore.Before(life.ineligibleAt) {
+		if c.expiryAllowed == nil || !c.expiryAllowed(ev.notBefore) || !c.expiryAllowed(ev.at) {
+			v = append(v, fmt.Sprintf("eligible pod's endpoint %s deleted (rev %d, %s)", ev.key, ev.rev, ev.when()))
 		}
 	}
-	return nil
+	return v
 }
 
 // checkWindows: (a) every ineligible pod's endpoint is gone by the end of its window, counting
@@ -461,7 +530,7 @@ func (c checks) checkFinal(final map[string]string, pods map[string]corev1.Pod) 
 		}
 		name := path.Base(key)
 		got = append(got, name)
-		if true { // names only
+		if pods == nil {
 			continue
 		}
 		pod, ok := pods[name]
