@@ -153,6 +153,9 @@ func (r *recorder) broken(err error, compactRev int64, at time.Time) {
 	}
 }
 
+// heard records that the watch heard from the store at time at (a progress notification).
+func (r *recorder) heard(at time.Time) {}
+
 // seenThrough is the last revision the record is complete up to.
 func (r *recorder) seenThrough() int64 {
 	r.mu.Lock()

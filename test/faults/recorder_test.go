@@ -194,3 +194,31 @@ func TestRecorderChecksItsViewAgainstTheStore(t *testing.T) {
 	fin := final(tPrefix+"web-1", endpointValue("web-1", "10.0.0.1"), "/elsewhere/x", "written unseen")
 	expectViolation(t, testChecks(w).judge(r, 11, fin, pods, at(time.Minute)), "the record says")
 }
+
+// The etcd client resumes a watch by itself after a reconnect and then delivers what
+// happened while it was cut off, as if live. The recorder asks for progress every 200 ms, so
+// a live watch is never silent for long: events that end a silence are replays. Here the
+// watch last heard from the store at t0+2s, web-1 became ineligible at t0+4s, and the delete
+// arrived at t0+6s: it may have happened while web-1 was eligible.
+func TestRecorderTreatsEventsAfterASilenceAsReplays(t *testing.T) {
+	w := testWorld(map[string]time.Duration{"web-1": 4 * time.Second}, "web-1")
+	r := startRecorder()
+	r.deliver(at(1500*time.Millisecond), []rawEvent{put(11, "web-1", "10.0.0.1")})
+	r.heard(at(2 * time.Second))
+	r.deliver(at(6*time.Second), []rawEvent{del(12, "web-1")})
+	expectViolation(t, testChecks(w).judge(r, 12, final(), map[string]corev1.Pod{}, at(time.Minute)), "eligible pod's endpoint")
+}
+
+// A watch that keeps hearing from the store (progress every 200 ms) delivers live events.
+func TestRecorderStampsEventsOfAnAttentiveWatchLive(t *testing.T) {
+	w := testWorld(map[string]time.Duration{"web-1": 4 * time.Second}, "web-1")
+	r := startRecorder()
+	r.deliver(at(1500*time.Millisecond), []rawEvent{put(11, "web-1", "10.0.0.1")})
+	for d := 2 * time.Second; d <= 4*time.Second; d += 200 * time.Millisecond {
+		r.heard(at(d))
+	}
+	r.deliver(at(4100*time.Millisecond), []rawEvent{del(12, "web-1")})
+	if v := testChecks(w).judge(r, 12, final(), map[string]corev1.Pod{}, at(time.Minute)); len(v) != 0 {
+		t.Fatalf("a live delete 100 ms after the pod became ineligible was flagged: %q", v)
+	}
+}
