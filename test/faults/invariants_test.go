@@ -92,11 +92,21 @@ type recorder struct {
 	replayRev  int64
 	replayFrom time.Time
 	replayTo   time.Time
+	// lastHeard is when the watch last delivered anything, progress included. The etcd
+	// client resumes a broken watch by itself and then delivers the missed events as if live;
+	// since record asks for progress every progressEvery, a silence longer than
+	// silenceLimit means the events that end it are such replays.
+	lastHeard time.Time
 }
+
+const (
+	progressEvery = 200 * time.Millisecond
+	silenceLimit  = 2 * time.Second
+)
 
 // newRecorder starts a record of the keyspace initial, read at revision startRev at time at.
 func newRecorder(startRev int64, initial map[string]string, at time.Time) *recorder {
-	return &recorder{initial: initial, startRev: startRev, next: startRev + 1, lastLive: at}
+	return &recorder{initial: initial, startRev: startRev, next: startRev + 1, lastLive: at, lastHeard: at}
 }
 
 // resumeFrom is the revision a (re)started watch must start at.
@@ -113,6 +123,7 @@ func (r *recorder) watching(storeRev int64, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.replayRev, r.replayFrom, r.replayTo = storeRev, r.lastLive, at
+	r.lastHeard = at
 }
 
 // deliver records events a watch delivered at time at.
@@ -128,8 +139,11 @@ func (r *recorder) deliver(at time.Time, evs []rawEvent) {
 			r.problems = append(r.problems, fmt.Sprintf("recorder: revisions %d..%d never delivered (a gap in the record)", r.next, e.rev-1))
 		}
 		ev := storeEvent{at: at, notBefore: at, put: e.put, key: e.key, value: e.value, rev: e.rev}
-		if e.rev <= r.replayRev {
+		switch {
+		case e.rev <= r.replayRev:
 			ev.replayed, ev.notBefore, ev.at = true, r.replayFrom, r.replayTo
+		case at.Sub(r.lastHeard) > silenceLimit:
+			ev.replayed, ev.notBefore = true, r.lastHeard
 		}
 		r.events = append(r.events, ev)
 		r.next = e.rev + 1
@@ -137,6 +151,7 @@ func (r *recorder) deliver(at time.Time, evs []rawEvent) {
 	if len(evs) > 0 && evs[len(evs)-1].rev > r.replayRev {
 		r.lastLive = at
 	}
+	r.lastHeard = at
 }
 
 // broken records that the watch ended with err at time at; compactRev > 0 is the compaction
@@ -154,7 +169,11 @@ func (r *recorder) broken(err error, compactRev int64, at time.Time) {
 }
 
 // heard records that the watch heard from the store at time at (a progress notification).
-func (r *recorder) heard(at time.Time) {}
+func (r *recorder) heard(at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastHeard = at
+}
 
 // seenThrough is the last revision the record is complete up to.
 func (r *recorder) seenThrough() int64 {
@@ -237,12 +256,31 @@ func record(t *testing.T, cli *clientv3.Client, rev int64) *recorder {
 			if err == nil {
 				r.watching(resp.Header.Revision, time.Now())
 				wctx, wcancel := context.WithCancel(ctx)
-				for resp := range cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(r.resumeFrom())) {
+				wch := cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(r.resumeFrom()))
+				go func() { // keep hearing from a live watch; see recorder.lastHeard
+					tick := time.NewTicker(progressEvery)
+					defer tick.Stop()
+					for {
+						select {
+						case <-wctx.Done():
+							return
+						case <-tick.C:
+							pctx, pcancel := context.WithTimeout(wctx, progressEvery)
+							_ = cli.RequestProgress(pctx)
+							pcancel()
+						}
+					}
+				}()
+				for resp := range wch {
 					if err := resp.Err(); err != nil {
 						r.broken(err, resp.CompactRevision, time.Now())
 						break
 					}
 					now := time.Now()
+					if resp.IsProgressNotify() {
+						r.heard(now)
+						continue
+					}
 					evs := make([]rawEvent, 0, len(resp.Events))
 					for _, ev := range resp.Events {
 						evs = append(evs, rawEvent{put: ev.Type == mvccpb.PUT, key: string(ev.Kv.Key), value: string(ev.Kv.Value), rev: ev.Kv.ModRevision})

@@ -78,6 +78,13 @@ func startRecorder() *recorder {
 	return r
 }
 
+// hear plays a live watch's progress notifications (every 200 ms) from from to to.
+func hear(r *recorder, from, to time.Duration) {
+	for d := from; d <= to; d += 200 * time.Millisecond {
+		r.heard(at(d))
+	}
+}
+
 func expectViolation(t *testing.T, v []string, want string) {
 	t.Helper()
 	for _, s := range v {
@@ -102,6 +109,7 @@ func TestRecorderPassesACleanHistory(t *testing.T) {
 	r := startRecorder()
 	r.deliver(at(2*time.Second), []rawEvent{put(11, "web-1", "10.0.0.1")})
 	r.deliver(at(3*time.Second), []rawEvent{put(12, "web-2", "10.0.0.2"), {put: true, key: "/r/fence/x", value: "me", rev: 12}})
+	hear(r, 3*time.Second, 11*time.Second)
 	r.deliver(at(11*time.Second), []rawEvent{del(13, "web-1")})
 	pods := map[string]corev1.Pod{"web-2": podOf("web-2", "10.0.0.2")}
 	v := testChecks(w).judge(r, 13, final(tPrefix+"web-2", endpointValue("web-2", "10.0.0.2"), "/r/fence/x", "me"), pods, at(time.Minute))
@@ -153,6 +161,7 @@ func TestRecorderFlagsAResurrectionInsideTheBound(t *testing.T) {
 	w := testWorld(map[string]time.Duration{"web-1": 10 * time.Second}, "web-1")
 	r := startRecorder()
 	r.deliver(at(2*time.Second), []rawEvent{put(11, "web-1", "10.0.0.1")})
+	hear(r, 2*time.Second, 10*time.Second)
 	r.deliver(at(10*time.Second+100*time.Millisecond), []rawEvent{del(12, "web-1")})
 	r.deliver(at(10*time.Second+200*time.Millisecond), []rawEvent{put(13, "web-1", "10.0.0.1")})
 	r.deliver(at(10*time.Second+300*time.Millisecond), []rawEvent{del(14, "web-1")})
@@ -214,9 +223,7 @@ func TestRecorderStampsEventsOfAnAttentiveWatchLive(t *testing.T) {
 	w := testWorld(map[string]time.Duration{"web-1": 4 * time.Second}, "web-1")
 	r := startRecorder()
 	r.deliver(at(1500*time.Millisecond), []rawEvent{put(11, "web-1", "10.0.0.1")})
-	for d := 2 * time.Second; d <= 4*time.Second; d += 200 * time.Millisecond {
-		r.heard(at(d))
-	}
+	hear(r, 2*time.Second, 4*time.Second)
 	r.deliver(at(4100*time.Millisecond), []rawEvent{del(12, "web-1")})
 	if v := testChecks(w).judge(r, 12, final(), map[string]corev1.Pod{}, at(time.Minute)); len(v) != 0 {
 		t.Fatalf("a live delete 100 ms after the pod became ineligible was flagged: %q", v)

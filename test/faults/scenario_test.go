@@ -362,6 +362,15 @@ func (s *scenario) finish(fault string, convergence time.Duration, note string) 
 	for _, v := range violations {
 		s.t.Errorf("invariant violation: %s", v)
 	}
+	replayed := 0
+	for _, ev := range events {
+		if ev.replayed {
+			replayed++
+		}
+	}
+	if replayed > 0 {
+		s.t.Logf("%d of %d store events were replays after a broken or silent watch (stamped with an interval)", replayed, len(events))
+	}
 	if errs := s.rec.watchErrors(); len(errs) > 0 {
 		s.t.Logf("the recorder's watch broke and was resumed %d times (no gaps: a gap is a violation): %v", len(errs), errs)
 	}
