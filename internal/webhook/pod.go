@@ -30,6 +30,13 @@ import (
 // Path is where the API server sends pod admission reviews (see config/webhook/manifests.yaml).
 const Path = "/mutate--v1-pod"
 
+// ScopeLabel on a namespace or a pod, with the value ScopeDisabled, keeps the API server from
+// calling the webhook for it (the webhook's namespaceSelector and objectSelector).
+const (
+	ScopeLabel    = "registrar.dev/webhook"
+	ScopeDisabled = "disabled"
+)
+
 // Event reasons recorded on the ServiceRegistry.
 const (
 	// ReasonPreStopKept: a serving container of a new pod already had a preStop hook, which

@@ -248,3 +248,36 @@ var _ = Describe("Pod webhook metrics", func() {
 		Expect(testutil.ToFloat64(metrics.WebhookInjections.WithLabelValues("skipped"))).To(BeNumerically(">=", skipped+1))
 	})
 })
+
+// The webhook configuration (config/webhook, as installed) keeps the API server from calling
+// the webhook for kube-system and for namespaces and pods labelled registrar.dev/webhook=
+// disabled: even a pod an injecting registry there selects is admitted unchanged.
+var _ = Describe("Pod webhook scope", func() {
+	labels := map[string]string{"app": "scoped"}
+
+	It("does not mutate a kube-system pod an injecting registry selects", func() {
+		newRegistry("kube-system", "scoped", labels, 15, true)
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(context.Background(), &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "scoped"}})
+		})
+		ns := newNamespace()
+		newRegistry(ns, "scoped", labels, 15, true)
+		Expect(gateCount(create(newPod(ns, "scoped-", labels, container("app", 8080))))).To(Equal(1), "the control pod was not injected")
+		p := create(newPod("kube-system", "scoped-", labels, container("app", 8080)))
+		DeferCleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+		expectUntouched(p)
+	})
+
+	It("does not mutate pods in a namespace, or pods, labelled registrar.dev/webhook=disabled", func() {
+		ns := newNamespace()
+		newRegistry(ns, "scoped", labels, 15, true)
+		optedOut := map[string]string{"app": "scoped", podwebhook.ScopeLabel: podwebhook.ScopeDisabled}
+		expectUntouched(create(newPod(ns, "scoped-", optedOut, container("app", 8080))))
+
+		nsObj := &corev1.Namespace{}
+		Expect(k8sClient.Get(context.Background(), client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
+		nsObj.Labels[podwebhook.ScopeLabel] = podwebhook.ScopeDisabled
+		Expect(k8sClient.Update(context.Background(), nsObj)).To(Succeed())
+		expectUntouched(create(newPod(ns, "scoped-", labels, container("app", 8080))))
+	})
+})
