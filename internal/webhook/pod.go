@@ -54,7 +54,12 @@ const (
 // a drain; the operator reports such pods on their ServiceRegistry. For the same reason the
 // handler itself never denies: every error becomes Allowed with a warning.
 //
-// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.registrar.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// Scope (docs/webhook.md): the API server calls the webhook for pod CREATE only outside
+// kube-system, kube-node-lease, kube-public and registrar's own namespace ("system" here; the
+// kustomize overlays replace it with the installed namespace), and neither for namespaces nor
+// for pods labelled registrar.dev/webhook=disabled; it waits at most 5 s for an answer.
+//
+// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.registrar.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-node-lease","kube-public","system"]},{"key":"registrar.dev/webhook","operator":"NotIn","values":["disabled"]}]},"objectSelector":{"matchExpressions":[{"key":"registrar.dev/webhook","operator":"NotIn","values":["disabled"]}]}}`
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
