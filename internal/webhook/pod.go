@@ -68,6 +68,8 @@ const (
 type PodInjector struct {
 	// Client lists ServiceRegistries (the manager's cached client).
 	Client client.Reader
+	// APIReader reads from the API server directly (the manager's uncached reader).
+	APIReader client.Reader
 	// Decoder decodes the pod in the request.
 	Decoder admission.Decoder
 	// Recorder records Events on ServiceRegistries; nil records none.
@@ -80,9 +82,10 @@ var _ admission.Handler = &PodInjector{}
 // manager's client and an events.k8s.io recorder named "registrar".
 func Register(mgr ctrl.Manager) {
 	h := &PodInjector{
-		Client:   mgr.GetClient(),
-		Decoder:  admission.NewDecoder(mgr.GetScheme()),
-		Recorder: mgr.GetEventRecorder("registrar"),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Decoder:   admission.NewDecoder(mgr.GetScheme()),
+		Recorder:  mgr.GetEventRecorder("registrar"),
 	}
 	mgr.GetWebhookServer().Register(Path, &crwebhook.Admission{Handler: h})
 }
