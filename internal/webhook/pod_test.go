@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -279,5 +280,40 @@ var _ = Describe("Pod webhook scope", func() {
 		nsObj.Labels[podwebhook.ScopeLabel] = podwebhook.ScopeDisabled
 		Expect(k8sClient.Update(context.Background(), nsObj)).To(Succeed())
 		expectUntouched(create(newPod(ns, "scoped-", labels, container("app", 8080))))
+	})
+})
+
+// The first pods of a new annotated Deployment reach the webhook moments after the Deployment
+// was created, often before the webhook's cache has it (in a cluster the ReplicaSet
+// controller creates them within milliseconds). Every one must be injected. The pods here
+// are created as the ReplicaSet controller would (owned by ReplicaSet <deployment>-<hash>),
+// right after the Deployment, without waiting for the webhook's cache.
+var _ = Describe("Pod webhook racing a new annotated Deployment", func() {
+	It("injects the pods created right after their Deployment", func() {
+		ctx := context.Background()
+		missed := 0
+		for i := range 10 {
+			ns := newNamespace()
+			name := fmt.Sprintf("race-%d", i)
+			labels := map[string]string{"app": name}
+			d := &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+					v1alpha1.AnnotationService: name, v1alpha1.AnnotationPort: "8080"}},
+				Spec: appsv1.DeploymentSpec{
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{container("app", 8080)}},
+					},
+				},
+			}
+			Expect(k8sClient.Create(ctx, d)).To(Succeed())
+			p := newPod(ns, name+"-5d4f8b7c9-", labels, container("app", 8080))
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name + "-5d4f8b7c9", UID: "0d1e2f3a-0000-4000-8000-000000000001", Controller: ptr.To(true)}}
+			if gateCount(create(p)) == 0 {
+				missed++
+			}
+		}
+		Expect(missed).To(BeZero(), "%d of 10 first pods of a new annotated Deployment were admitted without the gate", missed)
 	})
 })
