@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/internal/store"
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 )
 
 // The fault recorder: every test watches the whole keyspace of its store with a client of its
@@ -42,10 +43,10 @@ import (
 //   - Its view is the store's view. The start state plus every recorded event must give
 //     exactly the keys and values the store holds at the end.
 
-// storeEvent is one event of the store as the recorder's watch saw it.
+// storeEvent is one event of the store as the recorder's watches saw it.
 type storeEvent struct {
-	// at is when the recorder observed the event on a live watch; for a replayed event, the
-	// latest time it can have happened.
+	// at is when a watch observed the event live; for a replayed event, the latest time it
+	// can have happened.
 	at time.Time
 	// notBefore is the earliest time the event can have happened: at for a live event.
 	notBefore time.Time
@@ -61,7 +62,7 @@ func (ev storeEvent) when() string {
 	if !ev.replayed {
 		return "observed live at " + ev.at.Format("15:04:05.000")
 	}
-	return fmt.Sprintf("replayed after a broken watch: happened between %s and %s",
+	return fmt.Sprintf("replayed after a broken or silent watch: happened between %s and %s",
 		ev.notBefore.Format("15:04:05.000"), ev.at.Format("15:04:05.000"))
 }
 
@@ -73,119 +74,207 @@ type rawEvent struct {
 	rev   int64
 }
 
-// recorder is what the watch saw, fed by record (or by a unit test's synthetic stream)
-// through watching, deliver and broken.
-type recorder struct {
-	mu sync.Mutex
-	// initial is the keyspace at startRev; next is the next revision the watch must deliver.
-	initial  map[string]string
-	startRev int64
-	next     int64
-	events   []storeEvent
-	// errs are the watch errors the recorder resumed from (for the log); problems are the
-	// recorder's own failures, each a violation: a gap, a compaction.
-	errs     []string
-	problems []string
-	// lastLive is when the watch last delivered something live; replay* describe the current
-	// watch's replay: events up to replayRev happened in [replayFrom, replayTo].
-	lastLive   time.Time
-	replayRev  int64
-	replayFrom time.Time
-	replayTo   time.Time
-	// lastHeard is when the watch last delivered anything, progress included. The etcd
-	// client resumes a broken watch by itself and then delivers the missed events as if live;
-	// since record asks for progress every progressEvery, a silence longer than
-	// silenceLimit means the events that end it are such replays.
-	lastHeard time.Time
-}
-
 const (
+	// progressEvery is how often record asks each watch for a progress notification, so that
+	// a live watch is never silent for long; silenceLimit is the silence after which the
+	// events that end it count as replays (the etcd client resumes a broken watch by itself
+	// and then delivers what it missed as if live).
 	progressEvery = 200 * time.Millisecond
 	silenceLimit  = 2 * time.Second
 )
 
+// watchSource is one watch's state: record runs one per store member, so that a member's
+// loss leaves the others watching live.
+type watchSource struct {
+	next int64 // the next revision this watch must deliver
+	// lastHeard is when the watch last delivered anything (progress included); replay*
+	// describe a restarted watch's replay: revisions up to replayRev happened in
+	// [replayFrom, replayTo].
+	lastHeard  time.Time
+	replayRev  int64
+	replayFrom time.Time
+	replayTo   time.Time
+}
+
+// recorder is what the watches saw, fed by record (or by a unit test's synthetic stream)
+// through watching, deliver, heard and broken (source 0) or their *From forms.
+type recorder struct {
+	mu sync.Mutex
+	// initial is the keyspace at startRev.
+	initial  map[string]string
+	startRev int64
+	sources  map[int]*watchSource
+	// byRev holds every revision's events as first recorded (or improved by a live delivery
+	// from another watch).
+	byRev map[int64][]storeEvent
+	// errs are the watch errors the recorder resumed from (for the log); problems are the
+	// recorder's own failures: compactions.
+	errs     []string
+	problems []string
+	// quietRev and quietUntil: the test declared that the store could not commit between a
+	// moment when it was at revision quietRev and quietUntil (it was stopped, or had lost its
+	// quorum), so revisions after quietRev happened after quietUntil.
+	quiet []quietSpell
+}
+
+type quietSpell struct {
+	rev   int64
+	until time.Time
+}
+
 // newRecorder starts a record of the keyspace initial, read at revision startRev at time at.
 func newRecorder(startRev int64, initial map[string]string, at time.Time) *recorder {
-	return &recorder{initial: initial, startRev: startRev, next: startRev + 1, lastLive: at, lastHeard: at}
+	r := &recorder{initial: initial, startRev: startRev, sources: map[int]*watchSource{}, byRev: map[int64][]storeEvent{}}
+	r.source(0, at)
+	return r
 }
 
-// resumeFrom is the revision a (re)started watch must start at.
-func (r *recorder) resumeFrom() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.next
+func (r *recorder) source(i int, at time.Time) *watchSource {
+	s := r.sources[i]
+	if s == nil {
+		s = &watchSource{next: r.startRev + 1, lastHeard: at}
+		r.sources[i] = s
+	}
+	return s
 }
 
-// watching: a watch from resumeFrom() is starting, and a read answered at time at said the
-// store was at revision storeRev. Events up to storeRev that the new watch delivers happened
-// before at, and after the last live observation: they are replays, not live.
-func (r *recorder) watching(storeRev int64, at time.Time) {
+// resumeFrom is the revision source i's (re)started watch must start at.
+func (r *recorder) resumeFrom(i int) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.replayRev, r.replayFrom, r.replayTo = storeRev, r.lastLive, at
-	r.lastHeard = at
+	return r.source(i, time.Now()).next
 }
 
-// deliver records events a watch delivered at time at.
-func (r *recorder) deliver(at time.Time, evs []rawEvent) {
+func (r *recorder) watching(storeRev int64, at time.Time) { r.watchingFrom(0, storeRev, at) }
+
+// watchingFrom: source i starts a watch from resumeFrom(i), and a read answered at time at
+// said the store was at revision storeRev. Events up to storeRev that the new watch delivers
+// happened before at, and after the watch last heard from the store: they are replays.
+func (r *recorder) watchingFrom(i int, storeRev int64, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, e := range evs {
-		if e.rev < r.next-1 || (e.rev == r.next-1 && (len(r.events) == 0 || r.events[len(r.events)-1].rev != e.rev)) {
-			r.problems = append(r.problems, fmt.Sprintf("recorder: watch delivered revision %d out of order (expected %d)", e.rev, r.next))
-			continue
+	s := r.source(i, at)
+	s.replayRev, s.replayFrom, s.replayTo = storeRev, s.lastHeard, at
+	s.lastHeard = at
+}
+
+func (r *recorder) heard(at time.Time) { r.heardFrom(0, at) }
+
+// heardFrom records that source i heard from the store at time at (a progress notification).
+func (r *recorder) heardFrom(i int, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.source(i, at).lastHeard = at
+}
+
+func (r *recorder) deliver(at time.Time, evs []rawEvent) { r.deliverFrom(0, at, evs) }
+
+// deliverFrom records events source i's watch delivered at time at.
+func (r *recorder) deliverFrom(i int, at time.Time, evs []rawEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.source(i, at)
+	var batch []storeEvent
+	flush := func() {
+		if len(batch) == 0 {
+			return
 		}
-		if e.rev > r.next {
-			r.problems = append(r.problems, fmt.Sprintf("recorder: revisions %d..%d never delivered (a gap in the record)", r.next, e.rev-1))
+		rev := batch[0].rev
+		if cur, ok := r.byRev[rev]; !ok || (cur[0].replayed && !batch[0].replayed) {
+			r.byRev[rev] = batch
+		}
+		batch = nil
+	}
+	for _, e := range evs {
+		if e.rev < s.next-1 || (len(batch) == 0 && e.rev == s.next-1) {
+			continue // this watch delivered it already
+		}
+		if len(batch) > 0 && batch[0].rev != e.rev {
+			flush()
 		}
 		ev := storeEvent{at: at, notBefore: at, put: e.put, key: e.key, value: e.value, rev: e.rev}
 		switch {
-		case e.rev <= r.replayRev:
-			ev.replayed, ev.notBefore, ev.at = true, r.replayFrom, r.replayTo
-		case at.Sub(r.lastHeard) > silenceLimit:
-			ev.replayed, ev.notBefore = true, r.lastHeard
+		case e.rev <= s.replayRev:
+			ev.replayed, ev.notBefore, ev.at = true, s.replayFrom, s.replayTo
+		case at.Sub(s.lastHeard) > silenceLimit:
+			ev.replayed, ev.notBefore = true, s.lastHeard
 		}
-		r.events = append(r.events, ev)
-		r.next = e.rev + 1
+		if ev.replayed {
+			for _, q := range r.quiet {
+				if e.rev > q.rev && ev.notBefore.Before(q.until) {
+					ev.notBefore = q.until
+				}
+			}
+			if ev.notBefore.After(ev.at) {
+				ev.notBefore = ev.at
+			}
+		}
+		batch = append(batch, ev)
+		s.next = e.rev + 1
 	}
-	if len(evs) > 0 && evs[len(evs)-1].rev > r.replayRev {
-		r.lastLive = at
-	}
-	r.lastHeard = at
+	flush()
+	s.lastHeard = at
 }
 
-// broken records that the watch ended with err at time at; compactRev > 0 is the compaction
-// revision a compacted watch reported: what lies before it is lost.
 func (r *recorder) broken(err error, compactRev int64, at time.Time) {
+	r.brokenFrom(0, err, compactRev, at)
+}
+
+// brokenFrom records that source i's watch ended with err at time at; compactRev > 0 is
+// the compaction revision a compacted watch reported: what lies before it is lost to it.
+func (r *recorder) brokenFrom(i int, err error, compactRev int64, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf("%s: %v", at.Format("15:04:05.000"), err))
-	if compactRev > r.next {
-		r.problems = append(r.problems, fmt.Sprintf("recorder: watch compacted at revision %d: revisions %d..%d lost", compactRev, r.next, compactRev-1))
-		r.next = compactRev
+	s := r.source(i, at)
+	r.errs = append(r.errs, fmt.Sprintf("watch %d at %s: %v", i, at.Format("15:04:05.000"), err))
+	if compactRev > s.next {
+		r.problems = append(r.problems, fmt.Sprintf("recorder: watch %d compacted at revision %d: revisions %d..%d lost to it", i, compactRev, s.next, compactRev-1))
+		s.next = compactRev
 	} else if compactRev > 0 || errors.Is(err, rpctypes.ErrCompacted) {
-		r.problems = append(r.problems, fmt.Sprintf("recorder: watch compacted (%v)", err))
+		r.problems = append(r.problems, fmt.Sprintf("recorder: watch %d compacted (%v)", i, err))
 	}
 }
 
-// heard records that the watch heard from the store at time at (a progress notification).
-func (r *recorder) heard(at time.Time) {
+// quietSince declares that the store could not commit from a moment when it was at
+// revision rev until until: every revision after rev happened after until.
+func (r *recorder) quietSince(rev int64, until time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lastHeard = at
+	r.quiet = append(r.quiet, quietSpell{rev: rev, until: until})
+	for _, evs := range r.byRev {
+		for j := range evs {
+			if evs[j].replayed && evs[j].rev > rev && evs[j].notBefore.Before(until) {
+				evs[j].notBefore = until
+				if until.After(evs[j].at) {
+					evs[j].notBefore = evs[j].at
+				}
+			}
+		}
+	}
 }
 
-// seenThrough is the last revision the record is complete up to.
+// seenThrough is the last revision up to which the record has every revision.
 func (r *recorder) seenThrough() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.next - 1
+	rev := r.startRev
+	for {
+		if _, ok := r.byRev[rev+1]; !ok {
+			return rev
+		}
+		rev++
+	}
 }
 
 func (r *recorder) snapshot() []storeEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.events)
+	revs := slices.Sorted(maps.Keys(r.byRev))
+	var out []storeEvent
+	for _, rev := range revs {
+		out = append(out, r.byRev[rev]...)
+	}
+	return out
 }
 
 func (r *recorder) watchErrors() []string {
@@ -195,21 +284,28 @@ func (r *recorder) watchErrors() []string {
 }
 
 // selfCheck returns the recorder's own violations, given the store's whole keyspace final at
-// revision finalRev: gaps, compactions, a record that ends before finalRev, and a replay of
-// the record over the start state that differs from final.
+// revision finalRev: compactions, revisions no watch delivered (gaps), and a replay of the
+// record over the start state that differs from final.
 func (r *recorder) selfCheck(finalRev int64, final map[string]string) []string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	v := slices.Clone(r.problems)
-	if r.next-1 < finalRev {
-		v = append(v, fmt.Sprintf("recorder: saw revisions up to %d, the store is at %d", r.next-1, finalRev))
+	var missing []int64
+	for rev := r.startRev + 1; rev <= finalRev; rev++ {
+		if _, ok := r.byRev[rev]; !ok {
+			missing = append(missing, rev)
+		}
+	}
+	r.mu.Unlock()
+	if len(missing) > 0 {
+		v = append(v, fmt.Sprintf("recorder: revisions %v of %d..%d never delivered by any watch (a gap in the record; the store is at %d)",
+			missing, r.startRev+1, finalRev, finalRev))
 		return v
 	}
 	state := maps.Clone(r.initial)
 	if state == nil {
 		state = map[string]string{}
 	}
-	for _, ev := range r.events {
+	for _, ev := range r.snapshot() {
 		if ev.rev > finalRev {
 			break
 		}
@@ -236,71 +332,102 @@ func (r *recorder) selfCheck(finalRev int64, final map[string]string) []string {
 	return v
 }
 
-// record starts watching all keys after revision rev (the seeding's); it runs until the
-// test ends.
+// pause waits until the record has every revision up to the store's current one and
+// returns that revision: call it just before a fault that stops the store from committing
+// (stopping it, taking its quorum), and recorder.quietSince(rev, t) with t taken just
+// before the store can commit again.
+func (r *recorder) pause(ctx context.Context, cli *clientv3.Client) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	for r.seenThrough() < resp.Header.Revision {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("the record did not reach revision %d: %w", resp.Header.Revision, ctx.Err())
+		case <-time.After(10 * time.Millisecond): // polling with a deadline
+		}
+	}
+	return resp.Header.Revision, nil
+}
+
+// record starts watching all keys after revision rev (the seeding's), one watch per store
+// member (each with a client of its own), until the test ends.
 func record(t *testing.T, cli *clientv3.Client, rev int64) *recorder {
 	t.Helper()
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	_, initial, err := readAll(ctx, cli, rev)
 	if err != nil {
 		t.Fatalf("recorder: read the store at revision %d: %v", rev, err)
 	}
 	r := newRecorder(rev, initial, time.Now())
-	go func() {
-		for ctx.Err() == nil {
-			// Where the store is now: what the new watch delivers up to this revision is a replay.
-			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := cli.Get(hctx, "\x00", clientv3.WithCountOnly())
-			hcancel()
-			if err == nil {
-				r.watching(resp.Header.Revision, time.Now())
-				wctx, wcancel := context.WithCancel(ctx)
-				wch := cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(r.resumeFrom()))
-				go func() { // keep hearing from a live watch; see recorder.lastHeard
-					tick := time.NewTicker(progressEvery)
-					defer tick.Stop()
-					for {
-						select {
-						case <-wctx.Done():
-							return
-						case <-tick.C:
-							pctx, pcancel := context.WithTimeout(wctx, progressEvery)
-							_ = cli.RequestProgress(pctx)
-							pcancel()
-						}
-					}
-				}()
-				for resp := range wch {
-					if err := resp.Err(); err != nil {
-						r.broken(err, resp.CompactRevision, time.Now())
-						break
-					}
-					now := time.Now()
-					if resp.IsProgressNotify() {
-						r.heard(now)
-						continue
-					}
-					evs := make([]rawEvent, 0, len(resp.Events))
-					for _, ev := range resp.Events {
-						evs = append(evs, rawEvent{put: ev.Type == mvccpb.PUT, key: string(ev.Kv.Key), value: string(ev.Kv.Value), rev: ev.Kv.ModRevision})
-					}
-					r.deliver(now, evs)
-				}
-				wcancel()
-				if ctx.Err() == nil {
-					r.broken(errors.New("watch channel closed"), 0, time.Now())
-				}
-			} else if ctx.Err() == nil {
-				r.broken(fmt.Errorf("read the store's revision before resuming: %w", err), 0, time.Now())
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond): // re-watch pacing after a broken watch
-			}
+	for i, ep := range cli.Endpoints() {
+		mc, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{ep}, DialTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatalf("recorder: client of %s: %v", ep, err)
 		}
-	}()
+		t.Cleanup(func() { _ = mc.Close() })
+		go r.watch(ctx, i, mc)
+	}
 	return r
+}
+
+// watch runs source i's watch on mc, resuming it whenever it ends, until ctx is done.
+func (r *recorder) watch(ctx context.Context, i int, mc *clientv3.Client) {
+	for ctx.Err() == nil {
+		// Where the store is now: what the new watch delivers up to this revision is a replay.
+		hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := mc.Get(hctx, "\x00", clientv3.WithCountOnly())
+		hcancel()
+		if err == nil {
+			r.watchingFrom(i, resp.Header.Revision, time.Now())
+			wctx, wcancel := context.WithCancel(ctx)
+			wch := mc.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(r.resumeFrom(i)))
+			go func() { // keep hearing from a live watch; see progressEvery
+				tick := time.NewTicker(progressEvery)
+				defer tick.Stop()
+				for {
+					select {
+					case <-wctx.Done():
+						return
+					case <-tick.C:
+						pctx, pcancel := context.WithTimeout(wctx, time.Second)
+						_ = mc.RequestProgress(pctx)
+						pcancel()
+					}
+				}
+			}()
+			for resp := range wch {
+				if err := resp.Err(); err != nil {
+					r.brokenFrom(i, err, resp.CompactRevision, time.Now())
+					break
+				}
+				now := time.Now()
+				if resp.IsProgressNotify() {
+					r.heardFrom(i, now)
+					continue
+				}
+				evs := make([]rawEvent, 0, len(resp.Events))
+				for _, ev := range resp.Events {
+					evs = append(evs, rawEvent{put: ev.Type == mvccpb.PUT, key: string(ev.Kv.Key), value: string(ev.Kv.Value), rev: ev.Kv.ModRevision})
+				}
+				r.deliverFrom(i, now, evs)
+			}
+			wcancel()
+			if ctx.Err() == nil {
+				r.brokenFrom(i, errors.New("watch channel closed"), 0, time.Now())
+			}
+		} else if ctx.Err() == nil {
+			r.brokenFrom(i, fmt.Errorf("read the store's revision before resuming: %w", err), 0, time.Now())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond): // re-watch pacing after a broken watch
+		}
+	}
 }
 
 // readAll reads the whole keyspace at rev (0: now) and returns the revision it was read at.

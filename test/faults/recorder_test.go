@@ -229,3 +229,45 @@ func TestRecorderStampsEventsOfAnAttentiveWatchLive(t *testing.T) {
 		t.Fatalf("a live delete 100 ms after the pod became ineligible was flagged: %q", v)
 	}
 }
+
+// A store member dies and its watch goes silent; the watch on another member keeps
+// delivering live: the event is live, not a replay.
+func TestRecorderTakesTheLiveWatchOfAnotherMember(t *testing.T) {
+	w := testWorld(map[string]time.Duration{"web-1": 4 * time.Second}, "web-1")
+	r := startRecorder()
+	r.deliverFrom(1, at(1500*time.Millisecond), []rawEvent{put(11, "web-1", "10.0.0.1")})
+	r.deliver(at(1500*time.Millisecond), []rawEvent{put(11, "web-1", "10.0.0.1")})
+	r.heard(at(2 * time.Second)) // member 0 is lost after this
+	hear1 := func(from, to time.Duration) {
+		for d := from; d <= to; d += 200 * time.Millisecond {
+			r.heardFrom(1, at(d))
+		}
+	}
+	hear1(2*time.Second, 4*time.Second)
+	r.deliverFrom(1, at(4100*time.Millisecond), []rawEvent{del(12, "web-1")})
+	r.deliver(at(7*time.Second), []rawEvent{del(12, "web-1")}) // member 0's watch resumed elsewhere: a replay
+	if v := testChecks(w).judge(r, 12, final(), map[string]corev1.Pod{}, at(time.Minute)); len(v) != 0 {
+		t.Fatalf("a delete delivered live by another member's watch was flagged: %q", v)
+	}
+}
+
+// The store was stopped at revision 11 (the test paused the record there), web-1 became
+// ineligible during the outage, and the store could commit again from t0+30s: the delete
+// replayed after the outage happened after t0+30s, after web-1 became ineligible.
+func TestRecorderPlacesReplaysAfterADeclaredOutage(t *testing.T) {
+	w := testWorld(map[string]time.Duration{"web-1": 20 * time.Second}, "web-1")
+	r := startRecorder()
+	r.deliver(at(1500*time.Millisecond), []rawEvent{put(11, "web-1", "10.0.0.1")})
+	r.heard(at(2 * time.Second)) // the store is stopped after this
+	r.quietSince(11, at(30*time.Second))
+	r.deliver(at(31*time.Second), []rawEvent{del(12, "web-1")})
+	if v := testChecks(w).judge(r, 12, final(), map[string]corev1.Pod{}, at(time.Minute)); len(v) != 0 {
+		t.Fatalf("a delete replayed after a declared outage was flagged: %q", v)
+	}
+	// Without the declaration the delete may have come at any time since t0+2s.
+	r2 := startRecorder()
+	r2.deliver(at(1500*time.Millisecond), []rawEvent{put(11, "web-1", "10.0.0.1")})
+	r2.heard(at(2 * time.Second))
+	r2.deliver(at(31*time.Second), []rawEvent{del(12, "web-1")})
+	expectViolation(t, testChecks(w).judge(r2, 12, final(), map[string]corev1.Pod{}, at(time.Minute)), "eligible pod's endpoint")
+}

@@ -134,6 +134,19 @@ func (s *scenario) window(at time.Time) time.Time {
 	return at.Add(grace)
 }
 
+// quiet brackets a fault that keeps the store from committing (stopped, quorum lost): call
+// it just before the fault; it returns the store's revision, up to which the record is
+// complete, and a function to call just before the store can commit again. Events the
+// record replays after the fault are then known to have happened after that moment.
+func (s *scenario) quiet() (storeCanCommit func()) {
+	s.t.Helper()
+	rev, err := s.rec.pause(s.ctx, s.store)
+	if err != nil {
+		s.t.Fatalf("recorder: %v", err)
+	}
+	return func() { s.rec.quietSince(rev, time.Now()) }
+}
+
 // faultEnded marks the end of a fault during which the operator could not write.
 func (s *scenario) faultEnded() time.Time {
 	s.mu.Lock()
