@@ -80,7 +80,7 @@ const (
 	// events that end it count as replays (the etcd client resumes a broken watch by itself
 	// and then delivers what it missed as if live).
 	progressEvery = 200 * time.Millisecond
-	silenceLimit  = 2 * time.Second
+	silenceLimit  = 3 * time.Second
 )
 
 // watchSource is one watch's state: record runs one per store member, so that a member's
