@@ -271,3 +271,16 @@ func TestRecorderPlacesReplaysAfterADeclaredOutage(t *testing.T) {
 	r2.deliver(at(31*time.Second), []rawEvent{del(12, "web-1")})
 	expectViolation(t, testChecks(w).judge(r2, 12, final(), map[string]corev1.Pod{}, at(time.Minute)), "eligible pod's endpoint")
 }
+
+// Any put for a pod after it became ineligible is a violation, even inside the bound and
+// even when it only rewrites a key that is still there: a caller reading it then gets a
+// fresh record of a pod that is going away.
+func TestRecorderFlagsAnyPutAfterIneligibility(t *testing.T) {
+	w := testWorld(map[string]time.Duration{"web-1": 10 * time.Second}, "web-1")
+	r := startRecorder()
+	r.deliver(at(2*time.Second), []rawEvent{put(11, "web-1", "10.0.0.1")})
+	hear(r, 2*time.Second, 10*time.Second)
+	r.deliver(at(10*time.Second+100*time.Millisecond), []rawEvent{put(12, "web-1", "10.0.0.1")})
+	r.deliver(at(10*time.Second+300*time.Millisecond), []rawEvent{del(13, "web-1")})
+	expectViolation(t, testChecks(w).judge(r, 13, final(), map[string]corev1.Pod{}, at(time.Minute)), "after its pod became ineligible")
+}
