@@ -74,6 +74,13 @@ type rawEvent struct {
 	rev   int64
 }
 
+// inFlight is how long after a pod became ineligible a put for it that neither re-creates
+// its key nor lies beyond the bound is tolerated: the operator acted on a view of the pod a
+// moment old (an update of a key still present, or the first registration of a pod whose
+// readiness was lost while it was being written). Re-creating a deleted key is never
+// tolerated.
+const inFlight = time.Second
+
 const (
 	// progressEvery is how often record asks each watch for a progress notification, so that
 	// a live watch is never silent for long; silenceLimit is the silence after which the
@@ -600,8 +607,9 @@ func (c checks) owned(key string) bool {
 }
 
 // checkEvent: (c) nothing foreign or outside the operator's keys is touched; (a) no endpoint
-// is written for a pod after it became ineligible beyond the window, nor re-created at all
-// once it is (resurrection); no endpoint is deleted while its pod is eligible. prev are the
+// is written for a pod after it became ineligible (the messages tell a write beyond the
+// window and a re-creation, a resurrection, apart); no endpoint is deleted while its pod is
+// eligible. prev are the
 // key's earlier events, initial the keyspace when recording began.
 func (c checks) checkEvent(ev storeEvent, prev []storeEvent, initial map[string]string) []string {
 	if _, ok := c.foreign[ev.key]; ok {
@@ -630,6 +638,9 @@ func (c checks) checkEvent(ev storeEvent, prev []storeEvent, initial map[string]
 				ev.key, ev.at.Sub(life.ineligibleAt).Round(time.Millisecond), c.window(life.ineligibleAt).Sub(life.ineligibleAt).Round(time.Millisecond), ev.rev, ev.when()))
 		case ineligible && ev.at.After(life.ineligibleAt) && existed && absent:
 			v = append(v, fmt.Sprintf("(a) %s re-created %s after its pod became ineligible and its endpoint was deleted: resurrected (rev %d, %s)",
+				ev.key, ev.at.Sub(life.ineligibleAt).Round(time.Millisecond), ev.rev, ev.when()))
+		case ineligible && ev.at.After(life.ineligibleAt.Add(inFlight)):
+			v = append(v, fmt.Sprintf("(a) %s written %s after its pod became ineligible (rev %d, %s)",
 				ev.key, ev.at.Sub(life.ineligibleAt).Round(time.Millisecond), ev.rev, ev.when()))
 		}
 		var ep store.Endpoint
