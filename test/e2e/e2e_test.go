@@ -240,24 +240,21 @@ type gateWatch struct {
 //
 // The watch starts at the resourceVersion of a List and is resumed from the last version it
 // delivered whenever the API server ends it (client-go's RetryWatcher), so no transition is
-// lost to a closed watch; a watch that cannot be resumed (410 Gone) is a test failure, not a
-// silently shorter count. Judge the final state with verifyGates, not the count alone.
+// lost to a closed watch. When it cannot be resumed (410 Gone: the version was compacted
+// away), it lists again and checks the store for every pod whose gate is True by then and
+// that it had not seen turn True (recorded as a late check), then watches from the new
+// list. Judge the final state with verifyGates, not the count alone.
 func watchGatesAgainstStore(ctx context.Context, ns, service string) *gateWatch {
 	GinkgoHelper()
 	gw := &gateWatch{checked: map[string]bool{}}
 	cs, err := kubernetes.NewForConfig(restCfg)
 	Expect(err).NotTo(HaveOccurred())
 	pods := cs.CoreV1().Pods(ns)
-	list, err := pods.List(ctx, metav1.ListOptions{})
-	Expect(err).NotTo(HaveOccurred())
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return pods.Watch(ctx, opts)
 	}}
 	ctx, cancel := context.WithCancel(ctx)
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { cancel(); w.Stop(); <-w.Done() })
-	check := func(pod *corev1.Pod) {
+	check := func(pod *corev1.Pod, how string) {
 		if !gateTrue(pod) {
 			return
 		}
@@ -268,6 +265,9 @@ func watchGatesAgainstStore(ctx context.Context, ns, service string) *gateWatch 
 		if seen {
 			return
 		}
+		if how != "" {
+			gw.note(fmt.Sprintf("gate of %s checked %s", pod.Name, how))
+		}
 		gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer gcancel()
 		resp, err := storeClient.Get(gctx, fmt.Sprintf("/registrar/services/%s/%s/%s", service, ns, pod.Name))
@@ -277,26 +277,61 @@ func watchGatesAgainstStore(ctx context.Context, ns, service string) *gateWatch 
 			gw.mu.Unlock()
 		}
 	}
-	for i := range list.Items {
-		check(&list.Items[i])
+	// list checks the pods already there and returns the version to watch from.
+	list := func(how string) (string, error) {
+		l, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			check(&l.Items[i], how)
+		}
+		return l.ResourceVersion, nil
 	}
+	rv, err := list("")
+	Expect(err).NotTo(HaveOccurred())
+	done := make(chan struct{})
+	DeferCleanup(func() { cancel(); <-done })
 	go func() {
-		for ev := range w.ResultChan() {
-			switch ev.Type {
-			case watch.Error:
-				gw.mu.Lock()
-				gw.restarts = append(gw.restarts, fmt.Sprintf("%s: watch error %v", time.Now().Format(time.RFC3339Nano), apierrors.FromObject(ev.Object)))
-				gw.mu.Unlock()
-				continue
-			case watch.Bookmark:
-				continue
+		defer close(done)
+		for ctx.Err() == nil {
+			w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
+			if err != nil {
+				gw.note(fmt.Sprintf("start watch at %s: %v", rv, err))
+				return
 			}
-			if pod, ok := ev.Object.(*corev1.Pod); ok {
-				check(pod)
+			for ev := range w.ResultChan() {
+				switch ev.Type {
+				case watch.Error:
+					gw.note(fmt.Sprintf("watch error %v", apierrors.FromObject(ev.Object)))
+					continue
+				case watch.Bookmark:
+					continue
+				}
+				if pod, ok := ev.Object.(*corev1.Pod); ok {
+					check(pod, "")
+				}
+			}
+			w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			for ctx.Err() == nil { // the watch could not be resumed: list again
+				if rv, err = list("late, after the watch was lost and the pods were listed again"); err == nil {
+					break
+				}
+				gw.note(fmt.Sprintf("list pods: %v", err))
+				time.Sleep(time.Second) // retry pacing against an unavailable API server
 			}
 		}
 	}()
 	return gw
+}
+
+func (gw *gateWatch) note(s string) {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	gw.restarts = append(gw.restarts, time.Now().Format("15:04:05.000")+": "+s)
 }
 
 func (gw *gateWatch) flipped() int {
@@ -333,7 +368,8 @@ func (gw *gateWatch) verifyGates(ctx context.Context, d *appsv1.Deployment) {
 	defer gw.mu.Unlock()
 	Expect(gw.violations).To(BeEmpty())
 	if len(gw.restarts) > 0 {
-		fmt.Fprintf(GinkgoWriter, "pod watch resumed after: %v\n", gw.restarts)
+		AddReportEntry("pod watch interruptions", gw.restarts)
+		fmt.Fprintf(GinkgoWriter, "pod watch interruptions: %v\n", gw.restarts)
 	}
 }
 
