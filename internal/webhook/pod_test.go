@@ -279,6 +279,10 @@ var _ = Describe("Pod webhook scope", func() {
 		Expect(k8sClient.Get(context.Background(), client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
 		nsObj.Labels[podwebhook.ScopeLabel] = podwebhook.ScopeDisabled
 		Expect(k8sClient.Update(context.Background(), nsObj)).To(Succeed())
+		// The API server matches namespaceSelectors against its namespace cache, which sees
+		// the new label a moment later.
+		Eventually(func() int { return gateCount(create(newPod(ns, "scoped-", labels, container("app", 8080)))) }).
+			WithTimeout(timeout).Should(BeZero(), "pods in a namespace labelled %s=%s are still mutated", podwebhook.ScopeLabel, podwebhook.ScopeDisabled)
 		expectUntouched(create(newPod(ns, "scoped-", labels, container("app", 8080))))
 	})
 })
