@@ -79,6 +79,14 @@ webhooks:
     caBundle: $(base64 -w0 "$certs/ca.crt")
   rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
   failurePolicy: Ignore
+  timeoutSeconds: 5
+  namespaceSelector:
+    matchExpressions:
+    - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, kube-node-lease, kube-public]}
+    - {key: registrar.dev/webhook, operator: NotIn, values: [disabled]}
+  objectSelector:
+    matchExpressions:
+    - {key: registrar.dev/webhook, operator: NotIn, values: [disabled]}
   sideEffects: None
   admissionReviewVersions: [v1]
   reinvocationPolicy: IfNeeded

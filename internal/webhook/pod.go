@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
@@ -31,6 +32,13 @@ import (
 // Path is where the API server sends pod admission reviews (see config/webhook/manifests.yaml).
 const Path = "/mutate--v1-pod"
 
+// ScopeLabel on a namespace or a pod, with the value ScopeDisabled, keeps the API server from
+// calling the webhook for it (the webhook's namespaceSelector and objectSelector).
+const (
+	ScopeLabel    = "registrar.dev/webhook"
+	ScopeDisabled = "disabled"
+)
+
 // Event reasons recorded on the ServiceRegistry.
 const (
 	// ReasonPreStopKept: a serving container of a new pod already had a preStop hook, which
@@ -48,7 +56,12 @@ const (
 // a drain; the operator reports such pods on their ServiceRegistry. For the same reason the
 // handler itself never denies: every error becomes Allowed with a warning.
 //
-// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.registrar.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// Scope (docs/webhook.md): the API server calls the webhook for pod CREATE only outside
+// kube-system, kube-node-lease, kube-public and registrar's own namespace ("system" here; the
+// kustomize overlays replace it with the installed namespace), and neither for namespaces nor
+// for pods labelled registrar.dev/webhook=disabled; it waits at most 5 s for an answer.
+//
+// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.registrar.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-node-lease","kube-public","system"]},{"key":"registrar.dev/webhook","operator":"NotIn","values":["disabled"]}]},"objectSelector":{"matchExpressions":[{"key":"registrar.dev/webhook","operator":"NotIn","values":["disabled"]}]}}`
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
@@ -57,6 +70,9 @@ const (
 type PodInjector struct {
 	// Client lists ServiceRegistries (the manager's cached client).
 	Client client.Reader
+	// APIReader reads from the API server directly (the manager's uncached reader); nil
+	// disables the lookup of a Deployment the cache has not seen yet (see liveDeployment).
+	APIReader client.Reader
 	// Decoder decodes the pod in the request.
 	Decoder admission.Decoder
 	// Recorder records Events on ServiceRegistries; nil records none.
@@ -69,9 +85,10 @@ var _ admission.Handler = &PodInjector{}
 // manager's client and an events.k8s.io recorder named "registrar".
 func Register(mgr ctrl.Manager) {
 	h := &PodInjector{
-		Client:   mgr.GetClient(),
-		Decoder:  admission.NewDecoder(mgr.GetScheme()),
-		Recorder: mgr.GetEventRecorder("registrar"),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Decoder:   admission.NewDecoder(mgr.GetScheme()),
+		Recorder:  mgr.GetEventRecorder("registrar"),
 	}
 	mgr.GetWebhookServer().Register(Path, &crwebhook.Admission{Handler: h})
 }
@@ -117,6 +134,14 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 		log.Error(err, "listing Deployments; only ServiceRegistries are considered")
 	}
 	candidates, skipped := matching(regs, pod.Labels)
+	if len(candidates) == 0 {
+		if d, err := h.liveDeployment(ctx, ns, pod, regs); err != nil {
+			log.Error(err, "reading the pod's Deployment from the API server")
+		} else if d != nil {
+			log.Info("the pod's annotated Deployment is not in the cache yet; read it from the API server", "deployment", d.Name)
+			candidates, skipped = matching(append(regs, registryOf(d)), pod.Labels)
+		}
+	}
 	var warnings []string
 	for _, s := range skipped {
 		log.Info("ServiceRegistry skipped", "reason", s)
@@ -188,12 +213,61 @@ func (h *PodInjector) withAnnotatedDeployments(ctx context.Context, ns string, r
 		if !res.Enabled || !res.Usable || existing[d.Name] {
 			continue
 		}
-		regs = append(regs, v1alpha1.ServiceRegistry{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: d.Name, CreationTimestamp: d.CreationTimestamp},
-			Spec:       annotations.Defaulted(res.Spec),
-		})
+		regs = append(regs, registryOf(d))
 	}
 	return regs, nil
+}
+
+// registryOf is the ServiceRegistry an annotated Deployment describes, as the operator will
+// create it.
+func registryOf(d *appsv1.Deployment) v1alpha1.ServiceRegistry {
+	return v1alpha1.ServiceRegistry{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name, CreationTimestamp: d.CreationTimestamp},
+		Spec:       annotations.Defaulted(annotations.Spec(d).Spec),
+	}
+}
+
+// liveDeployment closes the race between a new annotated Deployment and the webhook's cache:
+// the Deployment's first pods are admitted moments after it is created, and the cache may
+// not have it yet, so those pods would start without the gate and the preStop drain. When no
+// registry selected the pod and the pod belongs to a ReplicaSet whose Deployment (the name
+// before the ReplicaSet's last "-") the cache does not hold, it reads that Deployment from
+// the API server (one GET, only for pods of Deployments the cache has not seen). It returns
+// the Deployment when it is annotated, usable, has no registry yet and owns the ReplicaSet;
+// nil otherwise.
+func (h *PodInjector) liveDeployment(ctx context.Context, ns string, pod *corev1.Pod, regs []v1alpha1.ServiceRegistry) (*appsv1.Deployment, error) {
+	if h.APIReader == nil {
+		return nil, nil
+	}
+	owner := metav1.GetControllerOfNoCopy(pod)
+	if owner == nil || owner.Kind != "ReplicaSet" || owner.APIVersion != appsv1.SchemeGroupVersion.String() {
+		return nil, nil
+	}
+	i := strings.LastIndex(owner.Name, "-")
+	if i <= 0 {
+		return nil, nil
+	}
+	key := client.ObjectKey{Namespace: ns, Name: owner.Name[:i]}
+	for _, r := range regs {
+		if r.Name == key.Name {
+			return nil, nil // a registry of that name exists (or was synthesized): the cache decided
+		}
+	}
+	err := h.Client.Get(ctx, key, &appsv1.Deployment{})
+	if err == nil {
+		return nil, nil // the cache has the Deployment: it is not annotated (or not usable)
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("get Deployment %s from the cache: %w", key, err)
+	}
+	d := &appsv1.Deployment{}
+	if err := h.APIReader.Get(ctx, key, d); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if res := annotations.Spec(d); !res.Enabled || !res.Usable || !strings.HasPrefix(owner.Name, d.Name+"-") {
+		return nil, nil
+	}
+	return d, nil
 }
 
 // matching returns the registries with injection enabled whose selector matches podLabels,

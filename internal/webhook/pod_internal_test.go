@@ -4,17 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -127,4 +131,73 @@ func TestDescribePod(t *testing.T) {
 			t.Errorf("describePod = %q, want %q", got, tt.want)
 		}
 	}
+}
+
+// The first pods of a new annotated Deployment are admitted moments after it is created: the
+// webhook's cache may not hold the Deployment yet. The pod must still get the gate and the
+// preStop drain (read from the API server), or it starts unwarmed and exits without a drain.
+func TestHandleInjectsAPodOfADeploymentTheCacheHasNotSeen(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "orders"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "d-uid", Annotations: map[string]string{
+			v1alpha1.AnnotationService: "orders", v1alpha1.AnnotationPort: "8080", v1alpha1.AnnotationDrainSeconds: "7"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "orders-5d4f8b7c9-", Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "orders-5d4f8b7c9", UID: "rs-uid", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "img", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}},
+	}
+	raw, _ := json.Marshal(pod)
+	staleCache := fake.NewClientBuilder().WithScheme(scheme).Build() // has not seen the Deployment yet
+	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithObjects(d).Build()
+
+	h := &PodInjector{Client: staleCache, APIReader: apiServer, Decoder: admission.NewDecoder(scheme)}
+	resp := h.Handle(context.Background(), podRequest(t, raw))
+	if !resp.Allowed || len(resp.Patches) == 0 {
+		t.Fatalf("allowed=%v patches=%v (%v): the pod of an annotated Deployment the cache has not seen was not injected",
+			resp.Allowed, resp.Patches, resp.Result)
+	}
+	gate := false
+	for _, p := range resp.Patches {
+		if strings.Contains(fmt.Sprint(p.Value), string(v1alpha1.ReadinessGate)) {
+			gate = true
+		}
+	}
+	if !gate {
+		t.Errorf("no %s readiness gate in the patch %v", v1alpha1.ReadinessGate, resp.Patches)
+	}
+
+	// A pod whose Deployment the cache holds without annotations costs no API call and is
+	// left alone; so is a pod whose Deployment does not exist.
+	plain := d.DeepCopy()
+	plain.Annotations = nil
+	h = &PodInjector{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(plain).Build(),
+		APIReader: failingGetter{t: t}, Decoder: admission.NewDecoder(scheme)}
+	if resp := h.Handle(context.Background(), podRequest(t, raw)); len(resp.Patches) != 0 {
+		t.Errorf("a pod of a Deployment without annotations was injected: %v", resp.Patches)
+	}
+	h = &PodInjector{Client: staleCache, APIReader: fake.NewClientBuilder().WithScheme(scheme).Build(), Decoder: admission.NewDecoder(scheme)}
+	if resp := h.Handle(context.Background(), podRequest(t, raw)); len(resp.Patches) != 0 {
+		t.Errorf("a pod whose Deployment does not exist was injected: %v", resp.Patches)
+	}
+}
+
+// failingGetter fails the test when the webhook reads from the API server.
+type failingGetter struct {
+	client.Reader
+	t *testing.T
+}
+
+func (f failingGetter) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	f.t.Errorf("read %s from the API server although the cache holds it", key)
+	return errors.New("unexpected")
 }

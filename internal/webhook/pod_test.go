@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -246,5 +247,77 @@ var _ = Describe("Pod webhook metrics", func() {
 		create(newPod(ns, "other-", map[string]string{"app": "nobody"}, container("app", 8080)))
 		Expect(testutil.ToFloat64(metrics.WebhookInjections.WithLabelValues("injected"))).To(BeNumerically(">=", injected+1))
 		Expect(testutil.ToFloat64(metrics.WebhookInjections.WithLabelValues("skipped"))).To(BeNumerically(">=", skipped+1))
+	})
+})
+
+// The webhook configuration (config/webhook, as installed) keeps the API server from calling
+// the webhook for kube-system and for namespaces and pods labelled registrar.dev/webhook=
+// disabled: even a pod an injecting registry there selects is admitted unchanged.
+var _ = Describe("Pod webhook scope", func() {
+	labels := map[string]string{"app": "scoped"}
+
+	It("does not mutate a kube-system pod an injecting registry selects", func() {
+		newRegistry("kube-system", "scoped", labels, 15, true)
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(context.Background(), &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "scoped"}})
+		})
+		ns := newNamespace()
+		newRegistry(ns, "scoped", labels, 15, true)
+		Expect(gateCount(create(newPod(ns, "scoped-", labels, container("app", 8080))))).To(Equal(1), "the control pod was not injected")
+		p := create(newPod("kube-system", "scoped-", labels, container("app", 8080)))
+		DeferCleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+		expectUntouched(p)
+	})
+
+	It("does not mutate pods in a namespace, or pods, labelled registrar.dev/webhook=disabled", func() {
+		ns := newNamespace()
+		newRegistry(ns, "scoped", labels, 15, true)
+		optedOut := map[string]string{"app": "scoped", podwebhook.ScopeLabel: podwebhook.ScopeDisabled}
+		expectUntouched(create(newPod(ns, "scoped-", optedOut, container("app", 8080))))
+
+		nsObj := &corev1.Namespace{}
+		Expect(k8sClient.Get(context.Background(), client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
+		nsObj.Labels[podwebhook.ScopeLabel] = podwebhook.ScopeDisabled
+		Expect(k8sClient.Update(context.Background(), nsObj)).To(Succeed())
+		// The API server matches namespaceSelectors against its namespace cache, which sees
+		// the new label a moment later.
+		Eventually(func() int { return gateCount(create(newPod(ns, "scoped-", labels, container("app", 8080)))) }).
+			WithTimeout(timeout).Should(BeZero(), "pods in a namespace labelled %s=%s are still mutated", podwebhook.ScopeLabel, podwebhook.ScopeDisabled)
+		expectUntouched(create(newPod(ns, "scoped-", labels, container("app", 8080))))
+	})
+})
+
+// The first pods of a new annotated Deployment reach the webhook moments after the Deployment
+// was created, often before the webhook's cache has it (in a cluster the ReplicaSet
+// controller creates them within milliseconds). Every one must be injected. The pods here
+// are created as the ReplicaSet controller would (owned by ReplicaSet <deployment>-<hash>),
+// right after the Deployment, without waiting for the webhook's cache.
+var _ = Describe("Pod webhook racing a new annotated Deployment", func() {
+	It("injects the pods created right after their Deployment", func() {
+		ctx := context.Background()
+		missed := 0
+		for i := range 10 {
+			ns := newNamespace()
+			name := fmt.Sprintf("race-%d", i)
+			labels := map[string]string{"app": name}
+			d := &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+					v1alpha1.AnnotationService: name, v1alpha1.AnnotationPort: "8080"}},
+				Spec: appsv1.DeploymentSpec{
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{container("app", 8080)}},
+					},
+				},
+			}
+			Expect(k8sClient.Create(ctx, d)).To(Succeed())
+			p := newPod(ns, name+"-5d4f8b7c9-", labels, container("app", 8080))
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name + "-5d4f8b7c9", UID: "0d1e2f3a-0000-4000-8000-000000000001", Controller: ptr.To(true)}}
+			if gateCount(create(p)) == 0 {
+				missed++
+			}
+		}
+		Expect(missed).To(BeZero(), "%d of 10 first pods of a new annotated Deployment were admitted without the gate", missed)
 	})
 })

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,9 +16,14 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -40,12 +46,12 @@ var _ = Describe("Annotated Deployment on a real kubelet", Ordered, func() {
 	It("injects the gate and preStop, warms pods up before Ready, and registers them before the gate flips", func() {
 		ctx := context.Background()
 		ns := newNamespace(ctx)
-		violations, flipped := watchGatesAgainstStore(ctx, ns, "demo")
+		gates := watchGatesAgainstStore(ctx, ns, "demo")
 		d := demoDeployment(ns, "demo", registrarAnnotations("demo"), nil)
 		Expect(k8s.Create(ctx, d)).To(Succeed())
 		waitRolledOut(ctx, d)
-		Eventually(flipped).Should(Equal(replicas), "the pod watch did not see every gate turn True")
-		Expect(violations()).To(BeEmpty())
+		gates.verifyGates(ctx, d)
+		Expect(gates.flipped()).To(Equal(replicas), "the pod watch did not see every gate turn True")
 
 		Eventually(func(g Gomega) {
 			reg := &v1alpha1.ServiceRegistry{}
@@ -218,50 +224,174 @@ func demoStats(ip string) stats {
 	return st
 }
 
+// gateWatch is what watchGatesAgainstStore saw: the pods whose registrar.dev/ready gate it
+// saw turn True (and whether the store held their endpoint at that moment), the violations,
+// and every time its watch had to be resumed.
+type gateWatch struct {
+	mu         sync.Mutex
+	checked    map[string]bool
+	violations []string
+	restarts   []string
+}
+
 // watchGatesAgainstStore watches the namespace's pods and, the moment a pod's
 // registrar.dev/ready condition turns True, reads the store: an absent endpoint is a
-// violation of the store-acknowledged gate. It returns the violations and the number of
-// gates seen turning True so far.
-func watchGatesAgainstStore(ctx context.Context, ns, service string) (func() []string, func() int) {
+// violation of the store-acknowledged gate.
+//
+// The watch starts at the resourceVersion of a List and is resumed from the last version it
+// delivered whenever the API server ends it (client-go's RetryWatcher), so no transition is
+// lost to a closed watch. When it cannot be resumed (410 Gone: the version was compacted
+// away), it lists again and checks the store for every pod whose gate is True by then and
+// that it had not seen turn True (recorded as a late check), then watches from the new
+// list. Judge the final state with verifyGates, not the count alone.
+func watchGatesAgainstStore(ctx context.Context, ns, service string) *gateWatch {
 	GinkgoHelper()
-	w, err := k8s.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))
+	gw := &gateWatch{checked: map[string]bool{}}
+	cs, err := kubernetes.NewForConfig(restCfg)
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(w.Stop)
-	var mu sync.Mutex
-	var errs []string
-	checked := map[string]bool{}
+	pods := cs.CoreV1().Pods(ns)
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		return pods.Watch(ctx, opts)
+	}}
+	ctx, cancel := context.WithCancel(ctx)
+	check := func(pod *corev1.Pod, how string) {
+		if !gateTrue(pod) {
+			return
+		}
+		gw.mu.Lock()
+		seen := gw.checked[pod.Name]
+		gw.checked[pod.Name] = true
+		gw.mu.Unlock()
+		if seen {
+			return
+		}
+		if how != "" {
+			gw.note(fmt.Sprintf("gate of %s checked %s", pod.Name, how))
+		}
+		gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer gcancel()
+		resp, err := storeClient.Get(gctx, fmt.Sprintf("/registrar/services/%s/%s/%s", service, ns, pod.Name))
+		if err != nil || len(resp.Kvs) == 0 {
+			gw.mu.Lock()
+			gw.violations = append(gw.violations, fmt.Sprintf("gate of %s True while the store has no endpoint (err %v)", pod.Name, err))
+			gw.mu.Unlock()
+		}
+	}
+	// list checks the pods already there and returns the version to watch from.
+	list := func(how string) (string, error) {
+		l, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			check(&l.Items[i], how)
+		}
+		return l.ResourceVersion, nil
+	}
+	rv, err := list("")
+	Expect(err).NotTo(HaveOccurred())
+	done := make(chan struct{})
+	DeferCleanup(func() { cancel(); <-done })
 	go func() {
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || !gateTrue(pod) {
-				continue
+		defer close(done)
+		for ctx.Err() == nil {
+			w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
+			if err != nil {
+				gw.note(fmt.Sprintf("start watch at %s: %v", rv, err))
+				return
 			}
-			mu.Lock()
-			seen := checked[pod.Name]
-			checked[pod.Name] = true
-			mu.Unlock()
-			if seen {
-				continue
+			for ev := range w.ResultChan() {
+				switch ev.Type {
+				case watch.Error:
+					gw.note(fmt.Sprintf("watch error %v", apierrors.FromObject(ev.Object)))
+					continue
+				case watch.Bookmark:
+					continue
+				}
+				if pod, ok := ev.Object.(*corev1.Pod); ok {
+					check(pod, "")
+				}
 			}
-			resp, err := storeClient.Get(ctx, fmt.Sprintf("/registrar/services/%s/%s/%s", service, ns, pod.Name))
-			if err != nil || len(resp.Kvs) == 0 {
-				mu.Lock()
-				errs = append(errs, fmt.Sprintf("gate of %s True while the store has no endpoint (err %v)", pod.Name, err))
-				mu.Unlock()
+			w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			for ctx.Err() == nil { // the watch could not be resumed: list again
+				if rv, err = list("late, after the watch was lost and the pods were listed again"); err == nil {
+					break
+				}
+				gw.note(fmt.Sprintf("list pods: %v", err))
+				time.Sleep(time.Second) // retry pacing against an unavailable API server
 			}
 		}
 	}()
-	violations := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), errs...)
+	return gw
+}
+
+func (gw *gateWatch) note(s string) {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	gw.restarts = append(gw.restarts, time.Now().Format("15:04:05.000")+": "+s)
+}
+
+func (gw *gateWatch) flipped() int {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	return len(gw.checked)
+}
+
+// verifyGates judges the final state of the Deployment's pods against what the watch saw:
+// every pod carries the gate in its spec (the webhook injected it), its gate is True, the
+// watch saw it turn True, and the store was checked at that moment.
+func (gw *gateWatch) verifyGates(ctx context.Context, d *appsv1.Deployment) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		pods := podsOf(ctx, d)
+		g.Expect(pods).To(HaveLen(replicas))
+		gw.mu.Lock()
+		defer gw.mu.Unlock()
+		var problems []string
+		for _, p := range pods {
+			switch {
+			case !slices.Contains(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate}):
+				problems = append(problems, fmt.Sprintf("pod %s (created %s) has no %s readiness gate (admitted without the webhook's injection; annotations %v; %s)",
+					p.Name, p.CreationTimestamp.Format(time.RFC3339), v1alpha1.ReadinessGate, p.Annotations, managerState(ctx)))
+			case !gateTrue(&p):
+				problems = append(problems, fmt.Sprintf("pod %s: gate not True", p.Name))
+			case !gw.checked[p.Name]:
+				problems = append(problems, fmt.Sprintf("pod %s: gate True but the watch never delivered the transition (watch errors: %v)", p.Name, gw.restarts))
+			}
+		}
+		g.Expect(problems).To(BeEmpty())
+	}).WithTimeout(30*time.Second).Should(Succeed(), "the pods' gates do not match what the pod watch saw")
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	Expect(gw.violations).To(BeEmpty())
+	if len(gw.restarts) > 0 {
+		AddReportEntry("pod watch interruptions", gw.restarts)
+		fmt.Fprintf(GinkgoWriter, "pod watch interruptions: %v\n", gw.restarts)
 	}
-	flipped := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(checked)
+}
+
+// managerState describes registrar's manager pods (restarts, start times), for messages.
+func managerState(ctx context.Context) string {
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(install.Namespace)); err != nil {
+		return fmt.Sprintf("manager pods unknown: %v", err)
 	}
-	return violations, flipped
+	var out []string
+	for _, p := range pods.Items {
+		restarts := int32(0)
+		for _, c := range p.Status.ContainerStatuses {
+			restarts += c.RestartCount
+		}
+		started := ""
+		if p.Status.StartTime != nil {
+			started = p.Status.StartTime.Format(time.RFC3339)
+		}
+		out = append(out, fmt.Sprintf("%s started %s restarts %d", p.Name, started, restarts))
+	}
+	return "manager pods: " + strings.Join(out, ", ")
 }
 
 func gateTrue(pod *corev1.Pod) bool {

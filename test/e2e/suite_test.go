@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,10 +16,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -82,4 +86,34 @@ var _ = BeforeSuite(func() {
 	defer cancel()
 	Expect(install.Registrar(ctx, k8s, restCfg, filepath.Clean(installYAML), storeServer.Endpoint())).To(Succeed(),
 		"registrar did not become available with its webhook CA injected")
+	waitWebhookServing(ctx)
 })
+
+// waitWebhookServing waits until the API server calls the pod webhook end to end: it loads
+// webhook configurations (and their caBundle) asynchronously, and a pod admitted before
+// that is created without the gate (failurePolicy Ignore), whichever spec runs first.
+func waitWebhookServing(ctx context.Context) {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-probe-"}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	reg := &v1alpha1.ServiceRegistry{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "probe"},
+		Spec: v1alpha1.ServiceRegistrySpec{
+			Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
+			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](install.DemoPort)}},
+			Injection: &v1alpha1.InjectionSpec{Enabled: true},
+		},
+	}
+	Expect(k8s.Create(ctx, reg)).To(Succeed())
+	start := time.Now()
+	Eventually(func(g Gomega) {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, GenerateName: "probe-", Labels: map[string]string{"app": "probe"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: install.DemoImage}}},
+		}
+		g.Expect(k8s.Create(ctx, p, client.DryRunAll)).To(Succeed())
+		g.Expect(p.Annotations).To(HaveKey(v1alpha1.AnnotationInjected))
+	}).WithTimeout(2*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed(), "the API server never called the pod webhook")
+	fmt.Fprintf(GinkgoWriter, "pod webhook serving %s after the install was available\n", time.Since(start).Round(time.Millisecond))
+}

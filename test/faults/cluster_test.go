@@ -133,6 +133,7 @@ func TestStoreClusterMemberLoss(t *testing.T) {
 	}
 	errsAfter, _ := op.metric(storeErrors)
 
+	canCommit := s.quiet()
 	ms[1].kill()
 	lost := time.Now()
 	s.churn(3, 200*time.Millisecond)
@@ -147,6 +148,7 @@ func TestStoreClusterMemberLoss(t *testing.T) {
 		msg = c.Message
 	}
 
+	canCommit()
 	ms[0].start()
 	ms[1].start()
 	waitServing(t, endpointsOf(ms))

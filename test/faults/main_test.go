@@ -66,7 +66,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(workDir)
-	setupErr = setup()
 	defer teardown()
 	code := m.Run()
 	printSummary()
@@ -122,9 +121,15 @@ func teardown() {
 	}
 }
 
-// requireSetup fails (never skips) a test when the shared environment did not start.
+// setupOnce starts the shared environment on the first test that needs it, so that the
+// recorder's unit tests (recorder_test.go) run without it.
+var setupOnce sync.Once
+
+// requireSetup starts the shared environment once and fails (never skips) a test when it
+// did not start.
 func requireSetup(t *testing.T) {
 	t.Helper()
+	setupOnce.Do(func() { setupErr = setup() })
 	if setupErr != nil {
 		t.Fatalf("fault suite setup: %v", setupErr)
 	}

@@ -28,6 +28,7 @@ func TestStoreOutage(t *testing.T) {
 	}
 
 	const outage, steps = 30 * time.Second, 20
+	canCommit := s.quiet()
 	srv.Stop()
 	down := time.Now()
 	wait := s.churnInBackground(steps, outage/steps)
@@ -45,6 +46,7 @@ func TestStoreOutage(t *testing.T) {
 	during, _ := op.metric(storeOps)
 	attempts := during - before
 	t.Logf("resuming the store at %s", time.Now().Format(time.RFC3339Nano))
+	canCommit()
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}

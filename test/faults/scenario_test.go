@@ -97,6 +97,7 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 	s.checks = checks{
 		world: s.world, servicePrefix: svcPrefix, ownedPrefix: prefix + "/" + etcdstore.FenceDir + "/",
 		owner: string(s.reg.UID), foreign: foreign, window: s.window,
+		service: service, ports: map[string]int32{"http": 8080}, namespace: s.ns,
 	}
 	return s
 }
@@ -131,6 +132,19 @@ func (s *scenario) window(at time.Time) time.Time {
 		return s.faultEnd.Add(grace)
 	}
 	return at.Add(grace)
+}
+
+// quiet brackets a fault that keeps the store from committing (stopped, quorum lost): call
+// it just before the fault; it returns the store's revision, up to which the record is
+// complete, and a function to call just before the store can commit again. Events the
+// record replays after the fault are then known to have happened after that moment.
+func (s *scenario) quiet() (storeCanCommit func()) {
+	s.t.Helper()
+	rev, err := s.rec.pause(s.ctx, s.store)
+	if err != nil {
+		s.t.Fatalf("recorder: %v", err)
+	}
+	return func() { s.rec.quietSince(rev, time.Now()) }
 }
 
 // faultEnded marks the end of a fault during which the operator could not write.
@@ -356,10 +370,22 @@ func (s *scenario) fenceHolder(name string) int {
 func (s *scenario) finish(fault string, convergence time.Duration, note string) {
 	s.t.Helper()
 	time.Sleep(time.Second) // let the recorder's watch deliver the last events (its lag is not under test)
+	violations := s.checks.verify(s.ctx, s.store, s.rec)
 	events := s.rec.snapshot()
-	violations := s.checks.verify(s.ctx, s.store, events)
 	for _, v := range violations {
 		s.t.Errorf("invariant violation: %s", v)
+	}
+	replayed := 0
+	for _, ev := range events {
+		if ev.replayed {
+			replayed++
+		}
+	}
+	if replayed > 0 {
+		s.t.Logf("%d of %d store events were replays after a broken or silent watch (stamped with an interval)", replayed, len(events))
+	}
+	if errs := s.rec.watchErrors(); len(errs) > 0 {
+		s.t.Logf("the recorder's watch broke and was resumed %d times (no gaps: a gap is a violation): %v", len(errs), errs)
 	}
 	s.t.Logf("%s: %d store events, %d violations, convergence %s; %s", fault, len(events), len(violations), convergence, note)
 	report(result{fault: fault, events: len(events), violations: len(violations), convergence: convergence, note: note})

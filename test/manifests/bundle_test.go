@@ -3,6 +3,7 @@ package manifests
 import (
 	"context"
 	"encoding/json"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,6 +167,11 @@ func checkDeployment(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion)
 	if len(hooks) != 1 || hooks[0].DeploymentName != manager || hooks[0].Type != operatorsv1alpha1.MutatingAdmissionWebhook ||
 		hooks[0].TargetPort == nil || hooks[0].TargetPort.IntValue() != 9443 || hooks[0].WebhookPath == nil || *hooks[0].WebhookPath != "/mutate--v1-pod" {
 		t.Errorf("webhook definitions %+v", hooks)
+	}
+	if len(hooks) == 1 {
+		// OLM sets the namespaceSelector itself (the OperatorGroup's namespaces).
+		checkWebhookScope(t, admissionregistrationv1.MutatingWebhook{TimeoutSeconds: hooks[0].TimeoutSeconds,
+			FailurePolicy: hooks[0].FailurePolicy, ObjectSelector: hooks[0].ObjectSelector}, false)
 	}
 }
 

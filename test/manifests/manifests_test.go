@@ -3,6 +3,7 @@
 package manifests
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resource"
@@ -107,7 +110,50 @@ func checkCommon(t *testing.T, objs map[string]*resource.Resource) *appsv1.Deplo
 		*w.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
 		t.Errorf("webhook %+v", w.Webhooks[0])
 	}
+	checkWebhookScope(t, w.Webhooks[0], true)
 	return d
+}
+
+// checkWebhookScope asserts the pod webhook's scope and timeout (docs/webhook.md): at most 5 s
+// (not the API server's default 10 s), failurePolicy Ignore, pods and namespaces labelled
+// registrar.dev/webhook=disabled left out, and — where the install sets the namespace
+// selector (kustomize; OLM sets its own) — kube-system, kube-node-lease, kube-public and
+// registrar's own namespace left out.
+func checkWebhookScope(t *testing.T, w admissionregistrationv1.MutatingWebhook, namespaces bool) {
+	t.Helper()
+	if w.TimeoutSeconds == nil || *w.TimeoutSeconds < 1 || *w.TimeoutSeconds > 5 {
+		t.Errorf("webhook timeoutSeconds %v, want 1..5", w.TimeoutSeconds)
+	}
+	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore {
+		t.Errorf("webhook failurePolicy %v, want Ignore", w.FailurePolicy)
+	}
+	optOut := metav1.LabelSelectorRequirement{Key: "registrar.dev/webhook", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}}
+	if w.ObjectSelector == nil || !slices.ContainsFunc(w.ObjectSelector.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+		return reflect.DeepEqual(r, optOut)
+	}) {
+		t.Errorf("webhook objectSelector %+v lacks %+v", w.ObjectSelector, optOut)
+	}
+	if !namespaces {
+		return
+	}
+	if w.NamespaceSelector == nil {
+		t.Fatal("webhook has no namespaceSelector: it is called for every pod in the cluster")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+	if err != nil {
+		t.Fatalf("webhook namespaceSelector: %v", err)
+	}
+	for _, name := range []string{"kube-system", "kube-node-lease", "kube-public", ns} {
+		if sel.Matches(labels.Set{"kubernetes.io/metadata.name": name}) {
+			t.Errorf("webhook namespaceSelector %q selects namespace %s", sel, name)
+		}
+	}
+	if !sel.Matches(labels.Set{"kubernetes.io/metadata.name": "shop"}) {
+		t.Errorf("webhook namespaceSelector %q does not select an ordinary namespace", sel)
+	}
+	if sel.Matches(labels.Set{"kubernetes.io/metadata.name": "shop", "registrar.dev/webhook": "disabled"}) {
+		t.Errorf("webhook namespaceSelector %q selects a namespace labelled registrar.dev/webhook=disabled", sel)
+	}
 }
 
 func TestDefaultInstall(t *testing.T) {
