@@ -112,7 +112,7 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: &memStore{}, Recorder: events.NewFakeRecorder(100), Clock: clk,
 		NodeLeaseTimeout: 20 * time.Second,
-		known:            newKnownRecords(), warmups: newWarmupTracker(1), acks: newGateAcks(),
+		known:            newKnownRecords(), owners: newOwnerIndex(), warmups: newWarmupTracker(1), acks: newGateAcks(),
 		status: newStatusWriter(c, 1, time.Millisecond, time.Second),
 	}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)})

@@ -69,7 +69,7 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 		WithStatusSubresource(&v1alpha1.ServiceRegistry{}, &corev1.Pod{}).Build()
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: mem, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
-		known: newKnownRecords(), warmups: newWarmupTracker(1), acks: newGateAcks(),
+		known: newKnownRecords(), owners: newOwnerIndex(), warmups: newWarmupTracker(1), acks: newGateAcks(),
 		status: newStatusWriter(c, 1, time.Millisecond, time.Second),
 	}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)}); err != nil {
