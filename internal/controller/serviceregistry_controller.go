@@ -25,6 +25,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/plan"
+	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -63,6 +64,9 @@ type ServiceRegistryReconciler struct {
 	// Deregistered Events (one API write each): those beyond it are skipped and counted in
 	// registrar_endpoint_events_skipped_total. Nil emits every one.
 	EndpointEvents *rate.Limiter
+	// Publisher, when set, follows every reconcile's verdicts besides the store (the xDS
+	// server); nil publishes nowhere else.
+	Publisher publish.Publisher
 
 	known   *knownRecords
 	warmups *warmupTracker
@@ -115,6 +119,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			r.warmups.sync(req.NamespacedName, nil)
 			r.status.forget(req.NamespacedName)
 			forgetEndpointStates(req.NamespacedName)
+			r.unpublish(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get ServiceRegistry %s: %w", req, err)
@@ -316,6 +321,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 		return nil
 	}
 	name := client.ObjectKeyFromObject(reg)
+	r.unpublish(name)
 	r.known.forget(name)
 	r.warmups.sync(name, nil)
 	scopes := []store.Scope{scopeOf(reg)}
@@ -368,6 +374,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 		Now: r.Clock.Now(),
 	})
 	s.reg.Status.Stores = r.storeStatuses(s)
+	r.publish(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
 		return
