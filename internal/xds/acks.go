@@ -2,23 +2,17 @@ package xds
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 )
 
 // Ack is one client's acknowledgement (or rejection) of one published resource.
@@ -46,8 +40,9 @@ const historyLen = 16
 
 // sentResponse is the last response of one type on one stream, awaiting its ACK or NACK.
 type sentResponse struct {
-	nonce string
-	items []item
+	nonce   string
+	version string
+	items   []item
 }
 
 type item struct {
@@ -141,7 +136,7 @@ func (a *ackTracker) response(_ context.Context, id int64, _ *discoveryv3.Discov
 	if st == nil {
 		return
 	}
-	sent := sentResponse{nonce: resp.GetNonce()}
+	sent := sentResponse{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
 	if ok {
 		for _, n := range names {
 			if s, found := a.stampOf(resp.GetTypeUrl(), n, seq); found {
@@ -183,6 +178,13 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 	nack := req.GetErrorDetail()
 	if nack != nil {
 		st.nacks++
+		if !strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
+			// A client that rejects its first response from this server asks with no (or
+			// another server's) version, which would make the cache send the same content
+			// again at once, and again on every NACK: an error storm. Answer as if it held
+			// the rejected version, so it gets the next change instead.
+			req.VersionInfo = sent.version
+		}
 	} else {
 		st.acked[req.GetTypeUrl()] = req.GetVersionInfo()
 	}
@@ -228,27 +230,38 @@ func (s *Server) Clients() []ClientStatus {
 	return out
 }
 
-// resourceNames decodes the names of the resources in a response.
+// resourceNames reads the names of the resources in a response without decoding them:
+// field 1 of Listener, RouteConfiguration and Cluster is the name, and of
+// ClusterLoadAssignment the cluster_name.
 func resourceNames(resp *discoveryv3.DiscoveryResponse) []string {
 	names := make([]string, 0, len(resp.GetResources()))
 	for _, any := range resp.GetResources() {
-		var msg types.Resource
-		switch any.GetTypeUrl() {
-		case resourcev3.ListenerType:
-			msg = &listenerv3.Listener{}
-		case resourcev3.RouteType:
-			msg = &routev3.RouteConfiguration{}
-		case resourcev3.ClusterType:
-			msg = &clusterv3.Cluster{}
-		case resourcev3.EndpointType:
-			msg = &endpointv3.ClusterLoadAssignment{}
-		default:
-			continue
+		if name, ok := field1(any.GetValue()); ok {
+			names = append(names, name)
 		}
-		if err := any.UnmarshalTo(msg); err != nil {
-			continue
-		}
-		names = append(names, cache.GetResourceName(msg))
 	}
 	return names
+}
+
+func field1(b []byte) (string, bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", false
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return "", false
+			}
+			return string(v), true
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return "", false
+		}
+		b = b[n:]
+	}
+	return "", false
 }
