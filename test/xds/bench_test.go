@@ -250,16 +250,18 @@ var _ = Describe("xDS benchmark", Label("bench"), func() {
 		}
 		cancel()
 
-		var toAck, toPublish []time.Duration
+		var toAck, toPublish, pubToAck []time.Duration
 		bench.mu.Lock()
 		for _, c := range bench.done {
 			toAck = append(toAck, c.complete.Sub(c.written))
 			toPublish = append(toPublish, c.publish.Sub(c.written))
+			pubToAck = append(pubToAck, c.complete.Sub(c.publish))
 		}
 		n := len(bench.done)
 		bench.mu.Unlock()
 		sort.Slice(toAck, func(i, j int) bool { return toAck[i] < toAck[j] })
 		sort.Slice(toPublish, func(i, j int) bool { return toPublish[i] < toPublish[j] })
+		sort.Slice(pubToAck, func(i, j int) bool { return pubToAck[i] < pubToAck[j] })
 		pushes := resp1 - resp0
 		commit, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 		result := map[string]any{
