@@ -255,3 +255,12 @@ bundle-build: bundle ## Build the bundle image BUNDLE_IMG (needs a Docker engine
 .PHONY: docs
 docs: manifests ## Regenerate docs/reference.md (manager flags, annotations, conditions, CRD fields) from the code.
 	go test ./cmd -run '^TestConfigurationReference$$' -count=1 -args -update-docs
+
+##@ xDS
+.PHONY: bench-xds
+bench-xds: envtest-assets ## 100 ADS clients × 100 registries under 100 pod changes/s, 3 runs: docs/bench/xds-run-{1,2,3}.json and xds-summary.json (median, spread).
+	mkdir -p docs/bench
+	for i in 1 2 3; do KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd XDS_BENCH_OUT=$(CURDIR)/docs/bench/xds-run-$$i.json \
+		go test ./test/xds/ -count=1 -timeout 20m -ginkgo.label-filter=bench || exit 1; done
+	python3 hack/xds-bench-summary.py docs/bench/xds-run-1.json docs/bench/xds-run-2.json docs/bench/xds-run-3.json > docs/bench/xds-summary.json
+	cat docs/bench/xds-summary.json

@@ -65,6 +65,7 @@ type config struct {
 	embeddedPeerURL         string
 	stores                  storesConfig
 	webhook                 webhookConfig
+	xds                     xdsConfig
 }
 
 func parseFlags(args []string) (config, zap.Options, error) {
@@ -81,6 +82,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
 	}
 	if _, err := c.stores.names(); err != nil {
+		return c, zopts, err
+	}
+	if err := c.xds.validate(); err != nil {
 		return c, zopts, err
 	}
 	return c, zopts, nil
@@ -120,6 +124,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.embeddedPeerURL, "embedded-store-peer-url", "http://127.0.0.1:2380", "Where the embedded etcd listens for peers.")
 	bindStoreFlags(fs, &c.stores)
 	bindWebhookFlags(fs, &c.webhook)
+	bindXDSFlags(fs, &c.xds)
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil { // registered by controller-runtime
 		fs.Var(kc.Value, kc.Name, kc.Usage)
 	}
@@ -295,6 +300,10 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	if err != nil {
 		return err
 	}
+	xdsServer, err := setupXDS(mgr, cfg.xds)
+	if err != nil {
+		return err
+	}
 	r := &controller.ServiceRegistryReconciler{
 		Client:    mgr.GetClient(),
 		Stores:    stores,
@@ -309,6 +318,9 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 		CallerCacheSeconds: int32(min(max(cfg.callerCacheSeconds, 0), 3600)),
 		NodeLeaseTimeout:   cfg.nodeLeaseTimeout,
 		EndpointEvents:     endpointEventBudget(cfg.endpointEventsQPS, cfg.endpointEventsBurst),
+	}
+	if xdsServer != nil {
+		r.Publisher = xdsServer
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,

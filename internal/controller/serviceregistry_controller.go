@@ -28,6 +28,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/plan"
+	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -70,6 +71,9 @@ type ServiceRegistryReconciler struct {
 	// Deregistered Events (one API write each): those beyond it are skipped and counted in
 	// registrar_endpoint_events_skipped_total. Nil emits every one.
 	EndpointEvents *rate.Limiter
+	// Publisher, when set, follows every reconcile's verdicts besides the store (the xDS
+	// server); nil publishes nowhere else.
+	Publisher publish.Publisher
 
 	known   *knownRecords
 	owners  *ownerIndex
@@ -128,6 +132,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			r.warmups.sync(req.NamespacedName, nil)
 			r.status.forget(req.NamespacedName)
 			forgetEndpointStates(req.NamespacedName)
+			r.unpublish(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get ServiceRegistry %s: %w", req, err)
@@ -360,6 +365,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 		return nil
 	}
 	name := client.ObjectKeyFromObject(reg)
+	r.unpublish(name)
 	scopes := []store.Scope{scopeOf(reg)}
 	olds, complete := r.oldServices(ctx, reg, scopes[0].Service)
 	if !complete {
@@ -422,6 +428,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 		Now:       r.Clock.Now(),
 	})
 	s.reg.Status.Stores = r.storeStatuses(s)
+	r.publish(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
 		return

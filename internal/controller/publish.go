@@ -1,0 +1,52 @@
+package controller
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/api/meta"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/registrar-dev/registrar/internal/publish"
+)
+
+// ConditionXDSPublished reports whether the registry is served over xDS; present only when
+// the operator runs an xDS server (--xds-bind-address).
+const ConditionXDSPublished = "XDSPublished"
+
+// ReasonXDSPublished is the reason of XDSPublished=True.
+const ReasonXDSPublished = "Published"
+
+// publish hands the reconcile's verdicts (the ones that planned the store's writes) to the
+// Publisher and reports its answer in the XDSPublished condition. Called where the status is
+// computed, from the same scope.
+func (r *ServiceRegistryReconciler) publish(s *reconcileScope) {
+	if r.Publisher == nil {
+		return
+	}
+	reg := publish.Registry{
+		Key:     types.NamespacedName{Namespace: s.reg.Namespace, Name: s.reg.Name},
+		UID:     s.reg.UID,
+		Service: s.target.Service,
+		Hold:    s.selErr != nil,
+	}
+	for _, p := range s.reg.Spec.Ports {
+		reg.Ports = append(reg.Ports, p.Name)
+	}
+	reg.Pods = make([]publish.Pod, len(s.selected))
+	for i, p := range s.selected {
+		reg.Pods[i] = publish.Pod{Name: p.pod.Name, State: p.verdict.State, Endpoint: p.endpoint}
+	}
+	res := r.Publisher.Publish(reg)
+	c := v1.Condition{Type: ConditionXDSPublished, Status: v1.ConditionTrue, Reason: ReasonXDSPublished,
+		Message: res.Message, ObservedGeneration: s.reg.Generation}
+	if !res.OK() {
+		c.Status, c.Reason = v1.ConditionFalse, res.Reason
+	}
+	metav1.SetStatusCondition(&s.reg.Status.Conditions, c)
+}
+
+// unpublish removes a deleted (or deleting) registry from the Publisher.
+func (r *ServiceRegistryReconciler) unpublish(name types.NamespacedName) {
+	if r.Publisher != nil {
+		r.Publisher.Unpublish(name)
+	}
+}

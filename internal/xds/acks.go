@@ -1,0 +1,267 @@
+package xds
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// Ack is one client's acknowledgement (or rejection) of one published resource.
+type Ack struct {
+	Node    string
+	TypeURL string
+	Name    string
+	// Seq is the cache version at which the acknowledged content of Name was published.
+	Seq uint64
+	// PublishedAt is when that content entered the cache; At when the client answered.
+	PublishedAt, At time.Time
+	// Nack carries the client's error message when it rejected the response.
+	Nack string
+}
+
+// stamp is one publish of one resource: the cache version and when.
+type stamp struct {
+	seq uint64
+	at  time.Time
+}
+
+// historyLen bounds the stamps kept per resource (a response holds the newest content, so
+// only stamps newer than the oldest unacknowledged response matter).
+const historyLen = 16
+
+// sentResponse is the last response of one type on one stream, awaiting its ACK or NACK.
+type sentResponse struct {
+	nonce   string
+	version string
+	items   []item
+}
+
+type item struct {
+	name string
+	stamp
+}
+
+// clientState is one ADS stream.
+type clientState struct {
+	node    string
+	pending map[string]sentResponse
+	acked   map[string]string // type URL → version last acknowledged
+	nacks   int
+	limiter *rate.Limiter
+}
+
+// ClientStatus is a connected client as the server sees it.
+type ClientStatus struct {
+	Node string
+	// Acked maps type URL to the version the client last acknowledged.
+	Acked map[string]string
+	Nacks int
+}
+
+// ackTracker follows the responses sent on every stream and the ACK or NACK that answers
+// each: it exports registrar_xds_push_seconds (publish → ACK, per client) and NACK counts.
+type ackTracker struct {
+	s       *Server
+	mu      sync.Mutex
+	history map[string]map[string][]stamp // type URL → name → stamps, oldest first
+	streams map[int64]*clientState
+}
+
+func newAckTracker(s *Server) *ackTracker {
+	return &ackTracker{s: s, history: map[string]map[string][]stamp{}, streams: map[int64]*clientState{}}
+}
+
+func (a *ackTracker) stamp(typeURL, name string, seq uint64, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	byName := a.history[typeURL]
+	if byName == nil {
+		byName = map[string][]stamp{}
+		a.history[typeURL] = byName
+	}
+	h := append(byName[name], stamp{seq, at})
+	if len(h) > historyLen {
+		h = h[len(h)-historyLen:]
+	}
+	byName[name] = h
+}
+
+// stampOf is the publish of name that a response at cache version seq holds: the newest at
+// or below seq (a response is built from the cache at its version).
+func (a *ackTracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
+	h := a.history[typeURL][name]
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].seq <= seq {
+			return h[i], true
+		}
+	}
+	return stamp{}, false
+}
+
+func (a *ackTracker) open(_ context.Context, id int64, _ string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{},
+		limiter: rate.NewLimiter(rate.Limit(a.s.cfg.requestRate()), a.s.cfg.requestBurst())}
+	clients.Set(float64(len(a.streams)))
+	return nil
+}
+
+func (a *ackTracker) closed(id int64, _ *corev3.Node) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.streams, id)
+	clients.Set(float64(len(a.streams)))
+}
+
+// response records what a response holds, before it is sent.
+func (a *ackTracker) response(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+	typ := shortType(resp.GetTypeUrl())
+	responses.WithLabelValues(typ).Inc()
+	responseBytes.WithLabelValues(typ).Observe(float64(proto.Size(resp)))
+	seq, ok := a.s.parseSeq(resp.GetVersionInfo())
+	names := resourceNames(resp)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.streams[id]
+	if st == nil {
+		return
+	}
+	sent := sentResponse{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
+	if ok {
+		for _, n := range names {
+			if s, found := a.stampOf(resp.GetTypeUrl(), n, seq); found {
+				sent.items = append(sent.items, item{name: n, stamp: s})
+			}
+		}
+	}
+	st.pending[resp.GetTypeUrl()] = sent
+}
+
+// request handles a client's request: the first one names the node; one that answers the
+// pending response's nonce is its ACK, or its NACK when it carries error_detail. A stream
+// sending requests faster than the per-client limit is closed.
+func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
+	now := time.Now()
+	a.mu.Lock()
+	st := a.streams[id]
+	if st == nil {
+		a.mu.Unlock()
+		return nil
+	}
+	if req.GetNode().GetId() != "" {
+		st.node = req.GetNode().GetId()
+	}
+	if !st.limiter.Allow() {
+		a.mu.Unlock()
+		rateLimited.Inc()
+		a.s.log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
+		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.s.cfg.requestRate())
+	}
+	sent, ok := st.pending[req.GetTypeUrl()]
+	if !ok || req.GetResponseNonce() == "" || req.GetResponseNonce() != sent.nonce {
+		a.mu.Unlock()
+		return nil
+	}
+	delete(st.pending, req.GetTypeUrl())
+	node := st.node
+	var acks []Ack
+	nack := req.GetErrorDetail()
+	if nack != nil {
+		st.nacks++
+		if !strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
+			// A client that rejects its first response from this server asks with no (or
+			// another server's) version, which would make the cache send the same content
+			// again at once, and again on every NACK: an error storm. Answer as if it held
+			// the rejected version, so it gets the next change instead.
+			req.VersionInfo = sent.version
+		}
+	} else {
+		st.acked[req.GetTypeUrl()] = req.GetVersionInfo()
+	}
+	for _, it := range sent.items {
+		ack := Ack{Node: node, TypeURL: req.GetTypeUrl(), Name: it.name, Seq: it.seq, PublishedAt: it.at, At: now}
+		if nack != nil {
+			ack.Nack = nack.GetMessage()
+		}
+		acks = append(acks, ack)
+	}
+	a.mu.Unlock()
+
+	typ := shortType(req.GetTypeUrl())
+	if nack != nil {
+		nacks.WithLabelValues(typ).Inc()
+		a.s.log.Info("xDS client rejected a response (NACK); it keeps the version it had",
+			"node", node, "type", req.GetTypeUrl(), "keeps", req.GetVersionInfo(), "nonce", req.GetResponseNonce(), "error", nack.GetMessage())
+	}
+	for _, ack := range acks {
+		if nack == nil {
+			pushSeconds.WithLabelValues(typ).Observe(ack.At.Sub(ack.PublishedAt).Seconds())
+		}
+		if a.s.cfg.OnAck != nil {
+			a.s.cfg.OnAck(ack)
+		}
+	}
+	return nil
+}
+
+// Clients lists the connected clients.
+func (s *Server) Clients() []ClientStatus {
+	a := s.acks
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]ClientStatus, 0, len(a.streams))
+	for _, st := range a.streams {
+		acked := make(map[string]string, len(st.acked))
+		for k, v := range st.acked {
+			acked[k] = v
+		}
+		out = append(out, ClientStatus{Node: st.node, Acked: acked, Nacks: st.nacks})
+	}
+	return out
+}
+
+// resourceNames reads the names of the resources in a response without decoding them:
+// field 1 of Listener, RouteConfiguration and Cluster is the name, and of
+// ClusterLoadAssignment the cluster_name.
+func resourceNames(resp *discoveryv3.DiscoveryResponse) []string {
+	names := make([]string, 0, len(resp.GetResources()))
+	for _, any := range resp.GetResources() {
+		if name, ok := field1(any.GetValue()); ok {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func field1(b []byte) (string, bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", false
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return "", false
+			}
+			return string(v), true
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return "", false
+		}
+		b = b[n:]
+	}
+	return "", false
+}

@@ -1,0 +1,201 @@
+package xds
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/publish"
+)
+
+// Reasons a registry is not published (status condition XDSPublished=False).
+const (
+	ReasonInvalidName  = "InvalidXDSResourceName"
+	ReasonNameConflict = "XDSResourceNameConflict"
+	ReasonNoPort       = "NoPorts"
+)
+
+// MetadataNamespace is the filter_metadata key of each endpoint's metadata (pod name).
+const MetadataNamespace = "registrar.dev"
+
+var label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ResourceName is the name of every resource published for a registry: the Listener (what an
+// xds:///<name> target asks for), its RouteConfiguration, its Cluster and the Cluster's
+// ClusterLoadAssignment all share it: "<service>.<namespace>".
+func ResourceName(service, namespace string) string { return service + "." + namespace }
+
+// validName reports why <service>.<namespace> is not a usable resource name: the service
+// must be a DNS-1123 label (a metadata.name with dots, used as the service name, would make
+// the name ambiguous and is not a valid host in an xds:/// target).
+func validName(service, namespace string) error {
+	if len(service) > 63 || !label.MatchString(service) {
+		return fmt.Errorf("service name %q is not a DNS-1123 label (lowercase letters, digits and '-', at most 63), so %q is not a valid xDS resource name; set spec.serviceName",
+			service, ResourceName(service, namespace))
+	}
+	if !label.MatchString(namespace) {
+		return fmt.Errorf("namespace %q is not a DNS-1123 label", namespace)
+	}
+	return nil
+}
+
+// grpcPortName is the port published when a registry has several: the one named "grpc",
+// else the first in spec order.
+const grpcPortName = "grpc"
+
+func pickPort(ports []string) (string, bool) {
+	for _, p := range ports {
+		if p == grpcPortName {
+			return p, true
+		}
+	}
+	if len(ports) == 0 {
+		return "", false
+	}
+	return ports[0], true
+}
+
+// endpointState is one endpoint as published.
+type endpointState struct {
+	pod     string
+	address string
+	port    uint32
+	zone    string
+	health  corev3.HealthStatus
+	weight  uint32
+}
+
+// buildEndpoints maps the reconcile's verdicts to published endpoints: Registered pods are
+// HEALTHY; a Draining pod is DRAINING at the address it was published with before (a pod
+// that was never published as HEALTHY stays absent); every other pod is absent.
+func buildEndpoints(reg publish.Registry, port string, before map[string]endpointState) map[string]endpointState {
+	out := make(map[string]endpointState, len(reg.Pods))
+	for _, p := range reg.Pods {
+		switch p.State {
+		case v1alpha1.EndpointRegistered:
+			num, ok := p.Endpoint.Ports[port]
+			if !ok || p.Endpoint.Address == "" || num <= 0 {
+				continue
+			}
+			out[p.Name] = endpointState{pod: p.Name, address: p.Endpoint.Address, port: uint32(num),
+				zone: p.Endpoint.Zone, health: corev3.HealthStatus_HEALTHY, weight: 1}
+		case v1alpha1.EndpointDraining:
+			if was, ok := before[p.Name]; ok {
+				was.health = corev3.HealthStatus_DRAINING
+				out[p.Name] = was
+			}
+		}
+	}
+	return out
+}
+
+// loadAssignment is the ClusterLoadAssignment: one locality per zone (sorted), endpoints
+// sorted by pod name, each with weight ≥ 1; a locality's weight is the sum of its HEALTHY
+// endpoints' weights (at least 1: gRPC ignores localities of weight 0).
+func loadAssignment(name string, eps map[string]endpointState) *endpointv3.ClusterLoadAssignment {
+	byZone := map[string][]endpointState{}
+	for _, e := range eps {
+		byZone[e.zone] = append(byZone[e.zone], e)
+	}
+	zones := make([]string, 0, len(byZone))
+	for z := range byZone {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	for _, z := range zones {
+		list := byZone[z]
+		sort.Slice(list, func(i, j int) bool { return list[i].pod < list[j].pod })
+		loc := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: z}}
+		var weight uint32
+		for _, e := range list {
+			if e.health == corev3.HealthStatus_HEALTHY {
+				weight += e.weight
+			}
+			loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+					Address: socketAddress(e.address, e.port),
+				}},
+				HealthStatus:        e.health,
+				LoadBalancingWeight: wrapperspb.UInt32(max(e.weight, 1)),
+				Metadata: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+					MetadataNamespace: {Fields: map[string]*structpb.Value{"pod": structpb.NewStringValue(e.pod)}},
+				}},
+			})
+		}
+		loc.LoadBalancingWeight = wrapperspb.UInt32(max(weight, 1))
+		cla.Endpoints = append(cla.Endpoints, loc)
+	}
+	return cla
+}
+
+func socketAddress(ip string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Protocol: corev3.SocketAddress_TCP, Address: ip,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+func adsSource() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+	}
+}
+
+// RouterFilterName is the HTTP filter name of the router in the published Listener.
+const RouterFilterName = "envoy.filters.http.router"
+
+// listener is what an xds:///<name> target of a proxyless gRPC client asks for: an
+// api_listener whose HTTP connection manager takes its routes over ADS (RDS <name>) and
+// ends with the router filter.
+func listener(name string) (*listenerv3.Listener, error) {
+	router, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		return nil, fmt.Errorf("marshal router filter: %w", err)
+	}
+	hcm, err := anypb.New(&hcmv3.HttpConnectionManager{
+		StatPrefix: name,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource: adsSource(), RouteConfigName: name,
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: RouterFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marshal http connection manager: %w", err)
+	}
+	return &listenerv3.Listener{Name: name, ApiListener: &listenerv3.ApiListener{ApiListener: hcm}}, nil
+}
+
+// routeConfig routes every request of every authority to the cluster <name>.
+func routeConfig(name string) *routev3.RouteConfiguration {
+	return &routev3.RouteConfiguration{Name: name, VirtualHosts: []*routev3.VirtualHost{{
+		Name: name, Domains: []string{"*"},
+		Routes: []*routev3.Route{{
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name}}},
+		}},
+	}}}
+}
+
+// cluster is an EDS cluster whose endpoints are the ClusterLoadAssignment <name> over ADS.
+func cluster(name string) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsSource(), ServiceName: name},
+		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+	}
+}

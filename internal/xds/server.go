@@ -1,0 +1,342 @@
+// Package xds serves registrar's decisions over the xDS Aggregated Discovery Service (ADS) to
+// Envoy and proxyless gRPC clients. It is a publish.Publisher: the ServiceRegistry reconciler
+// hands it the verdict on every selected pod at the end of each reconcile (the same verdicts
+// that plan the store's writes) and it maps them to resources:
+//
+//   - Listener "<service>.<namespace>" (api_listener, HTTP connection manager → RDS over ADS,
+//     router filter): what an xds:///<service>.<namespace> target of a gRPC client asks for;
+//   - RouteConfiguration "<service>.<namespace>": every request → the cluster of that name;
+//   - Cluster "<service>.<namespace>": type EDS over ADS, round robin;
+//   - ClusterLoadAssignment "<service>.<namespace>": one locality per zone; Registered pods
+//     HEALTHY, a Draining pod DRAINING, every other pod absent.
+//
+// Each resource type is held in its own go-control-plane LinearCache, so a change of one
+// registry sends only that registry's changed resources (one ClusterLoadAssignment per
+// changed registry), and every cache carries a version prefix unique to the process, so a
+// restarted server never reuses a version a client holds.
+package xds
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	gcplog "github.com/envoyproxy/go-control-plane/pkg/log"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/go-logr/logr"
+	"google.golang.org/protobuf/proto"
+	ktypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/registrar-dev/registrar/internal/publish"
+)
+
+// TypeURLs are the resource types served, in the order a gRPC client asks for them.
+var TypeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
+
+// Published is one ClusterLoadAssignment as it entered the cache, for OnPublished hooks.
+type Published struct {
+	Name string
+	// Seq is the EDS cache version that holds it (the number after the version prefix).
+	Seq uint64
+	At  time.Time
+	// Health maps pod name to its published health (HEALTHY, DRAINING); absent pods are not
+	// published.
+	Health map[string]string
+}
+
+// registryState is what is published for one ServiceRegistry.
+type registryState struct {
+	uid  ktypes.UID
+	name string // resource name
+	eps  map[string]endpointState
+	cla  *endpointv3.ClusterLoadAssignment
+}
+
+// Server is the ADS server and its caches. Create it with New; it is a publish.Publisher
+// and a controller-runtime Runnable that needs leader election (see Start).
+type Server struct {
+	cfg    Config
+	log    logr.Logger
+	prefix string
+
+	mu      sync.Mutex // serialises publishes: guards regs, owners, seq, seen
+	caches  map[string]*cache.LinearCache
+	seq     map[string]uint64 // mirror of each cache's version counter
+	regs    map[ktypes.NamespacedName]*registryState
+	owners  map[string]ktypes.NamespacedName
+	seen    map[ktypes.NamespacedName]bool
+	changed chan struct{} // closed and replaced when seen grows
+
+	acks *ackTracker
+
+	listening chan struct{}
+	addr      string
+}
+
+// New builds a server; nothing listens before Start.
+func New(cfg Config) *Server {
+	if cfg.WarmTimeout == 0 {
+		cfg.WarmTimeout = 30 * time.Second
+	}
+	s := &Server{
+		cfg:       cfg,
+		log:       cfg.Log,
+		prefix:    versionPrefix(),
+		caches:    map[string]*cache.LinearCache{},
+		seq:       map[string]uint64{},
+		regs:      map[ktypes.NamespacedName]*registryState{},
+		owners:    map[string]ktypes.NamespacedName{},
+		seen:      map[ktypes.NamespacedName]bool{},
+		changed:   make(chan struct{}),
+		listening: make(chan struct{}),
+	}
+	for _, t := range TypeURLs {
+		s.caches[t] = cache.NewLinearCache(t, cache.WithVersionPrefix(s.prefix), cache.WithLogger(logAdapter(s.log)))
+	}
+	s.acks = newAckTracker(s)
+	return s
+}
+
+// versionPrefix is unique per process: start time and 4 random bytes.
+func versionPrefix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x.%s.", time.Now().UnixNano(), hex.EncodeToString(b))
+}
+
+// VersionPrefix is this process's version prefix.
+func (s *Server) VersionPrefix() string { return s.prefix }
+
+// Publish makes the registry's resources follow the reconcile's verdicts. Only resources
+// whose content changed are updated, each type in one cache update.
+func (s *Server) Publish(reg publish.Registry) publish.Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.markSeen(reg.Key)
+	if reg.Hold {
+		if st := s.regs[reg.Key]; st != nil && st.uid == reg.UID {
+			return published(st.name)
+		}
+	}
+	name := ResourceName(reg.Service, reg.Key.Namespace)
+	if err := validName(reg.Service, reg.Key.Namespace); err != nil {
+		s.unpublishLocked(reg.Key)
+		return publish.Result{Reason: ReasonInvalidName, Message: err.Error() + "; it is not served over xDS"}
+	}
+	if owner, ok := s.owners[name]; ok && owner != reg.Key {
+		s.unpublishLocked(reg.Key)
+		return publish.Result{Reason: ReasonNameConflict, Message: fmt.Sprintf(
+			"xDS resource %q is already served for ServiceRegistry %s; give one of them another spec.serviceName", name, owner.Name)}
+	}
+	port, ok := pickPort(reg.Ports)
+	if !ok {
+		s.unpublishLocked(reg.Key)
+		return publish.Result{Reason: ReasonNoPort, Message: "spec.ports is empty: no port to publish over xDS"}
+	}
+	st := s.regs[reg.Key]
+	if st != nil && (st.uid != reg.UID || st.name != name) {
+		s.unpublishLocked(reg.Key) // recreated, or its service name changed
+		st = nil
+	}
+	if st == nil {
+		st = &registryState{uid: reg.UID, name: name}
+		if err := s.addStatic(name); err != nil {
+			return publish.Result{Reason: "XDSBuildFailed", Message: err.Error()}
+		}
+		s.regs[reg.Key] = st
+		s.owners[name] = reg.Key
+	}
+	var eps map[string]endpointState
+	if reg.Hold {
+		eps = st.eps
+	} else {
+		eps = buildEndpoints(reg, port, st.eps)
+	}
+	cla := loadAssignment(name, eps)
+	st.eps = eps
+	if st.cla != nil && proto.Equal(st.cla, cla) {
+		return published(name)
+	}
+	st.cla = cla
+	s.update(resourcev3.EndpointType, map[string]types.Resource{name: cla}, nil, eps)
+	return published(name)
+}
+
+func published(name string) publish.Result {
+	return publish.Result{Message: fmt.Sprintf("served over xDS as %q (Listener, RouteConfiguration, Cluster and ClusterLoadAssignment); gRPC clients dial xds:///%s", name, name)}
+}
+
+// addStatic publishes the Listener, RouteConfiguration and Cluster of a name (they depend
+// on the name only).
+func (s *Server) addStatic(name string) error {
+	l, err := listener(name)
+	if err != nil {
+		return err
+	}
+	s.update(resourcev3.ListenerType, map[string]types.Resource{name: l}, nil, nil)
+	s.update(resourcev3.RouteType, map[string]types.Resource{name: routeConfig(name)}, nil, nil)
+	s.update(resourcev3.ClusterType, map[string]types.Resource{name: cluster(name)}, nil, nil)
+	return nil
+}
+
+// update writes one change into the cache of typeURL, stamping it first so that the ACK of
+// any response holding it is attributed to this publish.
+func (s *Server) update(typeURL string, set map[string]types.Resource, del []string, eps map[string]endpointState) {
+	s.seq[typeURL]++
+	seq := s.seq[typeURL]
+	now := time.Now()
+	for name := range set {
+		s.acks.stamp(typeURL, name, seq, now)
+	}
+	for _, name := range del {
+		s.acks.stamp(typeURL, name, seq, now)
+	}
+	if typeURL == resourcev3.EndpointType && s.cfg.OnPublished != nil {
+		for name := range set {
+			health := make(map[string]string, len(eps))
+			for pod, e := range eps {
+				health[pod] = e.health.String()
+			}
+			s.cfg.OnPublished(Published{Name: name, Seq: seq, At: now, Health: health})
+		}
+	}
+	if err := s.caches[typeURL].UpdateResources(set, del); err != nil {
+		s.log.Error(err, "xDS cache update failed", "type", typeURL)
+	}
+	publishes.WithLabelValues(shortType(typeURL)).Inc()
+}
+
+// Unpublish removes everything published for the registry.
+func (s *Server) Unpublish(key ktypes.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unpublishLocked(key)
+	s.markSeen(key)
+}
+
+func (s *Server) unpublishLocked(key ktypes.NamespacedName) {
+	st := s.regs[key]
+	if st == nil {
+		return
+	}
+	delete(s.regs, key)
+	if s.owners[st.name] == key {
+		delete(s.owners, st.name)
+	}
+	for _, t := range TypeURLs {
+		s.update(t, nil, []string{st.name}, nil)
+	}
+}
+
+func (s *Server) markSeen(key ktypes.NamespacedName) {
+	if s.seen[key] {
+		return
+	}
+	s.seen[key] = true
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// LoadAssignment returns the ClusterLoadAssignment published under name, or nil.
+func (s *Server) LoadAssignment(name string) *endpointv3.ClusterLoadAssignment {
+	r, ok := s.caches[resourcev3.EndpointType].GetResources()[name]
+	if !ok {
+		return nil
+	}
+	return r.(*endpointv3.ClusterLoadAssignment)
+}
+
+// parseSeq reads the cache version number out of a response's version_info.
+func (s *Server) parseSeq(version string) (uint64, bool) {
+	if !strings.HasPrefix(version, s.prefix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimPrefix(version, s.prefix), 10, 64)
+	return n, err == nil
+}
+
+func shortType(typeURL string) string {
+	switch typeURL {
+	case resourcev3.ListenerType:
+		return "lds"
+	case resourcev3.RouteType:
+		return "rds"
+	case resourcev3.ClusterType:
+		return "cds"
+	case resourcev3.EndpointType:
+		return "eds"
+	}
+	return "other"
+}
+
+// logAdapter routes go-control-plane's logs to logr: debug and info at V(1), warnings and
+// errors at the default level.
+func logAdapter(l logr.Logger) gcplog.Logger {
+	return gcplog.LoggerFuncs{
+		DebugFunc: func(f string, a ...any) { l.V(2).Info(fmt.Sprintf(f, a...)) },
+		InfoFunc:  func(f string, a ...any) { l.V(1).Info(fmt.Sprintf(f, a...)) },
+		WarnFunc:  func(f string, a ...any) { l.Info(fmt.Sprintf(f, a...)) },
+		ErrorFunc: func(f string, a ...any) { l.Error(nil, fmt.Sprintf(f, a...)) },
+	}
+}
+
+var _ publish.Publisher = (*Server)(nil)
+
+// waitWarm blocks until every registry Expected lists was published or unpublished, or
+// WarmTimeout passed, so that a fresh server never answers from a partial view (a gRPC
+// client treats a Listener missing from an LDS answer as deleted).
+func (s *Server) waitWarm(ctx context.Context) {
+	if s.cfg.Expected == nil {
+		return
+	}
+	deadline := time.NewTimer(s.cfg.WarmTimeout)
+	defer deadline.Stop()
+	var want []ktypes.NamespacedName
+	for {
+		var err error
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		want, err = s.cfg.Expected(lctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		s.log.Error(err, "cannot list ServiceRegistries before serving xDS; retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	for {
+		s.mu.Lock()
+		missing := 0
+		for _, k := range want {
+			if !s.seen[k] {
+				missing++
+			}
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if missing == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			s.log.Info("serving xDS before every ServiceRegistry was reconciled", "waited", s.cfg.WarmTimeout, "missing", missing)
+			return
+		case <-ch:
+		}
+	}
+}

@@ -1,0 +1,169 @@
+// Package xds_test runs the operator with its xDS server against a real kube-apiserver
+// (envtest) and a real etcd store, and real grpc-go xDS clients (google.golang.org/grpc/xds,
+// xds:/// targets, bootstrap given as JSON) calling real gRPC servers that stand in for the
+// pods on loopback addresses 127.0.0.x. The tests play the kubelet by writing pod status.
+// No Envoy binary is available here: Envoy is not tested.
+package xds_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/controller"
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/warmup"
+	"github.com/registrar-dev/registrar/internal/xds"
+	"github.com/registrar-dev/registrar/test/etcdtest"
+)
+
+const storePrefix = "/registrar/services"
+
+var (
+	testEnv     *envtest.Environment
+	restCfg     *rest.Config
+	scheme      = runtime.NewScheme()
+	k8sClient   client.Client
+	storeServer *etcdtest.Server
+	operator    *runningOperator
+	// xdsAddr is the xDS server's address; a restarted operator listens on the same one, as
+	// a new leader behind the same Service would.
+	xdsAddr string
+)
+
+func TestXDS(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "xDS Suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS is not set: run with `make test`")
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	restCfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient, err = client.New(restCfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	storeServer, err = etcdtest.Start(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	xdsAddr = l.Addr().String()
+	Expect(l.Close()).To(Succeed())
+	operator = startOperator()
+})
+
+var _ = AfterSuite(func() {
+	if operator != nil {
+		operator.stop()
+	}
+	if storeServer != nil {
+		storeServer.Stop()
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+// runningOperator is the operator's manager, with its xDS server, running in this process.
+type runningOperator struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	xds    *xds.Server
+}
+
+// startOperator starts a manager wired like cmd/main.go with --xds-bind-address=xdsAddr.
+func startOperator() *runningOperator {
+	GinkgoHelper()
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{storeServer.Endpoint()}})
+	Expect(err).NotTo(HaveOccurred())
+	srv := xds.New(xds.Config{
+		BindAddress: xdsAddr,
+		Expected: func(ctx context.Context) ([]types.NamespacedName, error) {
+			var list v1alpha1.ServiceRegistryList
+			if err := mgr.GetClient().List(ctx, &list); err != nil {
+				return nil, err
+			}
+			keys := make([]types.NamespacedName, len(list.Items))
+			for i := range list.Items {
+				keys[i] = client.ObjectKeyFromObject(&list.Items[i])
+			}
+			return keys, nil
+		},
+		Log:         xdsLog(),
+		OnAck:       bench.ack,
+		OnPublished: bench.published,
+	})
+	Expect(mgr.Add(srv)).To(Succeed())
+	r := &controller.ServiceRegistryReconciler{
+		Client:    mgr.GetClient(),
+		Store:     etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}),
+		StoreName: storeServer.Endpoint(),
+		Recorder:  mgr.GetEventRecorder("registrar"),
+		Clock:     clock.RealClock{},
+		Warmup:    &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}, RetryPause: 20 * time.Millisecond},
+		Publisher: srv,
+	}
+	Expect(r.SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second, MaxConcurrentWarmups: 16,
+	})).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	op := &runningOperator{cancel: cancel, done: make(chan struct{}), xds: srv}
+	go func() {
+		defer GinkgoRecover()
+		defer close(op.done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+		_ = cli.Close()
+	}()
+	Eventually(srv.Listening()).WithTimeout(60 * time.Second).Should(BeClosed())
+	return op
+}
+
+// xdsLog is the xDS server's logger; the benchmark discards it (its debug lines list every
+// subscribed name and would cost more than the server).
+func xdsLog() logr.Logger {
+	if os.Getenv("XDS_BENCH_OUT") != "" {
+		return logr.Discard()
+	}
+	return ctrl.Log.WithName("xds")
+}
+
+func (o *runningOperator) stop() {
+	o.cancel()
+	Eventually(o.done).WithTimeout(30 * time.Second).Should(BeClosed())
+}
