@@ -3,21 +3,17 @@ package coredns
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"path"
 	"slices"
 	"strings"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/store/etcdwatch"
 )
 
 var _ store.Watcher = (*Store)(nil)
-
-// watchRetry is the pause (jittered) before a broken watch resumes.
-const watchRetry = time.Second
 
 // root is the key prefix of every record of the zone, ending in "/".
 func (s *Store) root() string {
@@ -36,35 +32,11 @@ func (s *Store) Watch(ctx context.Context, changed func(store.Change), missed fu
 		return errors.ErrUnsupported
 	}
 	root := s.root()
-	var rev int64
-	for ctx.Err() == nil {
-		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithProgressNotify()}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev+1))
+	etcdwatch.Prefix(ctx, w, root, func(ev *clientv3.Event) {
+		if c, ok := change(root, ev); ok {
+			changed(c)
 		}
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for resp := range w.Watch(wctx, root, opts...) {
-			if resp.CompactRevision != 0 {
-				rev = 0
-				missed()
-				break
-			}
-			if resp.Err() != nil {
-				break
-			}
-			for _, ev := range resp.Events {
-				if c, ok := change(root, ev); ok {
-					changed(c)
-				}
-			}
-			rev = max(rev, resp.Header.Revision)
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(float64(watchRetry) * (0.8 + 0.4*rand.Float64()))):
-		}
-	}
+	}, missed)
 	return nil
 }
 

@@ -3,19 +3,15 @@ package etcd
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/store/etcdwatch"
 )
 
 var _ store.Watcher = (*Store)(nil)
-
-// watchRetry is the pause (jittered) before a broken watch resumes.
-const watchRetry = time.Second
 
 // Watch reports every change of a key {prefix}/{service}/{namespace}/{pod}, whoever made
 // it, until ctx ends (see store.Watcher). One prefix watch covers the whole store; after an
@@ -28,37 +24,11 @@ func (s *Store) Watch(ctx context.Context, changed func(store.Change), missed fu
 		return errors.ErrUnsupported
 	}
 	root := s.opts.Prefix + "/"
-	var rev int64 // the last revision seen; 0 before the first response
-	for ctx.Err() == nil {
-		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithProgressNotify()}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev+1))
+	etcdwatch.Prefix(ctx, w, root, func(ev *clientv3.Event) {
+		if c, ok := s.change(root, ev); ok {
+			changed(c)
 		}
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for resp := range w.Watch(wctx, root, opts...) {
-			if resp.CompactRevision != 0 { // the history to resume from is gone
-				rev = 0
-				missed()
-				break
-			}
-			if resp.Err() != nil {
-				break
-			}
-			for _, ev := range resp.Events {
-				if c, ok := s.change(root, ev); ok {
-					changed(c)
-				}
-			}
-			if resp.Header.Revision > rev {
-				rev = resp.Header.Revision
-			}
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(float64(watchRetry) * (0.8 + 0.4*rand.Float64()))):
-		}
-	}
+	}, missed)
 	return nil
 }
 
