@@ -52,11 +52,15 @@ func (r *ServiceRegistryReconciler) sync(ctx context.Context, s *reconcileScope)
 	targets, notConfigured := r.targets(s.target)
 	now := r.Clock.Now()
 	s.stores = make([]storeResult, len(targets))
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Go(func() { s.stores[i] = r.syncStore(ctx, s, t, now) })
+	if len(targets) == 1 { // the common case: no goroutine on the reconcile path
+		s.stores[0] = r.syncStore(ctx, s, targets[0], now)
+	} else {
+		var wg sync.WaitGroup
+		for i, t := range targets {
+			wg.Go(func() { s.stores[i] = r.syncStore(ctx, s, t, now) })
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	errs := []error{notConfigured}
 	var done []storeResult
 	conflicts := map[string]bool{}
