@@ -4,55 +4,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Condition types reported in ServiceRegistryStatus.Conditions.
-const (
-	// ConditionReady is True when the registry's endpoints in the store match its eligible pods.
-	ConditionReady = "Ready"
-	// ConditionStoreSynced is True when the last write to (or listing of) the store succeeded.
-	ConditionStoreSynced = "StoreSynced"
-	// ConditionDrainSufficient is False when drain.seconds is shorter than the callers'
-	// staleness: their cache TTL plus registrar's measured deregistration lag.
-	ConditionDrainSufficient = "DrainSufficient"
-	// ConditionConfigured is False when the Deployment annotations this registry was
-	// generated from could not be parsed.
-	ConditionConfigured = "Configured"
-	// ConditionReconciling is present, True, while the registry is converging: pods warming
-	// up, eligible pods not yet in the store, the store briefly unreachable. It follows the
-	// kstatus convention (sigs.k8s.io/cli-utils), so GitOps tools report "in progress".
-	ConditionReconciling = "Reconciling"
-	// ConditionStalled is present, True, when the registry cannot converge without a
-	// change: an invalid selector, store keys owned by someone else, invalid annotations,
-	// or a store unreachable for minutes. kstatus reports such a registry as Failed.
-	ConditionStalled = "Stalled"
-	// ConditionPodsInjected, on a registry with spec.injection.enabled, is False when some
-	// selected pods were admitted without registrar's webhook (it was unreachable: its
-	// failurePolicy is Ignore, or the pods predate the registry): they lack the readiness
-	// gate and the preStop drain, so they register without warm-up and exit without a drain.
-	ConditionPodsInjected = "PodsInjected"
-
-	// ReasonPodsNotInjected and ReasonAllPodsInjected are the reasons of PodsInjected.
-	ReasonPodsNotInjected = "PodsNotInjected"
-	ReasonAllPodsInjected = "AllPodsInjected"
-)
-
 // Names on pods and Deployments that users and other tools see.
 const (
-	// ReadinessGate is the pod readiness gate (and pod condition type) that only registrar
-	// sets True, after warm-up and after the store acknowledged the endpoint.
-	ReadinessGate = "registrar.dev/ready"
-
-	// Reasons of the ReadinessGate condition. GateWarmedUp and GateRegistered record durably,
-	// on the pod, that warm-up finished, so an operator restart neither re-warms nor forgets.
-	GateWarmingUp    = "WarmingUp"
-	GateWarmedUp     = "WarmedUp"
-	GateWarmupFailed = "WarmupFailed"
-	GateRegistered   = "Registered"
-	GateNotReady     = "ContainersNotReady"
-	// GateReleased: no ServiceRegistry manages the pod any more (its registry was deleted,
-	// stopped selecting it, or was never created), so registrar set the gate True to let the
-	// pod become Ready rather than strand it; the message says why.
-	GateReleased = "Released"
-
 	// AnnotationInjected is set by the pod webhook on pods it mutated (value: drain seconds),
 	// which makes injection idempotent.
 	AnnotationInjected = "registrar.dev/injected"

@@ -31,9 +31,6 @@ import (
 //
 // Repairs are counted in registrar_store_repairs_total{store,kind} and reported by an Event.
 
-// EventStoreRepaired is the reason of the Event of a repair.
-const EventStoreRepaired = "StoreRepaired"
-
 // Repair kinds (the kind label of registrar_store_repairs_total).
 const (
 	RepairDeleted   = "deleted"   // an owned key was missing: written again
@@ -155,7 +152,7 @@ func (r *ServiceRegistryReconciler) countRepairs(s *reconcileScope, storeName st
 	for kind, n := range counts {
 		metrics.StoreRepairs.WithLabelValues(label, kind).Add(float64(n))
 	}
-	r.Recorder.Eventf(s.reg, nil, corev1.EventTypeWarning, EventStoreRepaired, "Repair",
+	r.Recorder.Eventf(s.reg, nil, corev1.EventTypeWarning, v1alpha1.EventStoreRepaired, "Repair",
 		"store %s: repaired endpoints of service %s changed outside registrar: %d missing rewritten, %d altered restored, %d unexpected removed",
 		label, s.target.Service, counts[RepairDeleted], counts[RepairRewritten], counts[RepairExtra])
 }

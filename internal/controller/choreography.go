@@ -25,14 +25,6 @@ import (
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
-// Event reasons on pods (and on registries for pods already gone).
-const (
-	EventRegistered   = "Registered"
-	EventDeregistered = "Deregistered"
-	EventWarmedUp     = "WarmedUp"
-	EventWarmupFailed = "WarmupFailed"
-)
-
 // syncWarmups starts a warm-up for every pod of the scope that is warming up and cancels
 // those whose pod no longer is. Warm-ups run in the background and never block a reconcile.
 func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
@@ -76,8 +68,8 @@ func warmupSpec(reg *v1alpha1.ServiceRegistry, p selectedPod) (warmup.Spec, erro
 	}
 	return warmup.Spec{
 		URLs: urls, Requests: int(max(w.Requests, 1)), Concurrency: int(max(w.Concurrency, 1)),
-		RequestTimeout: durationOr(w.RequestTimeout, 2*time.Second),
-		Timeout:        durationOr(w.Timeout, 30*time.Second),
+		RequestTimeout: durationOr(w.RequestTimeout, v1alpha1.DefaultWarmupRequestTimeout),
+		Timeout:        durationOr(w.Timeout, v1alpha1.DefaultWarmupTimeout),
 		MinDuration:    durationOr(w.MinDuration, 0),
 	}, nil
 }
@@ -106,9 +98,9 @@ func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1alpha1.Se
 		if reg.Spec.Warmup.OnFailure == v1alpha1.WarmupProceed {
 			reason, outcome, msg = v1alpha1.GateWarmedUp, "proceeded", msg+"; onFailure=Proceed: registering anyway"
 		}
-		r.Recorder.Eventf(pod, reg, corev1.EventTypeWarning, EventWarmupFailed, "WarmUp", "%s", msg)
+		r.Recorder.Eventf(pod, reg, corev1.EventTypeWarning, v1alpha1.EventWarmupFailed, "WarmUp", "%s", msg)
 	} else {
-		r.Recorder.Eventf(pod, reg, corev1.EventTypeNormal, EventWarmedUp, "WarmUp", "%s", msg)
+		r.Recorder.Eventf(pod, reg, corev1.EventTypeNormal, v1alpha1.EventWarmedUp, "WarmUp", "%s", msg)
 	}
 	metrics.WarmupDuration.WithLabelValues(outcome).Observe(res.Elapsed.Seconds())
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8},
@@ -218,8 +210,8 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 	now := r.Clock.Now()
 	for _, ep := range changes.Create {
 		if p, ok := s.byName[ep.Pod]; ok {
-			if r.endpointEvent(now, EventRegistered) {
-				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventRegistered, "Register",
+			if r.endpointEvent(now, v1alpha1.EventRegistered) {
+				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventRegistered, "Register",
 					"registered %s in service %s", ep.Address, s.target.Service)
 			}
 			if at, ok := readySince(p.pod); ok {
@@ -230,14 +222,14 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 	for _, rec := range changes.Delete {
 		p, ok := s.byName[rec.Pod]
 		if !ok {
-			if r.endpointEvent(now, EventDeregistered) {
-				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister",
-					"deregistered pod %s (%s): PodDeleted", rec.Pod, rec.Address)
+			if r.endpointEvent(now, v1alpha1.EventDeregistered) {
+				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
+					"deregistered pod %s (%s): %s", rec.Pod, rec.Address, v1alpha1.ReasonPodDeleted)
 			}
 			continue
 		}
-		if r.endpointEvent(now, EventDeregistered) {
-			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, EventDeregistered, "Deregister",
+		if r.endpointEvent(now, v1alpha1.EventDeregistered) {
+			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
 				"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
 		}
 		if lag, ok := eligibility.DeregistrationLag(p.pod, p.verdict, now); ok {

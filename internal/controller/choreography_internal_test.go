@@ -51,8 +51,8 @@ func TestRecordChangesEndpointEventBudget(t *testing.T) {
 			s := &reconcileScope{reg: reg, target: store.Scope{Service: "svc", Namespace: "ns"},
 				byName: map[string]selectedPod{"p": {pod: pod, verdict: eligibility.Verdict{State: v1alpha1.EndpointRegistered}}}}
 			skipped := func() float64 {
-				return testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(EventRegistered)) +
-					testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(EventDeregistered))
+				return testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1alpha1.EventRegistered)) +
+					testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1alpha1.EventDeregistered))
 			}
 			before := skipped()
 			for _, d := range tt.after {

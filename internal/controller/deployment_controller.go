@@ -31,18 +31,6 @@ import (
 	"github.com/registrar-dev/registrar/internal/annotations"
 )
 
-// Event reasons on Deployments.
-const (
-	// EventInvalidAnnotation (Warning): a registrar.dev/* annotation could not be parsed.
-	EventInvalidAnnotation = "InvalidAnnotation"
-	// EventRegistryConflict (Warning): a ServiceRegistry with the Deployment's name exists
-	// and is not controlled by the Deployment; registrar leaves it alone.
-	EventRegistryConflict = "ServiceRegistryConflict"
-	// EventRegistryCreated and EventRegistryDeleted (Normal) follow registrar.dev/service.
-	EventRegistryCreated = "ServiceRegistryCreated"
-	EventRegistryDeleted = "ServiceRegistryDeleted"
-)
-
 // maxEventNote is the longest note the API server accepts on an events.k8s.io Event.
 const maxEventNote = 1024
 
@@ -92,7 +80,7 @@ func (r *DeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		return ctrl.Result{}, r.deleteRegistry(ctx, dep, reg)
 	case reg != nil && !owned:
-		r.warnOnce(dep, reg, EventRegistryConflict, fmt.Sprintf(
+		r.warnOnce(dep, reg, v1alpha1.EventRegistryConflict, fmt.Sprintf(
 			"ServiceRegistry %s exists and is not controlled by this Deployment: %s is ignored until it is deleted",
 			reg.Name, v1alpha1.AnnotationService))
 		return ctrl.Result{}, nil
@@ -100,7 +88,7 @@ func (r *DeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		// Recreated once gone: the registry's deletion enqueues this Deployment again.
 		return ctrl.Result{}, nil
 	case !res.Usable && reg == nil:
-		r.warnOnce(dep, nil, EventInvalidAnnotation, res.Message())
+		r.warnOnce(dep, nil, v1alpha1.EventInvalidAnnotation, res.Message())
 		return ctrl.Result{}, nil
 	case !res.Usable:
 		// Keep the last valid spec in force; only report the problems.
@@ -135,10 +123,10 @@ func (r *DeploymentReconciler) createRegistry(ctx context.Context, dep *appsv1.D
 	}
 	r.warned.forget(client.ObjectKeyFromObject(dep))
 	log.FromContext(ctx).Info("created ServiceRegistry", "serviceRegistry", reg.Name, "service", reg.Spec.ServiceName)
-	r.Recorder.Eventf(dep, reg, corev1.EventTypeNormal, EventRegistryCreated, "Register",
+	r.Recorder.Eventf(dep, reg, corev1.EventTypeNormal, v1alpha1.EventRegistryCreated, "Register",
 		"created ServiceRegistry %s publishing service %s", reg.Name, reg.Spec.ServiceName)
 	if msg := res.Message(); msg != "" {
-		r.warn(dep, reg, EventInvalidAnnotation, msg)
+		r.warn(dep, reg, v1alpha1.EventInvalidAnnotation, msg)
 	}
 	return nil
 }
@@ -157,7 +145,7 @@ func (r *DeploymentReconciler) updateRegistry(ctx context.Context, dep *appsv1.D
 	}
 	log.FromContext(ctx).Info("updated ServiceRegistry", "serviceRegistry", reg.Name, "service", want.Spec.ServiceName)
 	if msg := res.Message(); msg != "" && msg != reg.Annotations[v1alpha1.AnnotationConfigError] {
-		r.warn(dep, want, EventInvalidAnnotation, msg)
+		r.warn(dep, want, v1alpha1.EventInvalidAnnotation, msg)
 	}
 	return nil
 }
@@ -172,7 +160,7 @@ func (r *DeploymentReconciler) reportOnly(ctx context.Context, dep *appsv1.Deplo
 	if err := r.Patch(ctx, want, client.MergeFrom(reg)); err != nil {
 		return fmt.Errorf("annotate ServiceRegistry %s/%s with the problems of Deployment %s: %w", reg.Namespace, reg.Name, dep.Name, err)
 	}
-	r.warn(dep, want, EventInvalidAnnotation, msg)
+	r.warn(dep, want, v1alpha1.EventInvalidAnnotation, msg)
 	return nil
 }
 
@@ -187,7 +175,7 @@ func (r *DeploymentReconciler) deleteRegistry(ctx context.Context, dep *appsv1.D
 		return fmt.Errorf("delete ServiceRegistry %s/%s of Deployment %s: %w", reg.Namespace, reg.Name, dep.Name, err)
 	}
 	log.FromContext(ctx).Info("deleted ServiceRegistry: annotation removed", "serviceRegistry", reg.Name)
-	r.Recorder.Eventf(dep, reg, corev1.EventTypeNormal, EventRegistryDeleted, "Unregister",
+	r.Recorder.Eventf(dep, reg, corev1.EventTypeNormal, v1alpha1.EventRegistryDeleted, "Unregister",
 		"deleted ServiceRegistry %s: the Deployment no longer has %s", reg.Name, v1alpha1.AnnotationService)
 	return nil
 }

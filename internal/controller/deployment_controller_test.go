@@ -16,7 +16,6 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/annotations"
-	"github.com/registrar-dev/registrar/internal/controller"
 )
 
 var _ = Describe("Deployment", func() {
@@ -52,7 +51,7 @@ var _ = Describe("Deployment", func() {
 		Expect(owner).NotTo(BeNil())
 		Expect(*owner).To(And(HaveField("APIVersion", "apps/v1"), HaveField("Kind", "Deployment"),
 			HaveField("Name", "shop"), HaveField("UID", dep.UID)))
-		Eventually(deploymentEvents(ns, "shop", controller.EventRegistryCreated)).WithTimeout(timeout).WithPolling(poll).Should(HaveLen(1))
+		Eventually(deploymentEvents(ns, "shop", v1alpha1.EventRegistryCreated)).WithTimeout(timeout).WithPolling(poll).Should(HaveLen(1))
 
 		annotateDeployment(dep, map[string]*string{
 			v1alpha1.AnnotationPort:           ptr.To("web"),
@@ -102,7 +101,7 @@ var _ = Describe("Deployment", func() {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(reg), &v1alpha1.ServiceRegistry{}))
 		}).WithTimeout(timeout).WithPolling(poll).Should(BeTrue(), "the ServiceRegistry was not deleted")
 		eventuallyStored("cart-api", ns).Should(BeEmpty())
-		Eventually(deploymentEvents(ns, "cart", controller.EventRegistryDeleted)).WithTimeout(timeout).WithPolling(poll).ShouldNot(BeEmpty())
+		Eventually(deploymentEvents(ns, "cart", v1alpha1.EventRegistryDeleted)).WithTimeout(timeout).WithPolling(poll).ShouldNot(BeEmpty())
 	})
 
 	It("reports a malformed annotation as a Warning and on the registry, applies the valid parts, and does not repeat itself", func() {
@@ -118,7 +117,7 @@ var _ = Describe("Deployment", func() {
 		Expect(reg.Spec.Ports).To(Equal([]v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}}))
 		Expect(reg.Spec.Drain).To(BeNil())
 
-		warnings := deploymentEvents(ns, "pay", controller.EventInvalidAnnotation)
+		warnings := deploymentEvents(ns, "pay", v1alpha1.EventInvalidAnnotation)
 		Eventually(warnings).WithTimeout(timeout).WithPolling(poll).Should(HaveLen(1))
 		ev := warnings()[0]
 		Expect(ev.Type).To(Equal(corev1.EventTypeWarning))
@@ -146,7 +145,7 @@ var _ = Describe("Deployment", func() {
 
 	It("creates no registry while the service name is invalid, and keeps the last valid spec when it becomes invalid", func() {
 		dep := newAnnotatedDeployment(ns, "api", map[string]string{v1alpha1.AnnotationService: "Bad_Name"})
-		Eventually(deploymentEvents(ns, "api", controller.EventInvalidAnnotation)).WithTimeout(timeout).WithPolling(poll).
+		Eventually(deploymentEvents(ns, "api", v1alpha1.EventInvalidAnnotation)).WithTimeout(timeout).WithPolling(poll).
 			Should(ContainElement(HaveField("Note", ContainSubstring(`registrar.dev/service: "Bad_Name" is not a valid service name`))))
 		Consistently(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, objKey(ns, "api"), &v1alpha1.ServiceRegistry{}))
@@ -170,7 +169,7 @@ var _ = Describe("Deployment", func() {
 			v1alpha1.AnnotationPort:    "9999",
 		})
 
-		Eventually(deploymentEvents(ns, "web", controller.EventRegistryConflict)).WithTimeout(timeout).WithPolling(poll).
+		Eventually(deploymentEvents(ns, "web", v1alpha1.EventRegistryConflict)).WithTimeout(timeout).WithPolling(poll).
 			Should(ContainElement(And(HaveField("Type", corev1.EventTypeWarning), HaveField("Note", ContainSubstring("not controlled by this Deployment")))))
 		unchanged := func(g Gomega) {
 			cur := &v1alpha1.ServiceRegistry{}
@@ -191,7 +190,7 @@ var _ = Describe("Deployment", func() {
 	It("takes over the name once a hand-written ServiceRegistry is deleted", func() {
 		handWritten := newRegistry(ns, "blog", "blog")
 		newAnnotatedDeployment(ns, "blog", map[string]string{v1alpha1.AnnotationService: "blog"})
-		Eventually(deploymentEvents(ns, "blog", controller.EventRegistryConflict)).WithTimeout(timeout).WithPolling(poll).ShouldNot(BeEmpty())
+		Eventually(deploymentEvents(ns, "blog", v1alpha1.EventRegistryConflict)).WithTimeout(timeout).WithPolling(poll).ShouldNot(BeEmpty())
 
 		Expect(k8sClient.Delete(ctx, handWritten)).To(Succeed())
 		Eventually(func(g Gomega) {

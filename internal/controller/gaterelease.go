@@ -25,9 +25,6 @@ import (
 	"github.com/registrar-dev/registrar/internal/metrics"
 )
 
-// EventGateReleased is the Event reason on a pod whose gate registrar released.
-const EventGateReleased = "GateReleased"
-
 // gateReleaser is a pod-level reconciler for gated pods whose gate is not True: when no
 // ServiceRegistry manages such a pod any more (its registry was deleted or is being deleted,
 // stopped selecting it, or its Deployment's annotations were removed before the gate
@@ -115,7 +112,7 @@ func (g *gateReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		return ctrl.Result{}, err
 	}
 	metrics.GatesReleased.Inc()
-	g.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, EventGateReleased, "ReleaseGate", "%s", msg)
+	g.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, v1alpha1.EventGateReleased, "ReleaseGate", "%s", msg)
 	log.FromContext(ctx).Info("released the gate of an unmanaged pod", "pod", req.NamespacedName, "why", msg)
 	return ctrl.Result{}, nil
 }

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
-	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
 var _ = Describe("Node Leases", func() {
@@ -51,7 +50,7 @@ var _ = Describe("Node Leases", func() {
 				}
 			}
 			return ""
-		}).WithTimeout(timeout).Should(Equal(eligibility.ReasonNodeLeaseExpired))
+		}).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
 
 		renewLease(lease, time.Now())
 		eventuallyStored("web", ns).Should(ConsistOf("web-1", "web-2"))

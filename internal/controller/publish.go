@@ -5,15 +5,9 @@ import (
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/publish"
 )
-
-// ConditionXDSPublished reports whether the registry is served over xDS; present only when
-// the operator runs an xDS server (--xds-bind-address).
-const ConditionXDSPublished = "XDSPublished"
-
-// ReasonXDSPublished is the reason of XDSPublished=True.
-const ReasonXDSPublished = "Published"
 
 // publish hands the reconcile's verdicts (the ones that planned the store's writes) to the
 // Publisher and reports its answer in the XDSPublished condition. Called where the status is
@@ -36,7 +30,7 @@ func (r *ServiceRegistryReconciler) publish(s *reconcileScope) {
 		reg.Pods[i] = publish.Pod{Name: p.pod.Name, State: p.verdict.State, Endpoint: p.endpoint}
 	}
 	res := r.Publisher.Publish(reg)
-	c := v1.Condition{Type: ConditionXDSPublished, Status: v1.ConditionTrue, Reason: ReasonXDSPublished,
+	c := v1.Condition{Type: v1alpha1.ConditionXDSPublished, Status: v1.ConditionTrue, Reason: v1alpha1.ReasonXDSPublished,
 		Message: res.Message, ObservedGeneration: s.reg.Generation}
 	if !res.OK() {
 		c.Status, c.Reason = v1.ConditionFalse, res.Reason

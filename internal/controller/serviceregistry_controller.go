@@ -270,7 +270,7 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		} else if p.verdict.State == v1alpha1.EndpointWarmingUp {
-			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: regstatus.ReasonInvalidSelector}
+			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonInvalidSelector}
 		}
 		s.selected = append(s.selected, p)
 		s.byName[p.pod.Name] = p
@@ -333,7 +333,7 @@ func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScop
 	}
 	ep, err := eligibility.Endpoint(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
 	if err != nil { // not reached: the chain checked the ports
-		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonPortMissing}
+		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNamedPortMissing}
 		return p
 	}
 	p.endpoint = ep
@@ -370,7 +370,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	olds, complete := r.oldServices(ctx, reg, scopes[0].Service)
 	if !complete {
 		err := errors.New("the store could not be searched for records under earlier service names")
-		r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, regstatus.ReasonStoreUnreachable, "Cleanup",
+		r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1alpha1.ReasonStoreUnreachable, "Cleanup",
 			"cannot remove endpoints from the store; deletion waits until it is reachable: %v", err)
 		return err
 	}
@@ -383,7 +383,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	r.lags.forget(reg.UID)
 	for _, target := range scopes {
 		if err := r.removeOwned(ctx, reg, target); err != nil {
-			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, regstatus.ReasonStoreUnreachable, "Cleanup",
+			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1alpha1.ReasonStoreUnreachable, "Cleanup",
 				"cannot remove endpoints from the store; deletion waits until it is reachable: %v", err)
 			return err
 		}
@@ -483,12 +483,9 @@ func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) re
 	return d
 }
 
-// DefaultDrainSeconds is spec.drain.seconds when spec.drain is unset (the CRD default).
-const DefaultDrainSeconds = 15
-
 func drainSeconds(reg *v1alpha1.ServiceRegistry) int32 {
 	if reg.Spec.Drain == nil {
-		return DefaultDrainSeconds
+		return v1alpha1.DefaultDrainSeconds
 	}
 	return reg.Spec.Drain.Seconds
 }

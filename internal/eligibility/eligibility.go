@@ -13,20 +13,6 @@ import (
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
-// Reasons given in a Verdict (CamelCase, as in pod conditions).
-const (
-	ReasonTerminating        = "PodTerminating"
-	ReasonFailed             = "PodFailed"
-	ReasonSucceeded          = "PodSucceeded"
-	ReasonPhaseUnknown       = "PodPhaseUnknown"
-	ReasonNotRunning         = "PodNotRunning"
-	ReasonNoIP               = "NoPodIP"
-	ReasonContainersNotReady = "ContainersNotReady"
-	ReasonContainersReady    = "ContainersReady"
-	// ReasonPortMissing: a targetPort names no container port of the pod (see Endpoint).
-	ReasonPortMissing = "NamedPortMissing"
-)
-
 // Verdict is the endpoint state a pod calls for, and why.
 type Verdict struct {
 	State  v1alpha1.EndpointState
@@ -47,29 +33,22 @@ func Classify(pod *corev1.Pod, warmupRequired bool) Verdict {
 func classifyContainers(pod *corev1.Pod) Verdict {
 	switch {
 	case pod.DeletionTimestamp != nil:
-		return Verdict{v1alpha1.EndpointDraining, ReasonTerminating}
+		return Verdict{v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating}
 	case pod.Status.Phase == corev1.PodFailed:
-		return Verdict{v1alpha1.EndpointUnready, ReasonFailed}
+		return Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonPodFailed}
 	case pod.Status.Phase == corev1.PodSucceeded:
-		return Verdict{v1alpha1.EndpointUnready, ReasonSucceeded}
+		return Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonPodSucceeded}
 	case pod.Status.Phase == corev1.PodUnknown:
-		return Verdict{v1alpha1.EndpointUnready, ReasonPhaseUnknown}
+		return Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonPodPhaseUnknown}
 	case pod.Status.Phase != corev1.PodRunning:
-		return Verdict{v1alpha1.EndpointPending, ReasonNotRunning}
+		return Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonPodNotRunning}
 	case pod.Status.PodIP == "":
-		return Verdict{v1alpha1.EndpointPending, ReasonNoIP}
+		return Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonNoPodIP}
 	case !conditionTrue(pod, corev1.ContainersReady):
-		return Verdict{v1alpha1.EndpointUnready, ReasonContainersNotReady}
+		return Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady}
 	}
-	return Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+	return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
 }
-
-// Reasons for gated pods.
-const (
-	ReasonWarmingUp    = v1alpha1.GateWarmingUp
-	ReasonWarmupFailed = v1alpha1.GateWarmupFailed
-	ReasonWarmedUp     = v1alpha1.GateWarmedUp
-)
 
 // gated classifies a gated pod whose containers are ready. Its gate condition records warm-up
 // durably: True (registered before) or reason WarmedUp means warm-up is done; reason
@@ -78,15 +57,15 @@ func gated(pod *corev1.Pod, warmupRequired bool) Verdict {
 	c := GateCondition(pod)
 	switch {
 	case c != nil && c.Status == corev1.ConditionTrue:
-		return Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+		return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
 	case c != nil && c.Reason == v1alpha1.GateWarmedUp:
-		return Verdict{v1alpha1.EndpointRegistered, ReasonWarmedUp}
+		return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonWarmedUp}
 	case !warmupRequired:
-		return Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+		return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
 	case c != nil && c.Reason == v1alpha1.GateWarmupFailed:
-		return Verdict{v1alpha1.EndpointPending, ReasonWarmupFailed}
+		return Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonWarmupFailed}
 	}
-	return Verdict{v1alpha1.EndpointWarmingUp, ReasonWarmingUp}
+	return Verdict{v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp}
 }
 
 // HasGate reports whether the pod carries registrar's readiness gate.
@@ -129,7 +108,7 @@ func GateFor(pod *corev1.Pod, v Verdict, stored bool) (want GateWant, ok bool) {
 		want = GateWant{corev1.ConditionTrue, v1alpha1.GateRegistered}
 	case v.State == v1alpha1.EndpointWarmingUp:
 		want = GateWant{corev1.ConditionFalse, v1alpha1.GateWarmingUp}
-	case v.State == v1alpha1.EndpointUnready && v.Reason == ReasonContainersNotReady && cur != nil &&
+	case v.State == v1alpha1.EndpointUnready && v.Reason == v1alpha1.ReasonContainersNotReady && cur != nil &&
 		(cur.Status == corev1.ConditionTrue || cur.Reason == v1alpha1.GateWarmedUp):
 		want = GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}
 	default:
@@ -231,9 +210,6 @@ func containerPort(pod *corev1.Pod, name string) (int32, bool) {
 	return 0, false
 }
 
-// ReasonNodeLeaseExpired: the pod's node stopped renewing its Lease; the node is presumed lost.
-const ReasonNodeLeaseExpired = "NodeLeaseExpired"
-
 // NodeLease is what eligibility needs of a node's coordination.k8s.io Lease.
 type NodeLease struct {
 	RenewTime    time.Time
@@ -290,13 +266,13 @@ func RenewalRevives(old, cur NodeLease, now time.Time, maxAge, margin time.Durat
 func DeregistrationLag(pod *corev1.Pod, v Verdict, now time.Time) (time.Duration, bool) {
 	var at time.Time
 	switch {
-	case pod.DeletionTimestamp != nil && v.Reason == ReasonTerminating:
+	case pod.DeletionTimestamp != nil && v.Reason == v1alpha1.ReasonPodTerminating:
 		var grace int64
 		if pod.DeletionGracePeriodSeconds != nil {
 			grace = *pod.DeletionGracePeriodSeconds
 		}
 		at = pod.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
-	case v.Reason == ReasonContainersNotReady:
+	case v.Reason == v1alpha1.ReasonContainersNotReady:
 		c := containersReady(pod)
 		if c == nil || c.Status == corev1.ConditionTrue || c.LastTransitionTime.IsZero() {
 			return 0, false

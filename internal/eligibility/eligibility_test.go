@@ -78,94 +78,94 @@ func TestClassify(t *testing.T) {
 		{
 			name:  "eligible: running, IP, ContainersReady True",
 			pod:   readyPod(),
-			state: v1alpha1.EndpointRegistered, reason: ReasonContainersReady,
+			state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonContainersReady,
 		},
 		{
 			// The Ready condition waits on registrar's own readiness gate; only
 			// ContainersReady decides eligibility.
 			name:  "eligible even when Ready is False (readiness gate pending)",
 			pod:   readyPod(condition(corev1.PodReady, corev1.ConditionFalse)),
-			state: v1alpha1.EndpointRegistered, reason: ReasonContainersReady,
+			state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonContainersReady,
 		},
 		{
 			name:  "terminating and otherwise ready drains",
 			pod:   readyPod(deleting),
-			state: v1alpha1.EndpointDraining, reason: ReasonTerminating,
+			state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating,
 		},
 		{
 			name:  "terminating wins over failed phase",
 			pod:   readyPod(deleting, phase(corev1.PodFailed)),
-			state: v1alpha1.EndpointDraining, reason: ReasonTerminating,
+			state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating,
 		},
 		{
 			name:  "terminating wins over missing IP",
 			pod:   readyPod(deleting, noIP),
-			state: v1alpha1.EndpointDraining, reason: ReasonTerminating,
+			state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating,
 		},
 		{
 			name:  "failed even with stale ContainersReady True",
 			pod:   readyPod(phase(corev1.PodFailed)),
-			state: v1alpha1.EndpointUnready, reason: ReasonFailed,
+			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonPodFailed,
 		},
 		{
 			name:  "succeeded",
 			pod:   readyPod(phase(corev1.PodSucceeded)),
-			state: v1alpha1.EndpointUnready, reason: ReasonSucceeded,
+			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonPodSucceeded,
 		},
 		{
 			name:  "unknown phase",
 			pod:   readyPod(phase(corev1.PodUnknown)),
-			state: v1alpha1.EndpointUnready, reason: ReasonPhaseUnknown,
+			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonPodPhaseUnknown,
 		},
 		{
 			name:  "pending phase",
 			pod:   readyPod(phase(corev1.PodPending)),
-			state: v1alpha1.EndpointPending, reason: ReasonNotRunning,
+			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonPodNotRunning,
 		},
 		{
 			name:  "empty phase (not yet reported) is pending",
 			pod:   readyPod(phase("")),
-			state: v1alpha1.EndpointPending, reason: ReasonNotRunning,
+			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonPodNotRunning,
 		},
 		{
 			name:  "pending phase without IP reports phase first",
 			pod:   readyPod(phase(corev1.PodPending), noIP),
-			state: v1alpha1.EndpointPending, reason: ReasonNotRunning,
+			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonPodNotRunning,
 		},
 		{
 			name:  "running without IP",
 			pod:   readyPod(noIP),
-			state: v1alpha1.EndpointPending, reason: ReasonNoIP,
+			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonNoPodIP,
 		},
 		{
 			name:  "running without IP and not ready reports IP first",
 			pod:   readyPod(noIP, condition(corev1.ContainersReady, corev1.ConditionFalse)),
-			state: v1alpha1.EndpointPending, reason: ReasonNoIP,
+			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonNoPodIP,
 		},
 		{
 			name:  "ContainersReady False",
 			pod:   readyPod(condition(corev1.ContainersReady, corev1.ConditionFalse)),
-			state: v1alpha1.EndpointUnready, reason: ReasonContainersNotReady,
+			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
 		},
 		{
 			name:  "ContainersReady False even when Ready True",
 			pod:   readyPod(condition(corev1.ContainersReady, corev1.ConditionFalse), condition(corev1.PodReady, corev1.ConditionTrue)),
-			state: v1alpha1.EndpointUnready, reason: ReasonContainersNotReady,
+			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
 		},
 		{
 			name:  "ContainersReady Unknown",
 			pod:   readyPod(condition(corev1.ContainersReady, corev1.ConditionUnknown)),
-			state: v1alpha1.EndpointUnready, reason: ReasonContainersNotReady,
+			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
 		},
 		{
 			name:  "ContainersReady missing",
 			pod:   readyPod(condition(corev1.ContainersReady, "")),
-			state: v1alpha1.EndpointUnready, reason: ReasonContainersNotReady,
+			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
 		},
 		{
 			name:  "no conditions at all",
 			pod:   readyPod(func(p *corev1.Pod) { p.Status.Conditions = nil }),
-			state: v1alpha1.EndpointUnready, reason: ReasonContainersNotReady,
+			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
 		},
 	}
 	for _, tc := range tests {

@@ -31,15 +31,15 @@ func TestClassifyGated(t *testing.T) {
 		reason  string
 		eligble bool
 	}{
-		{"ungated pod needs no warm-up", readyPod(), true, v1alpha1.EndpointRegistered, ReasonContainersReady, true},
-		{"gated, no gate condition yet: warming up", readyPod(withGate), true, v1alpha1.EndpointWarmingUp, ReasonWarmingUp, false},
-		{"gated, warming up", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), true, v1alpha1.EndpointWarmingUp, ReasonWarmingUp, false},
-		{"gated, warm-up recorded on the pod", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), true, v1alpha1.EndpointRegistered, ReasonWarmedUp, true},
-		{"gated, gate already True (operator restart): not warmed again", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), true, v1alpha1.EndpointRegistered, ReasonContainersReady, true},
-		{"gated, warm-up failed under Block", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmupFailed)), true, v1alpha1.EndpointPending, ReasonWarmupFailed, false},
-		{"gated, registry without warm-up", readyPod(withGate), false, v1alpha1.EndpointRegistered, ReasonContainersReady, true},
-		{"gated, containers not ready: the container rule decides", readyPod(withGate, condition(corev1.ContainersReady, corev1.ConditionFalse)), true, v1alpha1.EndpointUnready, ReasonContainersNotReady, false},
-		{"gated, terminating", readyPod(withGate, deleting, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), true, v1alpha1.EndpointDraining, ReasonTerminating, false},
+		{"ungated pod needs no warm-up", readyPod(), true, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, true},
+		{"gated, no gate condition yet: warming up", readyPod(withGate), true, v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp, false},
+		{"gated, warming up", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), true, v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp, false},
+		{"gated, warm-up recorded on the pod", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), true, v1alpha1.EndpointRegistered, v1alpha1.ReasonWarmedUp, true},
+		{"gated, gate already True (operator restart): not warmed again", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), true, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, true},
+		{"gated, warm-up failed under Block", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmupFailed)), true, v1alpha1.EndpointPending, v1alpha1.ReasonWarmupFailed, false},
+		{"gated, registry without warm-up", readyPod(withGate), false, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, true},
+		{"gated, containers not ready: the container rule decides", readyPod(withGate, condition(corev1.ContainersReady, corev1.ConditionFalse)), true, v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady, false},
+		{"gated, terminating", readyPod(withGate, deleting, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), true, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,10 +52,10 @@ func TestClassifyGated(t *testing.T) {
 }
 
 func TestGateFor(t *testing.T) {
-	eligible := Verdict{v1alpha1.EndpointRegistered, ReasonWarmedUp}
-	warming := Verdict{v1alpha1.EndpointWarmingUp, ReasonWarmingUp}
-	unready := Verdict{v1alpha1.EndpointUnready, ReasonContainersNotReady}
-	draining := Verdict{v1alpha1.EndpointDraining, ReasonTerminating}
+	eligible := Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonWarmedUp}
+	warming := Verdict{v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp}
+	unready := Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady}
+	draining := Verdict{v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating}
 	tests := []struct {
 		name   string
 		pod    *corev1.Pod

@@ -8,10 +8,6 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 )
 
-// ReasonSelectorOverlap: an older ServiceRegistry writing the same keys also selects the pod
-// and owns it (see Overlaps); this registry holds it back.
-const ReasonSelectorOverlap = "SelectorOverlap"
-
 // LapsedLeaseRecheck is how often a registry with a pod on a lapsed node re-checks the
 // node's Lease, besides the Lease event that normally brings the pod back: a registry whose
 // every pod is on that node is never left waiting for an event that was missed.
@@ -59,7 +55,7 @@ func Decide(f Facts) Decision {
 			return d
 		}
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointRegistered, ReasonContainersReady}
+	d.Verdict = Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
 	return d
 }
 
@@ -67,7 +63,7 @@ func olderClaim(f Facts, d *Decision) bool {
 	if f.OlderClaim == "" {
 		return false
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointPending, ReasonSelectorOverlap}
+	d.Verdict = Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonSelectorOverlap}
 	return true
 }
 
@@ -84,7 +80,7 @@ func ports(f Facts, d *Decision) bool {
 	if f.PortErr == nil {
 		return false
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointPending, ReasonPortMissing}
+	d.Verdict = Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonNamedPortMissing}
 	return true
 }
 
@@ -100,7 +96,7 @@ func nodeLease(f Facts, d *Decision) bool {
 		d.RecheckAt = expiry // registered until then, unless renewed
 		return false
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointUnready, ReasonNodeLeaseExpired}
+	d.Verdict = Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonNodeLeaseExpired}
 	d.RecheckAt = f.Now.Add(LapsedLeaseRecheck)
 	return true
 }

@@ -22,8 +22,6 @@ import (
 )
 
 const (
-	// DefaultDrainSeconds is the drain when spec.drain is unset (the CRD's default of drain.seconds).
-	DefaultDrainSeconds int32 = 15
 	// DefaultTerminationGracePeriodSeconds is the API server's default for an unset
 	// terminationGracePeriodSeconds.
 	DefaultTerminationGracePeriodSeconds int64 = 30
@@ -63,7 +61,7 @@ type Result struct {
 // one built in code may not).
 func DrainSeconds(reg *v1alpha1.ServiceRegistry) int32 {
 	if reg.Spec.Drain == nil {
-		return DefaultDrainSeconds
+		return v1alpha1.DefaultDrainSeconds
 	}
 	return reg.Spec.Drain.Seconds
 }

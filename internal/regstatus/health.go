@@ -15,11 +15,6 @@ import (
 // short enough that a GitOps tool reports the failure instead of waiting for its timeout.
 const DefaultStoreStallAfter = 2 * time.Minute
 
-// Reasons of the Reconciling condition (ReasonNotInStore and ReasonStoreUnreachable too).
-const (
-	ReasonWarmingUp = "WarmingUp"
-)
-
 // health is the verdict of the kstatus conditions: at most one of them is True.
 type health struct {
 	stalled, reconciling bool
@@ -53,21 +48,21 @@ func healthConditions(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRe
 func judge(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRegistryStatus, in Input) health {
 	switch {
 	case in.SelectorErr != nil:
-		return health{stalled: true, reason: ReasonInvalidSelector,
+		return health{stalled: true, reason: v1alpha1.ReasonInvalidSelector,
 			message: fmt.Sprintf("fix spec.selector: %v", in.SelectorErr)}
 	case in.StoreErr != nil:
 		return storeHealth(old, in)
 	case len(in.Conflicts) > 0:
-		return health{stalled: true, reason: ReasonKeyConflict,
+		return health{stalled: true, reason: v1alpha1.ReasonKeyConflict,
 			message: "another ServiceRegistry or installation owns the store keys of some pods; give this registry a distinct spec.serviceName (see the Ready condition)"}
 	case in.Config.Generated && in.Config.Problems != "":
-		return health{stalled: true, reason: ReasonInvalidAnnotation,
+		return health{stalled: true, reason: v1alpha1.ReasonInvalidAnnotation,
 			message: "fix the Deployment's registrar.dev/ annotations: " + in.Config.Problems}
 	case st.Warming > 0:
-		return health{reconciling: true, reason: ReasonWarmingUp,
+		return health{reconciling: true, reason: v1alpha1.ReasonWarmingUp,
 			message: fmt.Sprintf("%d pods are warming up before they are registered", st.Warming)}
 	case notInStore(st.Endpoints) > 0:
-		return health{reconciling: true, reason: ReasonNotInStore,
+		return health{reconciling: true, reason: v1alpha1.ReasonNotInStore,
 			message: fmt.Sprintf("%d eligible pods are not in the store yet", notInStore(st.Endpoints))}
 	}
 	return health{}
@@ -89,9 +84,9 @@ func storeHealth(old v1alpha1.ServiceRegistryStatus, in Input) health {
 	// changed on every retry would write the status, and so trigger a reconcile, each time.
 	start := since.UTC().Format(time.RFC3339)
 	if in.Now.Sub(since) >= limit {
-		return health{stalled: true, reason: ReasonStoreUnreachable,
+		return health{stalled: true, reason: v1alpha1.ReasonStoreUnreachable,
 			message: fmt.Sprintf("store %s has been unreachable since %s (more than %s); check its endpoints, TLS and network policy: %v", in.StoreName, start, limit, in.StoreErr)}
 	}
-	return health{reconciling: true, reason: ReasonStoreUnreachable,
+	return health{reconciling: true, reason: v1alpha1.ReasonStoreUnreachable,
 		message: fmt.Sprintf("retrying store %s with backoff (unreachable since %s): %v", in.StoreName, start, in.StoreErr)}
 }

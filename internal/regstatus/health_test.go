@@ -32,7 +32,7 @@ func TestHealthConditions(t *testing.T) {
 	noPort := pod("web-np", "10.0.0.5", vPortMissing)
 	syncedFalseSince := func(since time.Time) v1alpha1.ServiceRegistryStatus {
 		return v1alpha1.ServiceRegistryStatus{Conditions: []metav1.Condition{
-			cond(v1alpha1.ConditionStoreSynced, metav1.ConditionFalse, ReasonStoreUnreachable, "old", oldGen, since)}}
+			cond(v1alpha1.ConditionStoreSynced, metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable, "old", oldGen, since)}}
 	}
 	tests := []struct {
 		name string
@@ -48,51 +48,51 @@ func TestHealthConditions(t *testing.T) {
 		{name: "missing port is reported by Ready only", in: Input{Pods: []Pod{a, noPort}, Stored: stored(a)}},
 		{
 			name: "eligible pod not yet written", in: Input{Pods: []Pod{a, b}, Stored: stored(a)},
-			typ: v1alpha1.ConditionReconciling, reason: ReasonNotInStore, contains: "1 eligible pods",
+			typ: v1alpha1.ConditionReconciling, reason: v1alpha1.ReasonNotInStore, contains: "1 eligible pods",
 		},
 		{
 			name: "pod warming up", in: Input{Pods: []Pod{a, warming}, Stored: stored(a)},
-			typ: v1alpha1.ConditionReconciling, reason: ReasonWarmingUp, contains: "1 pods are warming up",
+			typ: v1alpha1.ConditionReconciling, reason: v1alpha1.ReasonWarmingUp, contains: "1 pods are warming up",
 		},
 		{
 			name: "store just became unreachable", in: Input{Pods: []Pod{a}, StoreErr: errStore},
-			typ: v1alpha1.ConditionReconciling, reason: ReasonStoreUnreachable, contains: "retrying store",
+			typ: v1alpha1.ConditionReconciling, reason: v1alpha1.ReasonStoreUnreachable, contains: "retrying store",
 		},
 		{
 			name: "store unreachable for less than the default limit", old: syncedFalseSince(now.Add(-DefaultStoreStallAfter + time.Second)),
 			in:  Input{Pods: []Pod{a}, StoreErr: errStore},
-			typ: v1alpha1.ConditionReconciling, reason: ReasonStoreUnreachable, contains: "unreachable since 2025-06-07T08:07:11Z",
+			typ: v1alpha1.ConditionReconciling, reason: v1alpha1.ReasonStoreUnreachable, contains: "unreachable since 2025-06-07T08:07:11Z",
 		},
 		{
 			name: "store unreachable for the default limit", old: syncedFalseSince(now.Add(-DefaultStoreStallAfter)),
 			in:  Input{Pods: []Pod{a}, StoreErr: errStore},
-			typ: v1alpha1.ConditionStalled, reason: ReasonStoreUnreachable, contains: "unreachable since 2025-06-07T08:07:10Z (more than 2m0s)",
+			typ: v1alpha1.ConditionStalled, reason: v1alpha1.ReasonStoreUnreachable, contains: "unreachable since 2025-06-07T08:07:10Z (more than 2m0s)",
 		},
 		{
 			name: "store unreachable beyond a configured limit", old: syncedFalseSince(now.Add(-30 * time.Second)),
 			in:  Input{Pods: []Pod{a}, StoreErr: errStore, StoreStallAfter: 20 * time.Second},
-			typ: v1alpha1.ConditionStalled, reason: ReasonStoreUnreachable, contains: errStore.Error(),
+			typ: v1alpha1.ConditionStalled, reason: v1alpha1.ReasonStoreUnreachable, contains: errStore.Error(),
 		},
 		{
 			name: "an old StoreSynced=True does not count as an outage", old: oldStatus(),
 			in:  Input{Pods: []Pod{a}, StoreErr: errStore},
-			typ: v1alpha1.ConditionReconciling, reason: ReasonStoreUnreachable,
+			typ: v1alpha1.ConditionReconciling, reason: v1alpha1.ReasonStoreUnreachable,
 		},
 		{
 			name: "invalid selector", in: Input{SelectorErr: errors.New("bad operator")},
-			typ: v1alpha1.ConditionStalled, reason: ReasonInvalidSelector, contains: "fix spec.selector: bad operator",
+			typ: v1alpha1.ConditionStalled, reason: v1alpha1.ReasonInvalidSelector, contains: "fix spec.selector: bad operator",
 		},
 		{
 			name: "key conflict", in: Input{Pods: []Pod{a, b}, Stored: stored(a), Conflicts: []string{b.Name}},
-			typ: v1alpha1.ConditionStalled, reason: ReasonKeyConflict, contains: "distinct spec.serviceName",
+			typ: v1alpha1.ConditionStalled, reason: v1alpha1.ReasonKeyConflict, contains: "distinct spec.serviceName",
 		},
 		{
 			name: "store error wins over a conflict, as in Ready", in: Input{Pods: []Pod{a}, Conflicts: []string{a.Name}, StoreErr: errStore},
-			typ: v1alpha1.ConditionReconciling, reason: ReasonStoreUnreachable,
+			typ: v1alpha1.ConditionReconciling, reason: v1alpha1.ReasonStoreUnreachable,
 		},
 		{
 			name: "invalid annotations", in: Input{Pods: []Pod{a}, Stored: stored(a), Config: Configuration{Generated: true, Problems: `registrar.dev/port: "x"`}},
-			typ: v1alpha1.ConditionStalled, reason: ReasonInvalidAnnotation, contains: `registrar.dev/port: "x"`,
+			typ: v1alpha1.ConditionStalled, reason: v1alpha1.ReasonInvalidAnnotation, contains: `registrar.dev/port: "x"`,
 		},
 		{
 			name: "annotation problems of a hand-written registry are ignored", in: Input{Pods: []Pod{a}, Stored: stored(a), Config: Configuration{Problems: "x"}},
@@ -169,7 +169,7 @@ func TestHealthStableDuringOutage(t *testing.T) {
 	}
 	in.Now = now.Add(DefaultStoreStallAfter)
 	stalled := Build(retry, in)
-	if s := meta.FindStatusCondition(stalled.Conditions, v1alpha1.ConditionStalled); s == nil || s.Reason != ReasonStoreUnreachable {
+	if s := meta.FindStatusCondition(stalled.Conditions, v1alpha1.ConditionStalled); s == nil || s.Reason != v1alpha1.ReasonStoreUnreachable {
 		t.Errorf("Stalled = %+v after %s of outage", s, DefaultStoreStallAfter)
 	}
 }

@@ -21,20 +21,6 @@ import (
 // past the API server's size limit; counts always cover every pod.
 const MaxEndpoints = 256
 
-// Condition reasons.
-const (
-	ReasonSynced           = "Synced"
-	ReasonStoreUnreachable = "StoreUnreachable"
-	ReasonAllRegistered    = "AllRegistered"
-	ReasonStoreNotSynced   = "StoreNotSynced"
-	ReasonKeyConflict      = "KeyConflict"
-	ReasonInvalidSelector  = "InvalidSelector"
-	ReasonNotInStore       = "NotInStore"
-	// ReasonSelectorOverlap: an older ServiceRegistry of the same service and namespace also
-	// selects some of this registry's pods; it publishes them, this registry leaves them alone.
-	ReasonSelectorOverlap = eligibility.ReasonSelectorOverlap
-)
-
 // Pod is what the status needs of one selected pod.
 type Pod struct {
 	Name, UID, IP string
@@ -118,7 +104,7 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 		if in.Stored != nil {
 			st.Registered = int32(len(in.Stored))
 		}
-		setCondition(&st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonInvalidSelector,
+		setCondition(&st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSelector,
 			fmt.Sprintf("spec.selector is invalid: no new pod is registered, and only endpoints of pods still eligible are kept; fix the selector: %v", in.SelectorErr))
 		healthConditions(&st, old, in)
 		return st
@@ -153,11 +139,11 @@ func endpoints(old []v1alpha1.EndpointStatus, in Input) (eps []v1alpha1.Endpoint
 		switch {
 		case !p.Verdict.Eligible():
 		case conflicts[p.Name]:
-			e.State, e.Reason = v1alpha1.EndpointPending, ReasonKeyConflict
+			e.State, e.Reason = v1alpha1.EndpointPending, v1alpha1.ReasonKeyConflict
 		case in.Stored == nil && prev[p.Name].UID == p.UID && prev[p.Name].State == v1alpha1.EndpointRegistered:
 			e.State, e.Reason = prev[p.Name].State, prev[p.Name].Reason // store unreadable: last known
 		case !storedFor(in.Stored, p):
-			e.State, e.Reason = v1alpha1.EndpointPending, ReasonNotInStore
+			e.State, e.Reason = v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore
 		}
 		desired += count(p.Verdict.Eligible())
 		warming += count(e.State == v1alpha1.EndpointWarmingUp)
@@ -191,52 +177,44 @@ func count(b bool) int32 {
 
 func storeCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	if in.StoreErr != nil {
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, false, ReasonStoreUnreachable,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, false, v1alpha1.ReasonStoreUnreachable,
 			fmt.Sprintf("cannot read or write store %s: %v; retrying with backoff, existing endpoints are left in place", in.StoreName, in.StoreErr))
 		return
 	}
-	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, true, ReasonSynced,
+	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, true, v1alpha1.ReasonSynced,
 		fmt.Sprintf("%d endpoints of service %q in store %s match the eligible pods", len(in.Stored), in.ServiceName, in.StoreName))
 }
 
 func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	var missing []string
 	for _, p := range in.Pods {
-		if p.Verdict.Reason == eligibility.ReasonPortMissing {
+		if p.Verdict.Reason == v1alpha1.ReasonNamedPortMissing {
 			missing = append(missing, p.Name)
 		}
 	}
 	sort.Strings(missing)
 	switch {
 	case in.StoreErr != nil:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonStoreNotSynced,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonStoreNotSynced,
 			"the store could not be updated; see the StoreSynced condition")
 	case len(in.Overlaps) > 0:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonSelectorOverlap, overlapMessage(in))
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonSelectorOverlap, overlapMessage(in))
 	case len(in.Conflicts) > 0:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonKeyConflict,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonKeyConflict,
 			fmt.Sprintf("the store keys of pods %s are owned by another ServiceRegistry or installation; give this registry a distinct spec.serviceName",
 				strings.Join(first(in.Conflicts, 5), ", ")))
 	case notInStore(st.Endpoints) > 0:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, ReasonNotInStore,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonNotInStore,
 			fmt.Sprintf("%d eligible pods are not in the store yet; see status.endpoints", notInStore(st.Endpoints)))
 	case len(missing) > 0:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, eligibility.ReasonPortMissing,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonNamedPortMissing,
 			fmt.Sprintf("pods %s have no container port named by spec.ports[].targetPort and are not registered",
 				strings.Join(first(missing, 5), ", ")))
 	default:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, true, ReasonAllRegistered,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, true, v1alpha1.ReasonAllRegistered,
 			fmt.Sprintf("%d of %d eligible pods are registered (%d pods selected)", st.Desired, st.Desired, len(in.Pods)))
 	}
 }
-
-// Reasons of the DrainSufficient and Configured conditions.
-const (
-	ReasonDrainCoversCallers = "DrainCoversCallers"
-	ReasonDrainTooShort      = "DrainTooShort"
-	ReasonAnnotationsValid   = "AnnotationsValid"
-	ReasonInvalidAnnotation  = "InvalidAnnotation"
-)
 
 // drainAdvice computes the recommended drain — callers' cache TTL plus the measured
 // deregistration lag, rounded up to a second — and the DrainSufficient condition.
@@ -249,12 +227,12 @@ func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainSt
 		DeregistrationLagMillis: lag.Milliseconds(), RecommendedSeconds: recommended,
 	}
 	if in.Drain.Seconds < recommended {
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, false, ReasonDrainTooShort,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, false, v1alpha1.ReasonDrainTooShort,
 			fmt.Sprintf("spec.drain.seconds is %d but callers may hold a terminating pod for %s (cache %ds + deregistration lag %s): set spec.drain.seconds to at least %d",
 				in.Drain.Seconds, staleness, in.Drain.CallerCacheSeconds, lag, recommended))
 		return d
 	}
-	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, true, ReasonDrainCoversCallers,
+	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, true, v1alpha1.ReasonDrainCoversCallers,
 		fmt.Sprintf("terminating pods keep serving for %ds after deregistration; callers may hold them for %s (cache %ds + deregistration lag %s)",
 			in.Drain.Seconds, staleness, in.Drain.CallerCacheSeconds, lag))
 	return d
@@ -294,10 +272,10 @@ func configuredCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	case !in.Config.Generated:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConfigured)
 	case in.Config.Problems != "":
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, false, ReasonInvalidAnnotation,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, false, v1alpha1.ReasonInvalidAnnotation,
 			"the Deployment's registrar.dev/ annotations have problems; the valid ones apply: "+in.Config.Problems)
 	default:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, true, ReasonAnnotationsValid,
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, true, v1alpha1.ReasonAnnotationsValid,
 			"generated from the Deployment's registrar.dev/ annotations")
 	}
 }
@@ -324,7 +302,7 @@ func overlapMessage(in Input) string {
 func notInStore(eps []v1alpha1.EndpointStatus) int {
 	n := 0
 	for _, e := range eps {
-		if e.Reason == ReasonNotInStore {
+		if e.Reason == v1alpha1.ReasonNotInStore {
 			n++
 		}
 	}

@@ -32,13 +32,13 @@ var (
 
 // Verdicts as eligibility.Classify (or the reconciler, for the missing port) gives them.
 var (
-	vEligible    = eligibility.Verdict{State: v1alpha1.EndpointRegistered, Reason: eligibility.ReasonContainersReady}
-	vUnready     = eligibility.Verdict{State: v1alpha1.EndpointUnready, Reason: eligibility.ReasonContainersNotReady}
-	vDraining    = eligibility.Verdict{State: v1alpha1.EndpointDraining, Reason: eligibility.ReasonTerminating}
-	vNotRunning  = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonNotRunning}
-	vNoIP        = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonNoIP}
+	vEligible    = eligibility.Verdict{State: v1alpha1.EndpointRegistered, Reason: v1alpha1.ReasonContainersReady}
+	vUnready     = eligibility.Verdict{State: v1alpha1.EndpointUnready, Reason: v1alpha1.ReasonContainersNotReady}
+	vDraining    = eligibility.Verdict{State: v1alpha1.EndpointDraining, Reason: v1alpha1.ReasonPodTerminating}
+	vNotRunning  = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonPodNotRunning}
+	vNoIP        = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNoPodIP}
 	vWarming     = eligibility.Verdict{State: v1alpha1.EndpointWarmingUp, Reason: "WarmupInProgress"}
-	vPortMissing = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: eligibility.ReasonPortMissing}
+	vPortMissing = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNamedPortMissing}
 )
 
 // pod is a selected pod with UID "uid-<name>" and the given IP.
@@ -146,15 +146,15 @@ func oldStatus() v1alpha1.ServiceRegistryStatus {
 	return v1alpha1.ServiceRegistryStatus{
 		ObservedGeneration: oldGen,
 		Conditions: []metav1.Condition{
-			cond(v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonAllRegistered, "1 of 2 selected pods are eligible and registered", oldGen, t0),
-			cond(v1alpha1.ConditionStoreSynced, metav1.ConditionTrue, ReasonSynced, "1 endpoints match", oldGen, t0),
+			cond(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllRegistered, "1 of 2 selected pods are eligible and registered", oldGen, t0),
+			cond(v1alpha1.ConditionStoreSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, "1 endpoints match", oldGen, t0),
 		},
 		ServiceName: "old-web",
 		Desired:     2,
 		Registered:  1,
 		Endpoints: []v1alpha1.EndpointStatus{
-			ep(a, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0),
-			ep(b, v1alpha1.EndpointPending, ReasonNotInStore, t0),
+			ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
+			ep(b, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
 		},
 	}
 }
@@ -185,7 +185,7 @@ func TestBuildSelectorError(t *testing.T) {
 			name: "selector still invalid",
 			old: func() v1alpha1.ServiceRegistryStatus {
 				st := oldStatus()
-				st.Conditions[0] = cond(v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInvalidSelector, "old error", oldGen, t0)
+				st.Conditions[0] = cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector, "old error", oldGen, t0)
 				st.Endpoints = nil
 				return st
 			}(),
@@ -198,7 +198,7 @@ func TestBuildSelectorError(t *testing.T) {
 			got := Build(tt.old, tt.in)
 
 			checkCond(t, got, v1alpha1.ConditionReady, condWant{
-				status: metav1.ConditionFalse, reason: ReasonInvalidSelector, contains: []string{selErr.Error()},
+				status: metav1.ConditionFalse, reason: v1alpha1.ReasonInvalidSelector, contains: []string{selErr.Error()},
 			})
 			ready := findCond(t, got, v1alpha1.ConditionReady)
 			if ready.ObservedGeneration != tt.in.Generation {
@@ -266,9 +266,9 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{a, b, c},
 			stored: stored(a, b, c),
 			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
-				ep(b, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
-				ep(c, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
+				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+				ep(b, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+				ep(c, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
 			},
 			counts: counts{desired: 3, registered: 3},
 		},
@@ -282,11 +282,11 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{a, unready, draining, notRunning, noIP, warming},
 			stored: stored(a, draining), // a draining pod's record may not be gone yet
 			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
-				ep(draining, v1alpha1.EndpointDraining, eligibility.ReasonTerminating, now),
-				ep(noIP, v1alpha1.EndpointPending, eligibility.ReasonNoIP, now),
-				ep(notRunning, v1alpha1.EndpointPending, eligibility.ReasonNotRunning, now),
-				ep(unready, v1alpha1.EndpointUnready, eligibility.ReasonContainersNotReady, now),
+				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+				ep(draining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now),
+				ep(noIP, v1alpha1.EndpointPending, v1alpha1.ReasonNoPodIP, now),
+				ep(notRunning, v1alpha1.EndpointPending, v1alpha1.ReasonPodNotRunning, now),
+				ep(unready, v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady, now),
 				ep(warming, v1alpha1.EndpointWarmingUp, "WarmupInProgress", now),
 			},
 			counts: counts{desired: 1, registered: 2, warming: 1, draining: 1},
@@ -296,8 +296,8 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{a, b},
 			stored: stored(a),
 			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
-				ep(b, v1alpha1.EndpointPending, ReasonNotInStore, now),
+				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+				ep(b, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
 			},
 			counts: counts{desired: 2, registered: 1},
 		},
@@ -306,9 +306,9 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{a, b, c},
 			stored: map[string]store.Record{a.Name: rec(a), b.Name: otherUID, c.Name: otherAddr},
 			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
-				ep(b, v1alpha1.EndpointPending, ReasonNotInStore, now),
-				ep(c, v1alpha1.EndpointPending, ReasonNotInStore, now),
+				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+				ep(b, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+				ep(c, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
 			},
 			counts: counts{desired: 3, registered: 3},
 		},
@@ -318,8 +318,8 @@ func TestBuildEndpointStates(t *testing.T) {
 			stored: stored(a),
 			confl:  []string{b.Name},
 			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
-				ep(b, v1alpha1.EndpointPending, ReasonKeyConflict, now),
+				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+				ep(b, v1alpha1.EndpointPending, v1alpha1.ReasonKeyConflict, now),
 			},
 			counts: counts{desired: 2, registered: 1},
 		},
@@ -328,7 +328,7 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{a},
 			stored: stored(a),
 			confl:  []string{a.Name},
-			want:   []v1alpha1.EndpointStatus{ep(a, v1alpha1.EndpointPending, ReasonKeyConflict, now)},
+			want:   []v1alpha1.EndpointStatus{ep(a, v1alpha1.EndpointPending, v1alpha1.ReasonKeyConflict, now)},
 			counts: counts{desired: 1, registered: 1},
 		},
 		{
@@ -336,7 +336,7 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{draining},
 			stored: stored(),
 			confl:  []string{draining.Name},
-			want:   []v1alpha1.EndpointStatus{ep(draining, v1alpha1.EndpointDraining, eligibility.ReasonTerminating, now)},
+			want:   []v1alpha1.EndpointStatus{ep(draining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now)},
 			counts: counts{draining: 1},
 		},
 		{
@@ -344,8 +344,8 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{a, noPort},
 			stored: stored(a),
 			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
-				ep(noPort, v1alpha1.EndpointPending, eligibility.ReasonPortMissing, now),
+				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+				ep(noPort, v1alpha1.EndpointPending, v1alpha1.ReasonNamedPortMissing, now),
 			},
 			counts: counts{desired: 1, registered: 1},
 		},
@@ -388,10 +388,10 @@ func TestBuildConditions(t *testing.T) {
 	// Unsorted on purpose: the message lists the missing pods by name.
 	manyNoPort[0], manyNoPort[7] = manyNoPort[7], manyNoPort[0]
 
-	overlapped := pod("web-shared", "10.0.4.1", eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: ReasonSelectorOverlap})
-	synced := condWant{status: metav1.ConditionTrue, reason: ReasonSynced, contains: []string{storeName}}
-	unreachable := condWant{status: metav1.ConditionFalse, reason: ReasonStoreUnreachable, contains: []string{errStore.Error(), storeName}}
-	notSynced := condWant{status: metav1.ConditionFalse, reason: ReasonStoreNotSynced}
+	overlapped := pod("web-shared", "10.0.4.1", eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonSelectorOverlap})
+	synced := condWant{status: metav1.ConditionTrue, reason: v1alpha1.ReasonSynced, contains: []string{storeName}}
+	unreachable := condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonStoreUnreachable, contains: []string{errStore.Error(), storeName}}
+	notSynced := condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonStoreNotSynced}
 
 	tests := []struct {
 		name           string
@@ -403,7 +403,7 @@ func TestBuildConditions(t *testing.T) {
 		{
 			name:           "all registered",
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a, b)},
-			ready:          condWant{status: metav1.ConditionTrue, reason: ReasonAllRegistered, contains: []string{"2 of 2"}},
+			ready:          condWant{status: metav1.ConditionTrue, reason: v1alpha1.ReasonAllRegistered, contains: []string{"2 of 2"}},
 			synced:         synced,
 			wantRegistered: 2,
 		},
@@ -411,35 +411,35 @@ func TestBuildConditions(t *testing.T) {
 			name:           "all registered over an older status",
 			old:            oldStatus(),
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a, b)},
-			ready:          condWant{status: metav1.ConditionTrue, reason: ReasonAllRegistered, contains: []string{"2 of 2"}},
+			ready:          condWant{status: metav1.ConditionTrue, reason: v1alpha1.ReasonAllRegistered, contains: []string{"2 of 2"}},
 			synced:         synced,
 			wantRegistered: 2,
 		},
 		{
 			name:           "an eligible pod is not in the store",
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a)},
-			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonNotInStore, contains: []string{"1 eligible pods"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonNotInStore, contains: []string{"1 eligible pods"}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
 		{
 			name:           "key conflict",
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a), Conflicts: []string{b.Name}},
-			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonKeyConflict, contains: []string{b.Name}, excludes: []string{"more"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonKeyConflict, contains: []string{b.Name}, excludes: []string{"more"}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
 		{
 			name:           "five conflicts are all named",
 			in:             Input{Pods: many[:5], Stored: stored(), Conflicts: manyNames[:5]},
-			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonKeyConflict, contains: manyNames[:5], excludes: []string{"more"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonKeyConflict, contains: manyNames[:5], excludes: []string{"more"}},
 			synced:         synced,
 			wantRegistered: 0,
 		},
 		{
 			name: "more than five conflicts",
 			in:   Input{Pods: many, Stored: stored(), Conflicts: manyNames},
-			ready: condWant{status: metav1.ConditionFalse, reason: ReasonKeyConflict,
+			ready: condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonKeyConflict,
 				contains: append(slices.Clone(manyNames[:5]), "and 2 more"), excludes: manyNames[5:]},
 			synced:         synced,
 			wantRegistered: 0,
@@ -448,7 +448,7 @@ func TestBuildConditions(t *testing.T) {
 			name: "selector overlaps an older registry",
 			in: Input{ServiceName: "web", Pods: []Pod{a, overlapped}, Stored: stored(a),
 				Overlaps: map[string]string{overlapped.Name: "web-stable"}},
-			ready: condWant{status: metav1.ConditionFalse, reason: ReasonSelectorOverlap,
+			ready: condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonSelectorOverlap,
 				contains: []string{overlapped.Name, "older ServiceRegistry web-stable", `service "web"`, "writes nothing"}},
 			synced:         synced,
 			wantRegistered: 1,
@@ -457,21 +457,21 @@ func TestBuildConditions(t *testing.T) {
 			name: "an overlap is reported before a key conflict",
 			in: Input{Pods: []Pod{a, b, overlapped}, Stored: stored(a), Conflicts: []string{b.Name},
 				Overlaps: map[string]string{overlapped.Name: "web-stable"}},
-			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonSelectorOverlap, contains: []string{"web-stable"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonSelectorOverlap, contains: []string{"web-stable"}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
 		{
 			name:           "named port missing",
 			in:             Input{Pods: []Pod{a, noPort}, Stored: stored(a)},
-			ready:          condWant{status: metav1.ConditionFalse, reason: eligibility.ReasonPortMissing, contains: []string{noPort.Name}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonNamedPortMissing, contains: []string{noPort.Name}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
 		{
 			name: "named port missing on many pods",
 			in:   Input{Pods: manyNoPort, Stored: stored()},
-			ready: condWant{status: metav1.ConditionFalse, reason: eligibility.ReasonPortMissing,
+			ready: condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonNamedPortMissing,
 				contains: []string{"web-np-0, web-np-1, web-np-2, web-np-3, web-np-4", "and 3 more"},
 				excludes: []string{"web-np-5", "web-np-6", "web-np-7"}},
 			synced:         synced,
@@ -480,7 +480,7 @@ func TestBuildConditions(t *testing.T) {
 		{
 			name:           "conflict reported before missing port",
 			in:             Input{Pods: []Pod{a, noPort}, Stored: stored(), Conflicts: []string{a.Name}},
-			ready:          condWant{status: metav1.ConditionFalse, reason: ReasonKeyConflict, contains: []string{a.Name}, excludes: []string{noPort.Name}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonKeyConflict, contains: []string{a.Name}, excludes: []string{noPort.Name}},
 			synced:         synced,
 			wantRegistered: 0,
 		},
@@ -566,12 +566,12 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 		Desired:            5,
 		Registered:         3,
 		Endpoints: []v1alpha1.EndpointStatus{
-			ep(kept, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0),
-			ep(nowDraining, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0),
-			ep(pending, v1alpha1.EndpointPending, ReasonNotInStore, t0),
+			ep(kept, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
+			ep(nowDraining, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
+			ep(pending, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
 			{Pod: recreated.Name, UID: "uid-previous", IP: "10.0.9.9", State: v1alpha1.EndpointRegistered,
-				Reason: eligibility.ReasonContainersReady, Since: metav1.NewTime(t0)},
-			ep(wasUnready, v1alpha1.EndpointUnready, eligibility.ReasonContainersNotReady, t0),
+				Reason: v1alpha1.ReasonContainersReady, Since: metav1.NewTime(t0)},
+			ep(wasUnready, v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady, t0),
 		},
 	}
 	pods := []Pod{kept, recreated, pending, wasUnready, fresh, nowDraining}
@@ -586,12 +586,12 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 			name:   "store unreadable",
 			stored: nil,
 			want: []v1alpha1.EndpointStatus{
-				ep(fresh, v1alpha1.EndpointPending, ReasonNotInStore, now),
-				ep(kept, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0),
-				ep(nowDraining, v1alpha1.EndpointDraining, eligibility.ReasonTerminating, now),
-				ep(pending, v1alpha1.EndpointPending, ReasonNotInStore, t0),
-				ep(recreated, v1alpha1.EndpointPending, ReasonNotInStore, now),
-				ep(wasUnready, v1alpha1.EndpointPending, ReasonNotInStore, now),
+				ep(fresh, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+				ep(kept, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
+				ep(nowDraining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now),
+				ep(pending, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
+				ep(recreated, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+				ep(wasUnready, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
 			},
 			wantRegistered: old.Registered,
 		},
@@ -600,12 +600,12 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 			name:   "write failed after listing an empty store",
 			stored: map[string]store.Record{},
 			want: []v1alpha1.EndpointStatus{
-				ep(fresh, v1alpha1.EndpointPending, ReasonNotInStore, now),
-				ep(kept, v1alpha1.EndpointPending, ReasonNotInStore, now),
-				ep(nowDraining, v1alpha1.EndpointDraining, eligibility.ReasonTerminating, now),
-				ep(pending, v1alpha1.EndpointPending, ReasonNotInStore, t0),
-				ep(recreated, v1alpha1.EndpointPending, ReasonNotInStore, now),
-				ep(wasUnready, v1alpha1.EndpointPending, ReasonNotInStore, now),
+				ep(fresh, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+				ep(kept, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+				ep(nowDraining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now),
+				ep(pending, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
+				ep(recreated, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+				ep(wasUnready, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
 			},
 			wantRegistered: 0,
 		},
@@ -613,12 +613,12 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 			name:   "write failed after listing some records",
 			stored: stored(kept, pending),
 			want: []v1alpha1.EndpointStatus{
-				ep(fresh, v1alpha1.EndpointPending, ReasonNotInStore, now),
-				ep(kept, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0),
-				ep(nowDraining, v1alpha1.EndpointDraining, eligibility.ReasonTerminating, now),
-				ep(pending, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, now),
-				ep(recreated, v1alpha1.EndpointPending, ReasonNotInStore, now),
-				ep(wasUnready, v1alpha1.EndpointPending, ReasonNotInStore, now),
+				ep(fresh, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+				ep(kept, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
+				ep(nowDraining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now),
+				ep(pending, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+				ep(recreated, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+				ep(wasUnready, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
 			},
 			wantRegistered: 2,
 		},
@@ -655,56 +655,56 @@ func TestBuildSince(t *testing.T) {
 	}{
 		{
 			name: "same pod, same state",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0)},
+			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
 			pod:  p, sto: stored(p),
 			want: t0,
 		},
 		{
 			name: "same pod, still pending",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, ReasonNotInStore, t0)},
+			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0)},
 			pod:  p, sto: stored(),
 			want: t0,
 		},
 		{
 			name: "same state, another reason",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, eligibility.ReasonNotRunning, t0)},
+			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, v1alpha1.ReasonPodNotRunning, t0)},
 			pod:  pod(p.Name, "", vNoIP), sto: stored(),
 			want: t0,
 		},
 		{
 			name: "same state, new IP",
-			old:  []v1alpha1.EndpointStatus{ep(pod(p.Name, "10.0.9.9", vEligible), v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0)},
+			old:  []v1alpha1.EndpointStatus{ep(pod(p.Name, "10.0.9.9", vEligible), v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
 			pod:  p, sto: stored(p),
 			want: t0,
 		},
 		{
 			name: "pending to registered",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, ReasonNotInStore, t0)},
+			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0)},
 			pod:  p, sto: stored(p),
 			want: now,
 		},
 		{
 			name: "registered to draining",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0)},
+			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
 			pod:  pod(p.Name, p.IP, vDraining), sto: stored(p),
 			want: now,
 		},
 		{
 			name: "registered to key conflict",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0)},
+			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
 			pod:  p, sto: stored(), confl: []string{p.Name},
 			want: now,
 		},
 		{
 			name: "same state, pod recreated under a new UID",
 			old: []v1alpha1.EndpointStatus{{Pod: p.Name, UID: "uid-previous", IP: p.IP, State: v1alpha1.EndpointRegistered,
-				Reason: eligibility.ReasonContainersReady, Since: metav1.NewTime(t0)}},
+				Reason: v1alpha1.ReasonContainersReady, Since: metav1.NewTime(t0)}},
 			pod: p, sto: stored(p),
 			want: now,
 		},
 		{
 			name: "new pod",
-			old:  []v1alpha1.EndpointStatus{ep(pod("web-other", "10.0.0.2", vEligible), v1alpha1.EndpointRegistered, eligibility.ReasonContainersReady, t0)},
+			old:  []v1alpha1.EndpointStatus{ep(pod("web-other", "10.0.0.2", vEligible), v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
 			pod:  p, sto: stored(p),
 			want: now,
 		},
@@ -731,10 +731,10 @@ func TestBuildConditionTransitionTime(t *testing.T) {
 	withConds := func(conds ...metav1.Condition) v1alpha1.ServiceRegistryStatus {
 		return v1alpha1.ServiceRegistryStatus{ObservedGeneration: oldGen, ServiceName: "web", Conditions: conds}
 	}
-	readyTrue := cond(v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonAllRegistered, "1 of 1 selected pods are eligible and registered", oldGen, t0)
-	readyConflict := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonKeyConflict, "conflict", oldGen, t0)
-	syncedTrue := cond(v1alpha1.ConditionStoreSynced, metav1.ConditionTrue, ReasonSynced, "1 endpoints", oldGen, t0)
-	syncedFalse := cond(v1alpha1.ConditionStoreSynced, metav1.ConditionFalse, ReasonStoreUnreachable, "old error", oldGen, t0)
+	readyTrue := cond(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllRegistered, "1 of 1 selected pods are eligible and registered", oldGen, t0)
+	readyConflict := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonKeyConflict, "conflict", oldGen, t0)
+	syncedTrue := cond(v1alpha1.ConditionStoreSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, "1 endpoints", oldGen, t0)
+	syncedFalse := cond(v1alpha1.ConditionStoreSynced, metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable, "old error", oldGen, t0)
 
 	tests := []struct {
 		name                string
@@ -970,12 +970,12 @@ func TestBuildDrainAdvice(t *testing.T) {
 		wantLagMillis   int64
 	}{
 		{"drain covers cache and lag", Drain{Seconds: 15, CallerCacheSeconds: 5, DeregistrationLag: 40 * time.Millisecond},
-			metav1.ConditionTrue, ReasonDrainCoversCallers, 6, 40},
+			metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 6, 40},
 		{"lag rounds the recommendation up", Drain{Seconds: 5, CallerCacheSeconds: 5, DeregistrationLag: 1200 * time.Millisecond},
-			metav1.ConditionFalse, ReasonDrainTooShort, 7, 1200},
-		{"exactly enough", Drain{Seconds: 5, CallerCacheSeconds: 5}, metav1.ConditionTrue, ReasonDrainCoversCallers, 5, 0},
+			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 7, 1200},
+		{"exactly enough", Drain{Seconds: 5, CallerCacheSeconds: 5}, metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 5, 0},
 		{"no drain at all", Drain{Seconds: 0, CallerCacheSeconds: 30, DeregistrationLag: time.Millisecond},
-			metav1.ConditionFalse, ReasonDrainTooShort, 30, 0},
+			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 30, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -41,9 +41,6 @@ const (
 
 // Event reasons recorded on the ServiceRegistry.
 const (
-	// ReasonPreStopKept: a serving container of a new pod already had a preStop hook, which
-	// the webhook left alone; the drain applies only if that hook waits long enough.
-	ReasonPreStopKept = "PreStopKept"
 	// ActionInject is the events.k8s.io action of the webhook's events.
 	ActionInject = "InjectPod"
 )
@@ -170,7 +167,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 			podDesc, strings.Join(quote(res.PreStopKept), ", "), res.DrainSeconds)
 		warnings = append(warnings, "registrar: "+note)
 		if h.Recorder != nil && reg.UID != "" && (req.DryRun == nil || !*req.DryRun) {
-			h.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, ReasonPreStopKept, ActionInject, "%s", note)
+			h.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1alpha1.EventPreStopKept, ActionInject, "%s", note)
 		}
 	}
 	log.V(1).Info("injected pod", "serviceRegistry", reg.Name, "changes", res.Changes, "notes", res.Notes)

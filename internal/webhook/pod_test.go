@@ -147,7 +147,7 @@ var _ = Describe("Pod webhook", func() {
 			g.Expect(k8sClient.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
 			var found []eventsv1.Event
 			for _, e := range list.Items {
-				if e.Regarding.Kind == "ServiceRegistry" && e.Regarding.Name == reg.Name && e.Reason == podwebhook.ReasonPreStopKept {
+				if e.Regarding.Kind == "ServiceRegistry" && e.Regarding.Name == reg.Name && e.Reason == v1alpha1.EventPreStopKept {
 					found = append(found, e)
 				}
 			}

@@ -20,13 +20,6 @@ import (
 	"github.com/registrar-dev/registrar/internal/publish"
 )
 
-// Reasons a registry is not published (status condition XDSPublished=False).
-const (
-	ReasonInvalidName  = "InvalidXDSResourceName"
-	ReasonNameConflict = "XDSResourceNameConflict"
-	ReasonNoPort       = "NoPorts"
-)
-
 // MetadataNamespace is the filter_metadata key of each endpoint's metadata (pod name).
 const MetadataNamespace = "registrar.dev"
 

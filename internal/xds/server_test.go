@@ -410,7 +410,7 @@ func TestInvalidAndConflictingNamesAreNotPublished(t *testing.T) {
 	s := xds.New(xds.Config{Log: testr.New(t)})
 	res := s.Publish(publish.Registry{Key: types.NamespacedName{Namespace: "ns1", Name: "api.v2"}, UID: "u1", Service: "api.v2",
 		Ports: []string{"grpc"}, Pods: []publish.Pod{pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")}})
-	if res.Reason != xds.ReasonInvalidName || s.LoadAssignment("api.v2.ns1") != nil {
+	if res.Reason != v1alpha1.ReasonInvalidXDSResourceName || s.LoadAssignment("api.v2.ns1") != nil {
 		t.Fatalf("dotted service name: %+v", res)
 	}
 	if res := s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", ""))); !res.OK() {
@@ -418,7 +418,7 @@ func TestInvalidAndConflictingNamesAreNotPublished(t *testing.T) {
 	}
 	second := registry("ns1", "orders-v2", pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", ""))
 	second.Service = "orders"
-	if res := s.Publish(second); res.Reason != xds.ReasonNameConflict {
+	if res := s.Publish(second); res.Reason != v1alpha1.ReasonXDSResourceNameConflict {
 		t.Fatalf("second registry of the same service: %+v", res)
 	}
 	if got := health(s.LoadAssignment("orders.ns1")); len(got) != 1 || got["a"] == "" {
@@ -429,7 +429,7 @@ func TestInvalidAndConflictingNamesAreNotPublished(t *testing.T) {
 	}
 	np := registry("ns1", "noports2")
 	np.Ports = nil
-	if res := s.Publish(np); res.Reason != xds.ReasonNoPort {
+	if res := s.Publish(np); res.Reason != v1alpha1.ReasonNoPorts {
 		t.Fatalf("no ports: %+v", res)
 	}
 }

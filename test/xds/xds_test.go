@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
-	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/xds"
 )
 
@@ -354,7 +353,7 @@ var _ = Describe("xDS server", func() {
 		second := newRegistry(ns, "db-copy", "db-copy", port)
 		updateServiceName(second, "db")
 		Eventually(func() *metav1.Condition { return xdsCondition(second) }).WithTimeout(timeout).WithPolling(poll).
-			Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", xds.ReasonNameConflict),
+			Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1alpha1.ReasonXDSResourceNameConflict),
 				HaveField("Message", ContainSubstring("spec.serviceName"))))
 		p := newPod(ns, "db-1", "db")
 		setReady(p, "127.0.0.32", true)
@@ -366,7 +365,7 @@ var _ = Describe("xDS server", func() {
 func xdsCondition(reg *v1alpha1.ServiceRegistry) *metav1.Condition {
 	cur := &v1alpha1.ServiceRegistry{}
 	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), cur)).To(Succeed())
-	return meta.FindStatusCondition(cur.Status.Conditions, controller.ConditionXDSPublished)
+	return meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionXDSPublished)
 }
 
 func updateServiceName(reg *v1alpha1.ServiceRegistry, service string) {
