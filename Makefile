@@ -253,7 +253,7 @@ bundle-build: bundle ## Build the bundle image BUNDLE_IMG (needs a Docker engine
 	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
 
 .PHONY: docs
-docs: manifests ## Regenerate docs/reference.md (manager flags, annotations, conditions, CRD fields) from the code.
+docs: manifests ## Regenerate docs/reference.md (manager flags, annotations, conditions and reasons, Events, metrics, CRD fields) from the code.
 	go test ./cmd -run '^TestConfigurationReference$$' -count=1 -args -update-docs
 
 ##@ xDS

@@ -3,11 +3,13 @@ package main
 import (
 	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/docgen"
 )
 
@@ -16,7 +18,8 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite docs/reference.md (mak
 const referenceFile = "../docs/reference.md"
 
 // TestConfigurationReference renders docs/reference.md from the manager's flag set, the
-// constants of api/v1alpha1 and the CRD, and fails when the committed file differs.
+// constants of api/v1alpha1 (conditions.go: conditions, reasons, Events), the metrics
+// registrations and the CRD, and fails when the committed file differs.
 // `make docs` runs it with -update-docs to rewrite the file.
 func TestConfigurationReference(t *testing.T) {
 	got := renderReference(t)
@@ -47,11 +50,20 @@ func renderReference(t *testing.T) string {
 	}
 	var c config
 	var zopts zap.Options
-	annotations, err := docgen.Constants("../api/v1alpha1/serviceregistry_types.go", "ReadinessGate", "Annotation", "Label")
+	gate, err := docgen.Constants("../api/v1alpha1/conditions.go", "ReadinessGate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	conditions, err := docgen.Constants("../api/v1alpha1/serviceregistry_types.go", "Condition")
+	annotations, err := docgen.Constants("../api/v1alpha1/serviceregistry_types.go", "Annotation", "Label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocabulary, err := docgen.ReadVocabulary("../api/v1alpha1/conditions.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The metrics the manager registers (internal/metrics; the xDS server's in internal/xds).
+	metrics, err := docgen.Metrics("../internal/metrics/metrics.go", "../internal/xds/metrics.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +72,34 @@ func renderReference(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return docgen.Render(docgen.Input{
-		Flags: docgen.FlagsOf(newFlagSet(&c, &zopts)), Annotations: annotations, Conditions: conditions, CRD: crd,
+		Flags: docgen.FlagsOf(newFlagSet(&c, &zopts)), Annotations: append(gate, annotations...),
+		Vocabulary: vocabulary, Metrics: metrics, CRD: crd,
 	})
+}
+
+// TestCRDDefaultsMatchAPI checks that the CRD's defaults, which kubebuilder markers cannot
+// take from Go constants, agree with the defaults in api/v1alpha1 that the webhook and the
+// reconciler apply to a spec read without them.
+func TestCRDDefaultsMatchAPI(t *testing.T) {
+	crd, err := docgen.ReadCRD("../config/crd/bases/discovery.registrar.dev_serviceregistries.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	for _, c := range []struct {
+		field, path string
+		want        string
+	}{
+		{"drain.seconds", "drain/seconds", strconv.Itoa(int(v1alpha1.DefaultDrainSeconds))},
+		{"warmup.timeout", "warmup/timeout", strconv.Quote(v1alpha1.DefaultWarmupTimeout.String())},
+		{"warmup.requestTimeout", "warmup/requestTimeout", strconv.Quote(v1alpha1.DefaultWarmupRequestTimeout.String())},
+	} {
+		p := spec
+		for _, part := range strings.Split(c.path, "/") {
+			p = p.Properties[part]
+		}
+		if p.Default == nil || string(p.Default.Raw) != c.want {
+			t.Errorf("CRD default of spec.%s = %v, api/v1alpha1 says %s", c.field, p.Default, c.want)
+		}
+	}
 }

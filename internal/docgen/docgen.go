@@ -1,6 +1,7 @@
 // Package docgen renders the configuration reference (docs/reference.md) from the code:
 // the manager's flag set, the documented constants of api/v1alpha1 (annotations, labels,
-// condition types) and the ServiceRegistry CRD's OpenAPI schema. Its output depends only on
+// condition types and reasons, Event reasons), the Prometheus metrics the manager registers
+// and the ServiceRegistry CRD's OpenAPI schema. Its output depends only on
 // its input, so a stale reference is caught by comparing it with the committed file.
 package docgen
 
@@ -29,7 +30,8 @@ type Constant struct{ Name, Value, Doc string }
 type Input struct {
 	Flags       []Flag
 	Annotations []Constant
-	Conditions  []Constant
+	Vocabulary  Vocabulary
+	Metrics     []Metric
 	CRD         *apiextensionsv1.CustomResourceDefinition
 }
 
@@ -106,7 +108,7 @@ func constantsOf(vs *ast.ValueSpec, group string, prefixes []string) []Constant 
 // capitalizes the rest.
 func withoutName(doc, name string) string {
 	if rest, ok := strings.CutPrefix(doc, name); ok {
-		if rest = strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(rest, ","), " is "), " "); rest != "" {
+		if rest = strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(rest, ":"), ","), " is "), " "); rest != "" {
 			doc = rest
 		}
 	}

@@ -91,3 +91,81 @@ func TestRenderCRD(t *testing.T) {
 		t.Error("standard Kubernetes types are expanded")
 	}
 }
+
+func TestReadVocabulary(t *testing.T) {
+	src := `package p
+
+const (
+	// CondA reports a.
+	//
+	//   - True (Good): fine.
+	//   - False (Bad): not.
+	ConditionA = "A"
+
+	// ReasonGood: all is well.
+	// Used by: A.
+	ReasonGood = "Good"
+	// ReasonBad: it is not.
+	// Used by: A, status.endpoints, Deregistered Event.
+	ReasonBad = "Bad"
+	// GateBad: False.
+	GateBad = ReasonBad
+	// EventBad (Warning): bad.
+	EventBad = "BadThing"
+)
+`
+	path := filepath.Join(t.TempDir(), "p.go")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, err := ReadVocabulary(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Conditions) != 1 || v.Conditions[0].Type != "A" || !strings.Contains(v.Conditions[0].Doc, "- True (Good): fine.") {
+		t.Errorf("conditions = %+v", v.Conditions)
+	}
+	if len(v.Reasons) != 2 || v.Reasons[0].Value != "Bad" || strings.Join(v.Reasons[0].UsedBy, "|") != "A|status.endpoints|Deregistered Event" ||
+		v.Reasons[0].Doc != "It is not." {
+		t.Errorf("reasons = %+v", v.Reasons)
+	}
+	if len(v.Gate) != 1 || v.Gate[0].Value != "Bad" {
+		t.Errorf("gate = %+v", v.Gate)
+	}
+	if len(v.Events) != 1 || v.Events[0].Value != "BadThing" {
+		t.Errorf("events = %+v", v.Events)
+	}
+
+	bad := strings.Replace(src, "// Used by: A.", "// Used by: Nope.", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadVocabulary(path); err == nil {
+		t.Error("a reason used by an unknown condition was accepted")
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	src := `package p
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	b = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x_b_total", Help: "B."}, []string{"kind"})
+	a = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x_a_seconds", Help: "A.", Buckets: []float64{1}})
+	c = prometheus.ExponentialBuckets(1, 2, 3)
+)
+`
+	path := filepath.Join(t.TempDir(), "m.go")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Metrics(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "x_a_seconds" || got[0].Type != "histogram" ||
+		got[1].Name != "x_b_total" || got[1].Type != "counter" || len(got[1].Labels) != 1 || got[1].Labels[0] != "kind" {
+		t.Errorf("metrics = %+v", got)
+	}
+}
