@@ -121,18 +121,22 @@ type reconcileScope struct {
 	// leaseCheck is the earliest time a node Lease of a registered pod lapses, if renewed
 	// no more: the reconcile comes back then, as nothing else would trigger it.
 	leaseCheck time.Time
+	// observed is set once the registry's pods were read: only then is there a status to
+	// report (before, the status is left as it is).
+	observed bool
+	// result is the soonest requeue the phases run so far asked for.
+	result ctrl.Result
 }
 
-// Reconcile syncs one ServiceRegistry.
+// Reconcile syncs one ServiceRegistry. A registry that is gone is forgotten, one being
+// deleted is finalized; any other runs its phases over one reconcileScope (see phases.go):
+// gather and decide, then apply (warm-ups, the store, readiness gates). Its status is
+// computed from the scope and submitted when Reconcile returns, whatever the phases did.
 func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	reg := &v1alpha1.ServiceRegistry{}
 	if err := r.Get(ctx, req.NamespacedName, reg); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.known.forget(req.NamespacedName)
-			r.warmups.sync(req.NamespacedName, nil)
-			r.status.forget(req.NamespacedName)
-			forgetEndpointStates(req.NamespacedName)
-			r.unpublish(req.NamespacedName)
+			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get ServiceRegistry %s: %w", req, err)
@@ -146,33 +150,22 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	r.useNewestStatus(reg) // after the finalizer patch, which returns the server's status
 	s := &reconcileScope{reg: reg, original: reg.DeepCopy(), target: scopeOf(reg)}
-	if err := r.selectPods(ctx, s); err != nil {
-		return ctrl.Result{}, err // nothing observed: leave status as it is
-	}
-	defer func() {
-		if !errors.Is(s.storeErr, store.ErrFenced) { // a deposed leader leaves status to the new one
-			r.submitStatus(s)
-		}
-	}()
-	if s.selErr != nil {
-		// Reported in status. The registry still never keeps an ineligible pod's endpoint.
-		if err := r.selectRegisteredPods(ctx, s); err != nil {
-			s.storeErr = err
-			return ctrl.Result{}, err
-		}
-	}
-	r.syncWarmups(s)
-	// Records left under an old service name are retired without holding back the sync.
-	retireErr := r.retireOldScope(ctx, s)
-	if s.storeErr = errors.Join(r.sync(ctx, s), retireErr); s.storeErr != nil {
-		r.acks.forget(reg.UID) // unknown: no other registry's gate flip counts on this one
-		return ctrl.Result{}, s.storeErr
-	}
-	res := conflictRequeue(s, r.leaseRequeue(s))
-	if err := r.flipGates(ctx, s); err != nil {
-		return gateFlipFailed(ctx, res, err)
-	}
-	return res, nil
+	defer r.patchStatus(s)
+	return doReconcile(ctx, s, []reconcilePhase{
+		r.reconcilePods,    // gather and decide: the selected pods and the verdict on each
+		r.reconcileWarmups, // apply: background warm-ups of the pods warming up
+		r.reconcileStore,   // apply: the difference, written to every store of the registry
+		r.reconcileGates,   // apply: readiness gates, for what the store acknowledged
+	})
+}
+
+// forget drops what the operator keeps about a registry that no longer exists.
+func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
+	r.known.forget(name)
+	r.warmups.sync(name, nil)
+	r.status.forget(name)
+	forgetEndpointStates(name)
+	r.unpublish(name)
 }
 
 // GateRetry is how soon a reconcile whose gate flip failed comes back when it also has a
@@ -488,23 +481,4 @@ func drainSeconds(reg *v1alpha1.ServiceRegistry) int32 {
 		return v1alpha1.DefaultDrainSeconds
 	}
 	return reg.Spec.Drain.Seconds
-}
-
-func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {
-	for _, c := range s.reg.Status.Conditions {
-		var was *metav1.Condition
-		for i := range s.original.Status.Conditions {
-			if s.original.Status.Conditions[i].Type == c.Type {
-				was = &s.original.Status.Conditions[i]
-			}
-		}
-		if (was != nil && was.Status == c.Status && was.Reason == c.Reason) || c.Type == v1alpha1.ConditionReconciling {
-			continue // Reconciling comes and goes with every rollout: no Event
-		}
-		typ := corev1.EventTypeNormal
-		if c.Status != metav1.ConditionTrue || c.Type == v1alpha1.ConditionStalled {
-			typ = corev1.EventTypeWarning
-		}
-		r.Recorder.Eventf(s.reg, nil, typ, c.Reason, "Reconcile", "%s: %s", c.Type, c.Message)
-	}
 }

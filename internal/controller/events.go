@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/internal/store"
+)
+
+// What a reconcile records for people and dashboards: Events for endpoint and condition
+// changes (endpoint Events within an operator-wide budget), the lag histograms and the
+// per-state endpoint gauges.
+
+// endpointEvent reports whether the per-endpoint Event with this reason fits the budget at
+// now, counting it as skipped when it does not.
+func (r *ServiceRegistryReconciler) endpointEvent(now time.Time, reason string) bool {
+	if r.EndpointEvents == nil || r.EndpointEvents.AllowN(now, 1) {
+		return true
+	}
+	metrics.EndpointEventsSkipped.WithLabelValues(reason).Inc()
+	return false
+}
+
+// recordChanges emits an Event per registered and deregistered endpoint and measures the
+// deregistration lag of pods whose trigger time Kubernetes recorded.
+func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes store.Changes) {
+	now := r.Clock.Now()
+	for _, ep := range changes.Create {
+		if p, ok := s.byName[ep.Pod]; ok {
+			if r.endpointEvent(now, v1alpha1.EventRegistered) {
+				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventRegistered, "Register",
+					"registered %s in service %s", ep.Address, s.target.Service)
+			}
+			if at, ok := readySince(p.pod); ok {
+				metrics.RegistrationLag.Observe(now.Sub(at).Seconds())
+			}
+		}
+	}
+	for _, rec := range changes.Delete {
+		p, ok := s.byName[rec.Pod]
+		if !ok {
+			if r.endpointEvent(now, v1alpha1.EventDeregistered) {
+				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
+					"deregistered pod %s (%s): %s", rec.Pod, rec.Address, v1alpha1.ReasonPodDeleted)
+			}
+			continue
+		}
+		if r.endpointEvent(now, v1alpha1.EventDeregistered) {
+			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
+				"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
+		}
+		if lag, ok := eligibility.DeregistrationLag(p.pod, p.verdict, now); ok {
+			r.lags.add(s.reg.UID, lag)
+			metrics.DeregistrationLag.Observe(lag.Seconds())
+		}
+	}
+}
+
+// readySince is the last transition of the pod's ContainersReady condition.
+func readySince(pod *corev1.Pod) (time.Time, bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.ContainersReady && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// emitConditionEvents records an Event for every condition whose status or reason changed.
+func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {
+	for _, c := range s.reg.Status.Conditions {
+		var was *metav1.Condition
+		for i := range s.original.Status.Conditions {
+			if s.original.Status.Conditions[i].Type == c.Type {
+				was = &s.original.Status.Conditions[i]
+			}
+		}
+		if (was != nil && was.Status == c.Status && was.Reason == c.Reason) || c.Type == v1alpha1.ConditionReconciling {
+			continue // Reconciling comes and goes with every rollout: no Event
+		}
+		typ := corev1.EventTypeNormal
+		if c.Status != metav1.ConditionTrue || c.Type == v1alpha1.ConditionStalled {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(s.reg, nil, typ, c.Reason, "Reconcile", "%s: %s", c.Type, c.Message)
+	}
+}
+
+// recordEndpointStates sets the registry's registrar_endpoints gauges: each selected pod by
+// its state, an eligible pod counting as Registered only when the store holds it. Nothing
+// is set while the store could not be read.
+func recordEndpointStates(reg *v1alpha1.ServiceRegistry, pods []selectedPod, stored map[string]store.Record) {
+	if stored == nil {
+		return
+	}
+	counts := map[v1alpha1.EndpointState]int{}
+	for _, p := range pods {
+		st := p.verdict.State
+		if rec, ok := stored[p.pod.Name]; p.verdict.Eligible() && (!ok || rec.UID != string(p.pod.UID)) {
+			st = v1alpha1.EndpointPending
+		}
+		counts[st]++
+	}
+	for _, st := range []v1alpha1.EndpointState{v1alpha1.EndpointPending, v1alpha1.EndpointWarmingUp,
+		v1alpha1.EndpointRegistered, v1alpha1.EndpointUnready, v1alpha1.EndpointDraining} {
+		metrics.Endpoints.WithLabelValues(reg.Namespace, reg.Name, string(st)).Set(float64(counts[st]))
+	}
+}
+
+// forgetEndpointStates drops the gauges of a registry that is gone.
+func forgetEndpointStates(name types.NamespacedName) {
+	metrics.Endpoints.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
+	metrics.Unmutated.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
+}

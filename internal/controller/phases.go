@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/registrar-dev/registrar/internal/store"
+)
+
+// reconcilePhase is one step of a ServiceRegistry reconcile over its scope (as in
+// cluster-api's doReconcile(phases, scope)): gather and decide, then apply. A phase reads
+// what earlier phases put in the scope and adds its own findings.
+type reconcilePhase func(ctx context.Context, s *reconcileScope) (ctrl.Result, error)
+
+// doReconcile runs the phases in order. Each depends on the ones before it (no gate turns
+// True before the store acknowledged its endpoint), so the first error ends the reconcile
+// and is returned; the requeue is the soonest any phase asked for. The status is not a
+// phase: Reconcile submits it from the scope when it returns (patchStatus).
+func doReconcile(ctx context.Context, s *reconcileScope, phases []reconcilePhase) (ctrl.Result, error) {
+	for _, phase := range phases {
+		res, err := phase(ctx, s)
+		if err != nil {
+			return res, err
+		}
+		s.result = soonest(s.result, res)
+	}
+	return s.result, nil
+}
+
+// soonest is the result that requeues first; a zero result asks for nothing.
+func soonest(a, b ctrl.Result) ctrl.Result {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero():
+		return a
+	case b.RequeueAfter > 0 && (a.RequeueAfter <= 0 || b.RequeueAfter < a.RequeueAfter):
+		return b
+	}
+	return a
+}
+
+// reconcilePods gathers the registry's pods from the cache and decides the verdict on each.
+// A registry whose selector cannot be used is judged on the pods of its own records instead
+// (selectRegisteredPods); failing to read those is reported as a store error.
+func (r *ServiceRegistryReconciler) reconcilePods(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
+	if err := r.selectPods(ctx, s); err != nil {
+		return ctrl.Result{}, err // nothing observed: leave status as it is
+	}
+	s.observed = true
+	if s.selErr != nil {
+		// Reported in status. The registry still never keeps an ineligible pod's endpoint.
+		if err := r.selectRegisteredPods(ctx, s); err != nil {
+			s.storeErr = err
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileWarmups starts and cancels the background warm-ups (warmup.go).
+func (r *ServiceRegistryReconciler) reconcileWarmups(_ context.Context, s *reconcileScope) (ctrl.Result, error) {
+	r.syncWarmups(s)
+	return ctrl.Result{}, nil
+}
+
+// reconcileStore writes the difference between the eligible pods and the registry's records
+// to each of its stores (storesync.go), and retires records left under an old service name
+// without holding back the sync. It asks to come back for a node Lease that may lapse and
+// for a key conflict to re-check.
+func (r *ServiceRegistryReconciler) reconcileStore(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
+	retireErr := r.retireOldScope(ctx, s)
+	if s.storeErr = errors.Join(r.sync(ctx, s), retireErr); s.storeErr != nil {
+		r.acks.forget(s.reg.UID) // unknown: no other registry's gate flip counts on this one
+		return ctrl.Result{}, s.storeErr
+	}
+	return conflictRequeue(s, r.leaseRequeue(s)), nil
+}
+
+// reconcileGates sets the readiness gates (gates.go). A failed flip keeps the requeue the
+// earlier phases asked for (gateFlipFailed).
+func (r *ServiceRegistryReconciler) reconcileGates(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
+	if err := r.flipGates(ctx, s); err != nil {
+		return gateFlipFailed(ctx, s.result, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// patchStatus is Reconcile's deferred status step: once the pods were observed, the status
+// is computed from the scope and submitted (submitStatus), except by a deposed leader, which
+// leaves the registry's status to the new one.
+func (r *ServiceRegistryReconciler) patchStatus(s *reconcileScope) {
+	if !s.observed || errors.Is(s.storeErr, store.ErrFenced) {
+		return
+	}
+	r.submitStatus(s)
+}

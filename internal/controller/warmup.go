@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/internal/warmup"
+)
+
+// The warm-up phase of a reconcile: it starts a background warm-up for every pod that is
+// warming up, and a finished warm-up records its outcome on the pod's readiness gate.
+
+// syncWarmups starts a warm-up for every pod of the scope that is warming up and cancels
+// those whose pod no longer is. Warm-ups run in the background and never block a reconcile.
+func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
+	name := client.ObjectKeyFromObject(s.reg)
+	jobs := map[types.UID]warmupJob{}
+	for _, p := range s.selected {
+		if p.verdict.State != v1alpha1.EndpointWarmingUp {
+			continue
+		}
+		spec, err := warmupSpec(s.reg, p)
+		if err != nil {
+			continue // reported as NamedPortMissing by selectPods
+		}
+		regObj, podObj := s.reg, p.pod
+		jobs[p.pod.UID] = warmupJob{
+			registry: name, pod: client.ObjectKeyFromObject(p.pod), uid: p.pod.UID,
+			newRun: func() func(ctx context.Context) bool { // copies only for a warm-up that starts
+				reg, pod := regObj.DeepCopy(), podObj.DeepCopy()
+				return func(ctx context.Context) bool { return r.warmUp(ctx, reg, pod, spec) }
+			},
+		}
+	}
+	r.warmups.sync(name, jobs)
+}
+
+// warmupSpec turns the registry's warmup into requests against the pod's IP and port.
+func warmupSpec(reg *v1alpha1.ServiceRegistry, p selectedPod) (warmup.Spec, error) {
+	w := reg.Spec.Warmup
+	portName := w.Port
+	if portName == "" && len(reg.Spec.Ports) > 0 {
+		portName = reg.Spec.Ports[0].Name
+	}
+	port, ok := p.endpoint.Ports[portName]
+	if !ok {
+		return warmup.Spec{}, fmt.Errorf("warm-up port %q is not resolved for pod %s", portName, p.pod.Name)
+	}
+	host := net.JoinHostPort(p.pod.Status.PodIP, strconv.Itoa(int(port)))
+	urls := make([]string, len(w.Paths))
+	for i, path := range w.Paths {
+		urls[i] = "http://" + host + path
+	}
+	return warmup.Spec{
+		URLs: urls, Requests: int(max(w.Requests, 1)), Concurrency: int(max(w.Concurrency, 1)),
+		RequestTimeout: durationOr(w.RequestTimeout, v1alpha1.DefaultWarmupRequestTimeout),
+		Timeout:        durationOr(w.Timeout, v1alpha1.DefaultWarmupTimeout),
+		MinDuration:    durationOr(w.MinDuration, 0),
+	}, nil
+}
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
+
+// warmUp runs one pod's warm-up and records the outcome on the pod's gate condition: the
+// reason WarmedUp makes the pod eligible (also after an operator restart); WarmupFailed
+// under onFailure=Block keeps it out of the store.
+func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, spec warmup.Spec) bool {
+	res := r.Warmup.Run(ctx, spec)
+	if ctx.Err() != nil {
+		return false // the pod went away or stopped warming up
+	}
+	outcome := "succeeded"
+	reason := v1alpha1.GateWarmedUp
+	msg := fmt.Sprintf("warmed up with %d requests in %s", res.Succeeded, res.Elapsed.Round(time.Millisecond))
+	if res.Err != nil {
+		msg = fmt.Sprintf("warm-up failed after %s (%d succeeded, %d failed): %v", res.Elapsed.Round(time.Millisecond), res.Succeeded, res.Failed, res.Err)
+		reason, outcome = v1alpha1.GateWarmupFailed, "failed"
+		if reg.Spec.Warmup.OnFailure == v1alpha1.WarmupProceed {
+			reason, outcome, msg = v1alpha1.GateWarmedUp, "proceeded", msg+"; onFailure=Proceed: registering anyway"
+		}
+		r.Recorder.Eventf(pod, reg, corev1.EventTypeWarning, v1alpha1.EventWarmupFailed, "WarmUp", "%s", msg)
+	} else {
+		r.Recorder.Eventf(pod, reg, corev1.EventTypeNormal, v1alpha1.EventWarmedUp, "WarmUp", "%s", msg)
+	}
+	metrics.WarmupDuration.WithLabelValues(outcome).Observe(res.Elapsed.Seconds())
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8},
+		func(ctx context.Context) (bool, error) {
+			return r.setGate(ctx, pod, corev1.ConditionFalse, reason, msg, "") == nil, nil
+		})
+	if err != nil {
+		log.FromContext(ctx).Error(err, "record warm-up outcome", "pod", client.ObjectKeyFromObject(pod))
+		return false
+	}
+	return true
+}
