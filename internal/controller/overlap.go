@@ -40,7 +40,7 @@ type claim struct {
 func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alpha1.ServiceRegistry) ([]claim, error) {
 	var regs v1alpha1.ServiceRegistryList
 	// Read-only (names, creation times, selectors, once per reconcile): no deep copies
-	// (docs/performance.md).
+	// (docs/development.md, "Benchmark history").
 	if err := r.List(ctx, &regs, client.InNamespace(reg.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list ServiceRegistries of %s: %w", reg.Namespace, err)
 	}

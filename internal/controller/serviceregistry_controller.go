@@ -215,7 +215,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	}
 	// Read-only: the pods are classified and referenced, never modified (a warm-up copies
 	// its pod when it starts), so the cache's objects are listed without deep copies (the
-	// profiles behind this: docs/performance.md).
+	// profiles behind this: docs/development.md, "Benchmark history").
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(s.reg.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list pods of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)

@@ -141,7 +141,7 @@ func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.
 // selectsPod reports whether a registry's selector matches a pod's labels; an empty or
 // invalid selector matches nothing. Plain matchLabels, the common case, is compared directly
 // rather than building a labels.Selector for every registry of the namespace, twice per pod
-// event (docs/performance.md).
+// event (docs/development.md, "Benchmark history").
 func selectsPod(ls *metav1.LabelSelector, podLabels labels.Set) bool {
 	if len(ls.MatchExpressions) > 0 {
 		sel, err := metav1.LabelSelectorAsSelector(ls)
