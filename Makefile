@@ -162,7 +162,7 @@ test-faults: envtest-assets ## Run every fault test (real processes on loopback)
 		go test ./test/faults/ -count=1 -v -timeout $(FAULTS_TIMEOUT) 2>&1 | grep -v '^\s*>' | tee $(LOCALBIN)/faults.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|PASS|FAIL|ok)'
 	@echo; echo "Fault suite summary ($$(date -u +%FT%TZ), make test-faults):"; echo; cat $(LOCALBIN)/faults-summary.md
 
-##@ Benchmark (test/bench; see README "Performance")
+##@ Benchmark (test/bench; see docs/performance.md)
 BENCH_DIR ?= $(LOCALBIN)/bench
 BENCH_ARGS ?=
 BENCH_RUN = KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./test/bench/cmd \
