@@ -2,7 +2,12 @@ package main
 
 import (
 	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,6 +105,47 @@ func TestCRDDefaultsMatchAPI(t *testing.T) {
 		}
 		if p.Default == nil || string(p.Default.Raw) != c.want {
 			t.Errorf("CRD default of spec.%s = %v, api/v1alpha1 says %s", c.field, p.Default, c.want)
+		}
+	}
+}
+
+// TestVocabularyIsNotCopied fails when code outside api/v1alpha1 spells a condition type, a
+// reason or an Event reason as a string literal instead of using the constant of
+// conditions.go.
+func TestVocabularyIsNotCopied(t *testing.T) {
+	v, err := docgen.ReadVocabulary("../api/v1alpha1/conditions.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := map[string]bool{}
+	for _, c := range v.Conditions {
+		words[strconv.Quote(c.Type)] = true
+	}
+	for _, r := range v.Reasons {
+		words[strconv.Quote(r.Value)] = true
+	}
+	for _, c := range append(v.Gate, v.Events...) {
+		words[strconv.Quote(c.Value)] = true
+	}
+	for _, root := range []string{"../internal", "../cmd", "../pkg"} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && words[lit.Value] {
+					t.Errorf("%s: %s is a condition type or reason: use its constant in api/v1alpha1/conditions.go", path, lit.Value)
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
