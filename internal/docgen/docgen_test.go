@@ -100,6 +100,7 @@ const (
 	//
 	//   - True (Good): fine.
 	//   - False (Bad): not.
+	//   - Unknown: not used.
 	ConditionA = "A"
 
 	// ReasonGood: all is well.
@@ -142,6 +143,13 @@ const (
 	}
 	if _, err := ReadVocabulary(path); err == nil {
 		t.Error("a reason used by an unknown condition was accepted")
+	}
+	bad = strings.Replace(src, "//   - Unknown: not used.\n", "", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadVocabulary(path); err == nil {
+		t.Error("a condition that does not say what Unknown means was accepted")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"go/doc/comment"
 	"go/parser"
 	"go/token"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,9 +34,10 @@ type Vocabulary struct {
 }
 
 // ReadVocabulary parses the Go file at path. A constant may take the value of another
-// string constant of the file (GateWarmingUp = ReasonWarmingUp). It fails when a reason
-// names in "Used by:" a condition type the file does not define, or has no "Used by:" line,
-// so the reference cannot silently drift from the code.
+// string constant of the file (GateWarmingUp = ReasonWarmingUp). It fails when a condition's
+// doc lacks a list item saying what True, False or Unknown means ("- False, Unknown: …"), when a reason has no "Used by:" line,
+// or names there a condition type the file does not define, so the reference cannot
+// silently drift from the code.
 func ReadVocabulary(path string) (Vocabulary, error) {
 	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments)
 	if err != nil {
@@ -68,6 +70,11 @@ func ReadVocabulary(path string) (Vocabulary, error) {
 				}
 				switch n := name.Name; {
 				case strings.HasPrefix(n, "Condition"):
+					for _, status := range []string{"True", "False", "Unknown"} {
+						if !regexp.MustCompile(`(?m)^\s*- [^:]*\b` + status + `\b[^:]*:`).MatchString(raw) {
+							return Vocabulary{}, fmt.Errorf("%s: condition %s does not say what %s means (a \"- %s\" item)", path, n, status, status)
+						}
+					}
 					v.Conditions = append(v.Conditions, Condition{Type: value, Doc: markdown(withoutNameRaw(raw, n))})
 				case strings.HasPrefix(n, "Reason"):
 					doc, usedBy := cutUsedBy(raw)
