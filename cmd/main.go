@@ -110,7 +110,8 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.IntVar(&c.endpointEventsBurst, "endpoint-events-burst", 50, "Burst of --endpoint-events-qps.")
 	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", 64, "Pods warmed up at once, across all registries.")
 	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
-	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", v1alpha1.DefaultCallerCacheSeconds, "Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
+	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", v1alpha1.DefaultCallerCacheSeconds,
+		"Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
 	fs.StringVar(&c.storeEndpoints, "store-endpoints", os.Getenv("REGISTRAR_STORE_ENDPOINTS"), "Comma-separated etcd client URLs; empty runs an embedded etcd (env REGISTRAR_STORE_ENDPOINTS).")
 	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
