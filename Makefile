@@ -252,13 +252,15 @@ cluster-down: ## Stop the cluster and remove its processes, mounts, network and 
 ##@ End-to-end (real kubelet)
 E2E_TIMEOUT ?= 40m
 E2E_ARGS ?=
+# kustomize (apply dist/install.yaml) or helm (helm upgrade --install charts/registrar).
+E2E_INSTALL_METHOD ?= kustomize
 
 .PHONY: test-e2e
-test-e2e: images cluster-up ## Install registrar on the real single-node cluster and run the e2e suite, then tear the cluster down (KEEP_CLUSTER=1 keeps it).
+test-e2e: images cluster-up $(if $(filter helm,$(E2E_INSTALL_METHOD)),$(HELM)) ## Install registrar on the real single-node cluster (E2E_INSTALL_METHOD=kustomize|helm) and run the e2e suite, then tear the cluster down (KEEP_CLUSTER=1 keeps it).
 	$(MAKE) build-installer IMG=registrar.dev/registrar:local INSTALL_OVERLAY=config/default-selfsigned
 	set -a; . bin/cluster/cluster.env; set +a; rc=0; \
 	E2E_KUBECONFIG=$(CURDIR)/bin/cluster/admin.kubeconfig E2E_NODE_IP=$$(ip -4 -o addr show dev $$CLUSTER_BRIDGE | awk '{print $$4}' | cut -d/ -f1) \
-		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
 		go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -args -ginkgo.v $(E2E_ARGS) || rc=$$?; \
 	if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$rc
 
