@@ -122,8 +122,7 @@ build: ## Build the manager binary.
 build-registrarctl: ## Build the registrarctl CLI (bin/registrarctl) and the same binary as the kubectl plugin bin/kubectl-registrar (docs/registrarctl.md).
 	CGO_ENABLED=0 go build -o bin/registrarctl ./cmd/registrarctl
 	cp bin/registrarctl bin/kubectl-registrar
-	printf '#!/bin/sh\n# kubectl (1.26+) runs this to complete `kubectl registrar ...`\nexec kubectl-registrar __complete "$$@"\n' > bin/kubectl_complete-registrar
-	chmod +x bin/kubectl_complete-registrar
+	install -m 0755 cmd/registrarctl/kubectl_complete-registrar bin/kubectl_complete-registrar
 
 .PHONY: run
 run: envtest-assets ## Run the operator against $$KUBECONFIG, or a local control plane when none is reachable.

@@ -2,10 +2,13 @@ package ctl_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,9 +84,8 @@ func TestBashCompletion(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "registrarctl"), "../../cmd/registrarctl")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := os.WriteFile(filepath.Join(dir, "registrarctl"), buildCLI(t), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	script, err := exec.CommandContext(ctx, filepath.Join(dir, "registrarctl"), "completion", "bash").Output()
 	if err != nil {
@@ -188,4 +190,86 @@ func TestHelpAndLegacyFlags(t *testing.T) {
 	if code, stdout, _ := run(context.Background(), []string{"-help"}, storeVars()); code != ctl.ExitOK || !strings.Contains(stdout, "Available Commands") {
 		t.Errorf("registrarctl -help: exit %d, %q", code, stdout)
 	}
+}
+
+// TestKubectlPlugin runs the binary as kubectl runs a plugin: kubectl-registrar on PATH is
+// `kubectl registrar`, and kubectl completes its arguments through kubectl_complete-registrar
+// (cmd/registrarctl, installed by make build-registrarctl). Needs kubectl on PATH.
+func TestKubectlPlugin(t *testing.T) {
+	requireServer(t)
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH: the plugin cannot be run through it here")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := os.WriteFile(filepath.Join(dir, ctl.PluginName), buildCLI(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("../../cmd/registrarctl/kubectl_complete-registrar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kubectl_complete-registrar"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kc := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, kubectl, args...)
+		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"REGISTRAR_STORE_ENDPOINTS="+server.Endpoint(), "REGISTRAR_STORE_TIMEOUT=30s", "KUBECONFIG="+filepath.Join(dir, "none"))
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatalf("kubectl %v: %v", args, err)
+		}
+		return string(out), 0
+	}
+	if out, code := kc("registrar", "list", "orders", "-o", "jsonpath={[*].pod}"); code != 0 || out != "orders-a orders-b" {
+		t.Errorf("kubectl registrar list orders: exit %d, %q", code, out)
+	}
+	if _, code := kc("registrar", "get", "orders/shop/nope"); code != ctl.ExitNotFound {
+		t.Errorf("kubectl registrar get of a missing instance: exit %d, want %d (kubectl passes the plugin's code on)", code, ctl.ExitNotFound)
+	}
+	if out, code := kc("registrar", "--help"); code != 0 || !strings.Contains(out, "kubectl registrar [command]") {
+		t.Errorf("kubectl registrar --help: exit %d:\n%s", code, out)
+	}
+	if out, _ := kc("__complete", "registrar", "list", ""); !strings.Contains(out, "orders\npayments\n") {
+		t.Errorf("kubectl __complete registrar list: %q; want the services", out)
+	}
+}
+
+var cli struct {
+	once sync.Once
+	bin  []byte
+	err  error
+}
+
+// buildCLI builds cmd/registrarctl once per test binary and returns the executable.
+func buildCLI(t *testing.T) []byte {
+	t.Helper()
+	cli.once.Do(func() {
+		dir, err := os.MkdirTemp("", "registrarctl-build-")
+		if err != nil {
+			cli.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "registrarctl"), "../../cmd/registrarctl").CombinedOutput()
+		if err != nil {
+			cli.err = fmt.Errorf("go build ./cmd/registrarctl: %w\n%s", err, out)
+			return
+		}
+		cli.bin, cli.err = os.ReadFile(filepath.Join(dir, "registrarctl"))
+	})
+	if cli.err != nil {
+		t.Fatal(cli.err)
+	}
+	return cli.bin
 }
