@@ -167,15 +167,17 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
-// TestTemplateRejects: combinations the manager cannot run fail at render time with a
-// message that says what to change.
+// TestTemplateRejects: misspelt or malformed values (values.schema.json) and combinations the
+// manager cannot run fail at render time with a message that says what to change.
 func TestTemplateRejects(t *testing.T) {
 	for _, tt := range []struct {
 		values map[string]string
 		want   string
 	}{
 		{map[string]string{"webhook.certificate.mode": "selfSigned"}, "one replica only"},
-		{map[string]string{"webhook.certificate.mode": "vault"}, "want certManager, selfSigned or secret"},
+		{map[string]string{"webhook.certificate.mode": "vault"}, "'certManager', 'selfSigned', 'secret'"}, // values.schema.json
+		{map[string]string{"replicas": "3"}, "additional properties 'replicas' not allowed"},           // a misspelt value
+		{map[string]string{"xds.bindAddress": "18000"}, "/xds/bindAddress"},
 		{map[string]string{"webhook.certificate.mode": "secret", "webhook.certificate.secretName": "x"}, "caBundle"},
 		{map[string]string{"leaderElection.enabled": "false"}, "needs leaderElection.enabled"},
 		{map[string]string{"metrics.enabled": "false", "metrics.serviceMonitor.enabled": "true"}, "needs metrics.enabled"},
