@@ -72,14 +72,14 @@ $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) hack/envtest-assets.sh
 
 .PHONY: test
-test: verify-generated vet envtest-assets store-assets $(HELM) $(KUSTOMIZE) ## Run unit and envtest suites against a real kube-apiserver and etcd (test/helm: helm lint, helm template, chart vs kustomize, helm install into envtest).
+test: verify-generated vet envtest-assets store-assets $(HELM) ## Run unit and envtest suites against a real kube-apiserver and etcd (test/helm: helm lint, helm template, chart vs kustomize, helm install into envtest).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) $(CHART_TEST_ENV) \
 		go test ./... -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
 
-CHART_TEST_ENV = HELM_BIN=$(HELM) KUSTOMIZE_BIN=$(KUSTOMIZE)
+CHART_TEST_ENV = HELM_BIN=$(HELM)
 
 .PHONY: test-chart
-test-chart: envtest-assets $(HELM) $(KUSTOMIZE) ## helm lint and helm template of charts/registrar, the chart vs the kustomize output, helm install into envtest (test/helm).
+test-chart: envtest-assets $(HELM) ## helm lint and helm template of charts/registrar, the chart vs the kustomize output, helm install into envtest (test/helm).
 	$(HELM) lint --strict $(CHART_DIR)
 	$(HELM) template registrar $(CHART_DIR) --namespace registrar-system > /dev/null
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(CHART_TEST_ENV) go test ./test/helm/ -count=1 -v
