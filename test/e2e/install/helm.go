@@ -36,6 +36,9 @@ type Helm struct {
 // adapts dist/install.yaml (HarnessValues), then waits like Registrar until the manager has
 // rolled out and its self-signed webhook CA is injected.
 func HelmRegistrar(ctx context.Context, c client.Client, cfg *rest.Config, h Helm, storeEndpoint string) error {
+	if h.Bin == "" {
+		return fmt.Errorf("no helm binary: E2E_HELM is not set (E2E_INSTALL_METHOD=helm make test-e2e builds bin/helm-<version> and sets it)")
+	}
 	values, err := HarnessValues(cfg, storeEndpoint)
 	if err != nil {
 		return err
