@@ -16,12 +16,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -170,4 +173,75 @@ func helmBin(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return abs
+}
+
+// TestHelmRegistrarAgainstAPIServer runs HelmRegistrar, the e2e suite's helm install, against
+// envtest's kube-apiserver. Nothing runs pods there, so the test plays kubelet and manager once
+// the release exists: it marks the Deployment available and sets the webhook's caBundle, which
+// is what HelmRegistrar waits for. The values must pass the chart's schema and the API server.
+func TestHelmRegistrarAgainstAPIServer(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds kube-apiserver and etcd")
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start kube-apiserver: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	admin, err := env.AddUser(envtest.User{Name: "helm-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- HelmRegistrar(ctx, c, cfg, Helm{Bin: helmBin(t), Chart: filepath.Join(repo, "charts/registrar"), Kubeconfig: kubeconfig}, "http://10.88.77.1:2379")
+	}()
+	// Play kubelet and manager until HelmRegistrar returns.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("HelmRegistrar: %v", err)
+			}
+			d := &appsv1.Deployment{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: ManagerName}, d); err != nil {
+				t.Fatal(err)
+			}
+			if !d.Spec.Template.Spec.HostNetwork || d.Spec.Template.Spec.Containers[0].Image != "registrar.dev/registrar:local" ||
+				!slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--store-endpoints=http://10.88.77.1:2379") {
+				t.Errorf("helm-installed manager not adapted to the harness: %+v", d.Spec.Template.Spec)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("HelmRegistrar did not return")
+		case <-tick.C:
+		}
+		d := &appsv1.Deployment{}
+		if c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: ManagerName}, d) == nil && d.Status.AvailableReplicas == 0 {
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+			_ = c.Status().Update(ctx, d)
+		}
+		w := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if c.Get(ctx, client.ObjectKey{Name: WebhookConfigName}, w) == nil && len(w.Webhooks) > 0 && len(w.Webhooks[0].ClientConfig.CABundle) == 0 {
+			w.Webhooks[0].ClientConfig.CABundle = []byte("-----BEGIN CERTIFICATE-----\n")
+			_ = c.Update(ctx, w)
+		}
+	}
 }
