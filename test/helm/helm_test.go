@@ -25,6 +25,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -305,4 +306,33 @@ func containerArgs(t *testing.T, d *unstructured.Unstructured) []string {
 	}
 	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
 	return args
+}
+
+// TestChartVersion: the chart's version and appVersion are the operator's (Makefile VERSION,
+// which the OLM bundle uses too).
+func TestChartVersion(t *testing.T) {
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	for _, line := range strings.Split(string(makefile), "\n") {
+		if v, ok := strings.CutPrefix(line, "VERSION ?= "); ok {
+			version = strings.TrimSpace(v)
+		}
+	}
+	chart, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(chart, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if version == "" || meta.Version != version || meta.AppVersion != version {
+		t.Errorf("Chart.yaml version %q, appVersion %q; Makefile VERSION %q: keep them equal", meta.Version, meta.AppVersion, version)
+	}
 }
