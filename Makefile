@@ -8,10 +8,17 @@ ETCD_VERSION ?= v3.7.3
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.1
 GINKGO_VERSION ?= v2.34.0
+# helm CLI for the chart's tests (charts/registrar); built from the module proxy, not linked
+# into the operator. Its k8s minor (default capabilities, deprecation lint) is the client-go
+# minor of helm v3.22.0's go.mod.
+HELM_VERSION ?= v3.22.0
+HELM_K8S_MINOR ?= 37
 
 LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+CHART_DIR := charts/registrar
 # The kustomize overlay build-installer and deploy use: config/default needs cert-manager;
 # config/default-selfsigned does not (one replica, self-signed webhook certificate).
 INSTALL_OVERLAY ?= config/default
@@ -19,7 +26,8 @@ GINKGO ?= $(LOCALBIN)/ginkgo-$(GINKGO_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)-etcd$(ETCD_VERSION)
 TEST_TIMEOUT ?= 20m
 # Files controller-gen writes; verify-generated fails when they differ from what is committed.
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml \
+	$(CHART_DIR)/crds $(CHART_DIR)/files
 
 .PHONY: all
 all: build
@@ -33,6 +41,11 @@ help: ## Show this help.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRD, RBAC and webhook manifests.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases output:webhook:artifacts:config=config/webhook
+	@# The Helm chart ships the same CRDs, manager rules and webhooks (test/helm checks they are identical).
+	rm -f $(CHART_DIR)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART_DIR)/crds/
+	cp config/rbac/role.yaml $(CHART_DIR)/files/manager-role.yaml
+	cp config/rbac/leader_election_role.yaml $(CHART_DIR)/files/leader-election-role.yaml
+	cp config/webhook/manifests.yaml $(CHART_DIR)/files/webhook-manifests.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
@@ -59,9 +72,17 @@ $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) hack/envtest-assets.sh
 
 .PHONY: test
-test: verify-generated vet envtest-assets store-assets ## Run unit and envtest suites against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) \
+test: verify-generated vet envtest-assets store-assets $(HELM) ## Run unit and envtest suites against a real kube-apiserver and etcd (test/helm: helm lint, helm template, chart vs kustomize, helm install into envtest).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) $(CHART_TEST_ENV) \
 		go test ./... -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
+
+CHART_TEST_ENV = HELM_BIN=$(HELM)
+
+.PHONY: test-chart
+test-chart: envtest-assets $(HELM) ## helm lint and helm template of charts/registrar, the chart vs the kustomize output, helm install into envtest (test/helm).
+	$(HELM) lint --strict $(CHART_DIR)
+	$(HELM) template registrar $(CHART_DIR) --namespace registrar-system > /dev/null
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(CHART_TEST_ENV) go test ./test/helm/ -count=1 -v
 
 ##@ Fuzzing
 FUZZTIME ?= 30s
@@ -98,8 +119,10 @@ build: ## Build the manager binary.
 	CGO_ENABLED=0 go build -o bin/registrar ./cmd
 
 .PHONY: build-registrarctl
-build-registrarctl: ## Build the registrarctl CLI (bin/registrarctl).
+build-registrarctl: ## Build the registrarctl CLI (bin/registrarctl) and the same binary as the kubectl plugin bin/kubectl-registrar (docs/registrarctl.md).
 	CGO_ENABLED=0 go build -o bin/registrarctl ./cmd/registrarctl
+	cp bin/registrarctl bin/kubectl-registrar
+	install -m 0755 cmd/registrarctl/kubectl_complete-registrar bin/kubectl_complete-registrar
 
 .PHONY: run
 run: envtest-assets ## Run the operator against $$KUBECONFIG, or a local control plane when none is reachable.
@@ -134,6 +157,13 @@ $(CONTROLLER_GEN):
 $(KUSTOMIZE):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	mv $(LOCALBIN)/kustomize $@
+
+$(HELM):
+	GOBIN=$(LOCALBIN) go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR) \
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR)" \
+		helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(LOCALBIN)/helm $@
 
 $(GINKGO):
 	GOBIN=$(LOCALBIN) go install github.com/onsi/ginkgo/v2/ginkgo@$(GINKGO_VERSION)
@@ -221,13 +251,15 @@ cluster-down: ## Stop the cluster and remove its processes, mounts, network and 
 ##@ End-to-end (real kubelet)
 E2E_TIMEOUT ?= 40m
 E2E_ARGS ?=
+# kustomize (apply dist/install.yaml) or helm (helm upgrade --install charts/registrar).
+E2E_INSTALL_METHOD ?= kustomize
 
 .PHONY: test-e2e
-test-e2e: images cluster-up ## Install registrar on the real single-node cluster and run the e2e suite, then tear the cluster down (KEEP_CLUSTER=1 keeps it).
+test-e2e: images cluster-up $(if $(filter helm,$(E2E_INSTALL_METHOD)),$(HELM)) ## Install registrar on the real single-node cluster (E2E_INSTALL_METHOD=kustomize|helm) and run the e2e suite, then tear the cluster down (KEEP_CLUSTER=1 keeps it).
 	$(MAKE) build-installer IMG=registrar.dev/registrar:local INSTALL_OVERLAY=config/default-selfsigned
 	set -a; . bin/cluster/cluster.env; set +a; rc=0; \
 	E2E_KUBECONFIG=$(CURDIR)/bin/cluster/admin.kubeconfig E2E_NODE_IP=$$(ip -4 -o addr show dev $$CLUSTER_BRIDGE | awk '{print $$4}' | cut -d/ -f1) \
-		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
 		go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -args -ginkgo.v $(E2E_ARGS) || rc=$$?; \
 	if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$rc
 

@@ -131,11 +131,8 @@ func (r *runner) breakers(ctx context.Context, args []string) int {
 // printBreakers prints one row for each service's shared breaker, then one per caller that
 // holds the probe permit or reported its own breaker tripped.
 func (r *runner) printBreakers(views []breakerView) error {
-	switch r.opts.output {
-	case "json":
-		return writeJSON(r.env.Stdout, views)
-	case "yaml":
-		return writeYAML(r.env.Stdout, views)
+	if ok, err := r.writeData(views); ok {
+		return err
 	}
 	tw := tabwriter.NewWriter(r.env.Stdout, 0, 4, 2, ' ', 0)
 	wide := r.opts.output == "wide"

@@ -1,17 +1,21 @@
 // Package ctl is registrarctl: a terminal view of the registry the registrar operator keeps
-// (list, get and watch instances; read the operator's detection-lag metrics). The binary in
-// cmd/registrarctl only calls Run, so every command is testable here.
+// (list, get and watch instances; read the operator's detection-lag metrics; the callers'
+// coordinated breakers). It is a cobra command tree with shell completion; the binary in
+// cmd/registrarctl (also installed as the kubectl plugin kubectl-registrar) only calls Run,
+// so every command is testable here.
 package ctl
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/util/jsonpath"
 )
 
 // Exit codes of registrarctl; scripts can rely on them.
@@ -30,6 +34,12 @@ const (
 	ExitUnreachable = 4
 )
 
+// DefaultName is the program name in help and completion scripts.
+const DefaultName = "registrarctl"
+
+// PluginName is the name of the same binary as a kubectl plugin (kubectl registrar ...).
+const PluginName = "kubectl-registrar"
+
 // Env is what a run reads and writes besides its arguments.
 type Env struct {
 	Stdout, Stderr io.Writer
@@ -37,67 +47,48 @@ type Env struct {
 	Getenv func(string) string
 	// Now is the clock of AGE columns and watch timestamps (time.Now when nil).
 	Now func() time.Time
+	// Name is the program name: DefaultName when empty, or PluginName when the binary runs
+	// as a kubectl plugin (help then says "kubectl registrar").
+	Name string
 }
 
 // options are the flags common to every command.
 type options struct {
 	endpoints                 string
 	prefix                    string
+	timeoutText               string
 	timeout                   time.Duration
 	caFile, certFile, keyFile string
 	metricsURL                string
 	output                    string
+	// jsonPath is the parsed template of -o jsonpath=...; output is then "jsonpath".
+	jsonPath *jsonpath.JSONPath
 }
 
-const usage = `registrarctl: inspect the registry that the registrar operator keeps in etcd.
+const exitCodes = `Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 store (lag: metrics endpoint) unreachable.`
 
-Usage:
-  registrarctl [flags] list [SERVICE]          instances of every service, or of SERVICE
-  registrarctl [flags] get SERVICE/[NAMESPACE/]POD
-  registrarctl [flags] watch SERVICE           live adds and removes, with timestamps (Ctrl-C ends)
-  registrarctl [flags] lag                     detection-lag percentiles from the operator's metrics
-  registrarctl [flags] breakers [SERVICE]      the callers' coordinated circuit breakers: state, probe, reports
+// outputFormats are the values of -o (jsonpath takes a template: -o jsonpath='{[*].pod}').
+var outputFormats = []string{"wide", "json", "yaml", "jsonpath="}
 
-Flags (anywhere on the line; each defaults to the environment variable shown):
-`
+// codeError carries an exit code whose message has been printed already.
+type codeError struct{ code int }
 
-const exitCodes = `
-Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 store (lag: metrics endpoint) unreachable.
-`
+func (e codeError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 // Run runs registrarctl with args (without the program name) and returns its exit code.
 func Run(ctx context.Context, args []string, env Env) int {
 	env = env.withDefaults()
-	opts, pos, err := parse(args, env)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
-	}
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "registrarctl: %v (see registrarctl -h)\n", err)
-		return ExitUsage
-	}
-	if len(pos) == 0 {
-		fmt.Fprintln(env.Stderr, "registrarctl: a command is required: list, get, watch, lag or breakers (see registrarctl -h)")
-		return ExitUsage
-	}
-	cmd, rest := pos[0], pos[1:]
-	r := &runner{opts: opts, env: env}
+	root := NewCommand(env)
+	root.SetArgs(normalizeArgs(root, args))
+	err := root.ExecuteContext(ctx)
+	var ce codeError
 	switch {
-	case cmd == "list" && len(rest) <= 1:
-		return r.list(ctx, rest)
-	case cmd == "get" && len(rest) == 1:
-		return r.get(ctx, rest[0])
-	case cmd == "watch" && len(rest) == 1:
-		return r.watch(ctx, rest[0])
-	case cmd == "lag" && len(rest) == 0:
-		return r.lag(ctx)
-	case cmd == "breakers" && len(rest) <= 1:
-		return r.breakers(ctx, rest)
-	case cmd == "list" || cmd == "get" || cmd == "watch" || cmd == "lag" || cmd == "breakers":
-		fmt.Fprintf(env.Stderr, "registrarctl: wrong arguments for %s: %q (see registrarctl -h)\n", cmd, rest)
-	default:
-		fmt.Fprintf(env.Stderr, "registrarctl: unknown command %q (see registrarctl -h)\n", cmd)
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ce):
+		return ce.code
 	}
+	fmt.Fprintf(env.Stderr, "%s: %v (see %s --help)\n", env.display(), err, env.display())
 	return ExitUsage
 }
 
@@ -114,61 +105,208 @@ func (e Env) withDefaults() Env {
 	if e.Now == nil {
 		e.Now = time.Now
 	}
+	if e.Name == "" {
+		e.Name = DefaultName
+	}
 	return e
 }
 
-// parse reads the flags, which may come before, between or after the positional
-// arguments, and returns the positional ones.
-func parse(args []string, env Env) (options, []string, error) {
-	var o options
-	fs := flag.NewFlagSet("registrarctl", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+// display is how the program is invoked: "registrarctl" or "kubectl registrar".
+func (e Env) display() string {
+	if name, ok := strings.CutPrefix(e.Name, "kubectl-"); ok {
+		return "kubectl " + name
+	}
+	return e.Name
+}
+
+// NewCommand returns the registrarctl command tree. Its flags default to the REGISTRAR_*
+// variables of env; Run executes it and maps its errors to exit codes.
+func NewCommand(env Env) *cobra.Command {
+	env = env.withDefaults()
+	r := &runner{env: env}
+	o := &r.opts
+	name := env.display()
+	root := &cobra.Command{
+		Use:   env.Name,
+		Short: "Inspect the registry that the registrar operator keeps in etcd",
+		Long: `Inspect the registry that the registrar operator keeps in etcd: the instances of each
+service, live changes, the operator's detection lag and the callers' coordinated breakers.
+
+Every flag may come before or after the command and defaults to the environment variable
+named in its help.
+
+` + exitCodes,
+		Example: strings.ReplaceAll(`  # every instance of every service, with node, zone and revision
+  NAME list -o wide
+  # the addresses of one service's instances
+  NAME list orders -o jsonpath='{[*].address}'
+  # live adds and removes (Ctrl-C ends)
+  NAME watch orders --store-endpoints https://etcd:2379 --store-ca-file ca.pem
+  # shell completion
+  source <(NAME completion bash)`, "NAME", name),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Only reached without a command: unknown commands are rejected by cobra first.
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("a command is required: list, get, watch, lag or breakers")
+		},
+	}
+	if name != env.Name {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: name}
+	}
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	root.CompletionOptions.HiddenDefaultCmd = false
+
 	envOr := func(key, def string) string {
 		if v := env.Getenv(key); v != "" {
 			return v
 		}
 		return def
 	}
-	fs.StringVar(&o.endpoints, "store-endpoints", envOr("REGISTRAR_STORE_ENDPOINTS", "http://127.0.0.1:2379"), "comma-separated etcd client URLs ($REGISTRAR_STORE_ENDPOINTS)")
-	fs.StringVar(&o.prefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", "/registrar/services"), "key prefix of every endpoint ($REGISTRAR_STORE_PREFIX)")
-	timeout := fs.String("store-timeout", envOr("REGISTRAR_STORE_TIMEOUT", "5s"), "timeout of every store call ($REGISTRAR_STORE_TIMEOUT)")
-	fs.StringVar(&o.caFile, "store-ca-file", envOr("REGISTRAR_STORE_CA_FILE", ""), "CA bundle of the store's TLS certificate ($REGISTRAR_STORE_CA_FILE)")
-	fs.StringVar(&o.certFile, "store-cert-file", envOr("REGISTRAR_STORE_CERT_FILE", ""), "client certificate for the store ($REGISTRAR_STORE_CERT_FILE)")
-	fs.StringVar(&o.keyFile, "store-key-file", envOr("REGISTRAR_STORE_KEY_FILE", ""), "client key for the store ($REGISTRAR_STORE_KEY_FILE)")
-	fs.StringVar(&o.metricsURL, "metrics-url", envOr("REGISTRAR_METRICS_URL", "http://127.0.0.1:8080/metrics"), "the operator's metrics endpoint, for lag ($REGISTRAR_METRICS_URL)")
-	fs.StringVar(&o.output, "o", "", "output format: wide, json or yaml (default: a table)")
-	fs.StringVar(&o.output, "output", "", "same as -o")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), exitCodes)
+	pf := root.PersistentFlags()
+	pf.StringVar(&o.endpoints, "store-endpoints", envOr("REGISTRAR_STORE_ENDPOINTS", "http://127.0.0.1:2379"), "comma-separated etcd client URLs ($REGISTRAR_STORE_ENDPOINTS)")
+	pf.StringVar(&o.prefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", "/registrar/services"), "key prefix of every endpoint ($REGISTRAR_STORE_PREFIX)")
+	pf.StringVar(&o.timeoutText, "store-timeout", envOr("REGISTRAR_STORE_TIMEOUT", "5s"), "timeout of every store call ($REGISTRAR_STORE_TIMEOUT)")
+	pf.StringVar(&o.caFile, "store-ca-file", envOr("REGISTRAR_STORE_CA_FILE", ""), "CA bundle of the store's TLS certificate ($REGISTRAR_STORE_CA_FILE)")
+	pf.StringVar(&o.certFile, "store-cert-file", envOr("REGISTRAR_STORE_CERT_FILE", ""), "client certificate for the store ($REGISTRAR_STORE_CERT_FILE)")
+	pf.StringVar(&o.keyFile, "store-key-file", envOr("REGISTRAR_STORE_KEY_FILE", ""), "client key for the store ($REGISTRAR_STORE_KEY_FILE)")
+	pf.StringVar(&o.metricsURL, "metrics-url", envOr("REGISTRAR_METRICS_URL", "http://127.0.0.1:8080/metrics"), "the operator's metrics endpoint, for lag ($REGISTRAR_METRICS_URL)")
+	pf.StringVarP(&o.output, "output", "o", "", "output format: wide, json, yaml or jsonpath=TEMPLATE (default: a table)")
+	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return outputFormats, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	})
+	for _, f := range []string{"store-ca-file", "store-cert-file", "store-key-file"} {
+		_ = root.MarkPersistentFlagFilename(f)
 	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return o, nil, err
+
+	// run wraps a command: validate the flags, run, map the exit code.
+	run := func(f func(ctx context.Context, args []string) int) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			if err := r.validate(); err != nil {
+				return err
+			}
+			if code := f(cmd.Context(), args); code != ExitOK {
+				return codeError{code}
+			}
+			return nil
 		}
-		if fs.NArg() == 0 {
+	}
+	root.AddCommand(
+		&cobra.Command{
+			Use:               "list [SERVICE]",
+			Short:             "List the instances of every service, or of SERVICE",
+			Long:              "List the instances of every service, or of SERVICE (exit 3 when SERVICE has none).",
+			Example:           "  " + name + " list\n  " + name + " list orders -o wide",
+			Args:              argsRange(0, 1),
+			ValidArgsFunction: r.completeServices,
+			RunE:              run(r.list),
+		},
+		&cobra.Command{
+			Use:   "get SERVICE/[NAMESPACE/]POD",
+			Short: "Show one instance",
+			Long: "Show one instance: SERVICE/NAMESPACE/POD, or SERVICE/POD when the pod name is unique across\n" +
+				"namespaces (exit 3 when there is no such instance).",
+			Example:           "  " + name + " get orders/shop/orders-a -o yaml",
+			Args:              argsRange(1, 1),
+			ValidArgsFunction: r.completeInstances,
+			RunE: run(func(ctx context.Context, args []string) int {
+				return r.get(ctx, args[0])
+			}),
+		},
+		&cobra.Command{
+			Use:   "watch SERVICE",
+			Short: "Print live adds, updates and removes of SERVICE's instances, with timestamps (Ctrl-C ends)",
+			Long: "Print SERVICE's instances as ADDED, then every change as it is pushed, until interrupted (exit 0).\n" +
+				"Exit 4 when the first list does not succeed within --store-timeout; later outages are\n" +
+				"printed as DISCONNECTED and RECONNECTED events.",
+			Args:              argsRange(1, 1),
+			ValidArgsFunction: r.completeServices,
+			RunE: run(func(ctx context.Context, args []string) int {
+				return r.watch(ctx, args[0])
+			}),
+		},
+		&cobra.Command{
+			Use:   "lag",
+			Short: "Detection-lag percentiles from the operator's metrics",
+			Long: "Read the operator's metrics endpoint (--metrics-url) and print the registration and\n" +
+				"deregistration lag percentiles (exit 3 when the endpoint has no registrar histograms).",
+			Args: argsRange(0, 0),
+			RunE: run(func(ctx context.Context, _ []string) int { return r.lag(ctx) }),
+		},
+		&cobra.Command{
+			Use:   "breakers [SERVICE]",
+			Short: "The callers' coordinated circuit breakers: state, probe, reports",
+			Long: "Show the coordinated breakers of every service, or of SERVICE: the fleet's shared state, the\n" +
+				"caller holding the half-open probe permit, and the callers that reported their own breaker\n" +
+				"tripped (exit 3 when SERVICE has no coordinated breaker).",
+			Args:              argsRange(0, 1),
+			ValidArgsFunction: r.completeServices,
+			RunE:              run(r.breakers),
+		},
+	)
+	return root
+}
+
+// argsRange accepts between lo and hi positional arguments.
+func argsRange(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return fmt.Errorf("wrong arguments for %s: %q", cmd.Name(), args)
+		}
+		return nil
+	}
+}
+
+// normalizeArgs keeps the single-dash long flags of the Go flag package that registrarctl
+// used before cobra (-store-endpoints=..., -output json, -help) working: it adds the
+// second dash to any -NAME whose NAME is a long flag.
+func normalizeArgs(root *cobra.Command, args []string) []string {
+	out := make([]string, len(args))
+	copy(out, args)
+	for i, a := range out {
+		if a == "--" {
 			break
 		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+		if !strings.HasPrefix(a, "-") || strings.HasPrefix(a, "--") || len(a) <= 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if name == "help" || root.PersistentFlags().Lookup(name) != nil {
+			out[i] = "-" + a
+		}
 	}
+	return out
+}
+
+// validate checks the flags and parses --store-timeout and -o.
+func (r *runner) validate() error {
+	o := &r.opts
 	var err error
-	if o.timeout, err = time.ParseDuration(*timeout); err != nil || o.timeout <= 0 {
-		return o, nil, fmt.Errorf("--store-timeout %q: want a positive duration such as 5s", *timeout)
+	if o.timeout, err = time.ParseDuration(o.timeoutText); err != nil || o.timeout <= 0 {
+		return fmt.Errorf("--store-timeout %q: want a positive duration such as 5s", o.timeoutText)
 	}
 	switch o.output {
 	case "", "wide", "json", "yaml":
 	default:
-		return o, nil, fmt.Errorf("-o %q: want wide, json or yaml", o.output)
+		tmpl, ok := strings.CutPrefix(o.output, "jsonpath=")
+		if !ok {
+			return fmt.Errorf("-o %q: want wide, json, yaml or jsonpath=TEMPLATE", o.output)
+		}
+		jp := jsonpath.New("output").AllowMissingKeys(true)
+		if err := jp.Parse(tmpl); err != nil {
+			return fmt.Errorf("-o jsonpath: %w", err)
+		}
+		o.output, o.jsonPath = "jsonpath", jp
 	}
 	if (o.certFile == "") != (o.keyFile == "") {
-		return o, nil, errors.New("--store-cert-file and --store-key-file go together")
+		return errors.New("--store-cert-file and --store-key-file go together")
 	}
 	if strings.TrimSpace(o.endpoints) == "" {
-		return o, nil, errors.New("--store-endpoints is empty")
+		return errors.New("--store-endpoints is empty")
 	}
-	return o, pos, nil
+	return nil
 }
 
 // runner runs one command.

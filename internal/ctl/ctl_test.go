@@ -299,7 +299,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	for _, format := range []string{"", "json", "yaml"} {
+	for _, format := range []string{"", "json", "yaml", watchJSONPath} {
 		t.Run("format="+format, func(t *testing.T) {
 			prefix := "/watch-" + strings.ReplaceAll(t.Name(), "/", "-")
 			key := func(pod string) string { return prefix + "/web/default/" + pod }
@@ -340,10 +340,13 @@ func TestWatch(t *testing.T) {
 			}
 			// Store revisions depend on what ran before (-count=N): the golden files say REV.
 			got := revision.ReplaceAllString(out.String(), "${1}REV")
-			golden(t, "watch"+map[string]string{"": "", "json": "-json", "yaml": "-yaml"}[format]+".golden", got)
+			golden(t, "watch"+map[string]string{"": "", "json": "-json", "yaml": "-yaml", watchJSONPath: "-jsonpath"}[format]+".golden", got)
 		})
 	}
 }
+
+// watchJSONPath is a -o jsonpath= template applied to each watch event.
+const watchJSONPath = `jsonpath={.event} {.instance.pod} {.instance.address}{"\n"}`
 
 var revision = regexp.MustCompile(`("revision":|revision: )\d+`)
 

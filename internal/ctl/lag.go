@@ -53,13 +53,8 @@ func (r *runner) lag(ctx context.Context) int {
 	if len(stats) == 0 {
 		return r.fail(ExitNotFound, "no registrar lag histograms at %s: is it the operator's --metrics-bind-address?", r.opts.metricsURL)
 	}
-	var err error
-	switch r.opts.output {
-	case "json":
-		err = writeJSON(r.env.Stdout, stats)
-	case "yaml":
-		err = writeYAML(r.env.Stdout, stats)
-	default:
+	ok, err := r.writeData(stats)
+	if !ok {
 		err = r.lagTable(stats)
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
 
 	"github.com/registrar-dev/registrar/pkg/discovery"
@@ -17,24 +18,33 @@ import (
 
 // printInstances prints a list in the chosen format.
 func (r *runner) printInstances(insts []discovery.Instance) error {
-	switch r.opts.output {
-	case "json":
-		return writeJSON(r.env.Stdout, insts)
-	case "yaml":
-		return writeYAML(r.env.Stdout, insts)
+	if ok, err := r.writeData(insts); ok {
+		return err
 	}
 	return r.table(insts)
 }
 
 // printOne prints one instance: an object for json and yaml, a one-row table otherwise.
 func (r *runner) printOne(inst discovery.Instance) error {
-	switch r.opts.output {
-	case "json":
-		return writeJSON(r.env.Stdout, inst)
-	case "yaml":
-		return writeYAML(r.env.Stdout, inst)
+	if ok, err := r.writeData(inst); ok {
+		return err
 	}
 	return r.table([]discovery.Instance{inst})
+}
+
+// writeData prints v for -o json, yaml and jsonpath and reports whether it did; the
+// jsonpath template sees exactly what -o json prints (a list is a JSON array:
+// -o jsonpath='{[*].address}').
+func (r *runner) writeData(v any) (bool, error) {
+	switch r.opts.output {
+	case "json":
+		return true, writeJSON(r.env.Stdout, v)
+	case "yaml":
+		return true, writeYAML(r.env.Stdout, v)
+	case "jsonpath":
+		return true, writeJSONPath(r.env.Stdout, r.opts.jsonPath, v)
+	}
+	return false, nil
 }
 
 func (r *runner) table(insts []discovery.Instance) error {
@@ -63,6 +73,23 @@ func writeJSON(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// writeJSONPath executes the template on v's JSON form, as kubectl does (no newline is
+// added: end the template with {"\n"} for one).
+func writeJSONPath(w io.Writer, jp *jsonpath.JSONPath, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	var data any
+	if err := json.Unmarshal(b, &data); err != nil {
+		return fmt.Errorf("decode json: %w", err)
+	}
+	if err := jp.Execute(w, data); err != nil {
+		return fmt.Errorf("jsonpath: %w", err)
+	}
+	return nil
 }
 
 func writeYAML(w io.Writer, v any) error {

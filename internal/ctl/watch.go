@@ -113,6 +113,8 @@ func (r *runner) printEvent(ev watchEvent) error {
 		}
 		_, err = fmt.Fprintf(r.env.Stdout, "---\n%s", b)
 		return err
+	case "jsonpath":
+		return writeJSONPath(r.env.Stdout, r.opts.jsonPath, ev)
 	}
 	ts := ev.Time.UTC().Format(time.RFC3339)
 	if ev.Instance == nil {

@@ -37,6 +37,9 @@ var (
 	kubeconfigPath = envOr("E2E_KUBECONFIG", "../../bin/cluster/admin.kubeconfig")
 	nodeIP         = envOr("E2E_NODE_IP", "10.88.77.1")
 	installYAML    = envOr("E2E_INSTALL", "../../dist/install.yaml")
+	// E2E_INSTALL_METHOD=helm installs with `helm upgrade --install` of charts/registrar
+	// (E2E_HELM: the helm binary) instead of applying dist/install.yaml (docs/helm.md).
+	installMethod = envOr("E2E_INSTALL_METHOD", "kustomize")
 )
 
 var (
@@ -84,8 +87,13 @@ var _ = BeforeSuite(func() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	Expect(install.Registrar(ctx, k8s, restCfg, filepath.Clean(installYAML), storeServer.Endpoint())).To(Succeed(),
-		"registrar did not become available with its webhook CA injected")
+	if installMethod == "helm" {
+		Expect(install.HelmRegistrar(ctx, k8s, restCfg, install.Helm{Bin: os.Getenv("E2E_HELM"), Chart: "../../charts/registrar",
+			Kubeconfig: kubeconfigPath}, storeServer.Endpoint())).To(Succeed(), "registrar (helm install) did not become available with its webhook CA injected")
+	} else {
+		Expect(install.Registrar(ctx, k8s, restCfg, filepath.Clean(installYAML), storeServer.Endpoint())).To(Succeed(),
+			"registrar did not become available with its webhook CA injected")
+	}
 	waitWebhookServing(ctx)
 })
 

@@ -1,0 +1,93 @@
+{{/* The chart's name. */}}
+{{- define "registrar.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object's name: the release name, with the chart name appended unless the
+release name contains it. `helm install registrar` gives the names config/default uses
+(registrar-controller-manager, registrar-webhook-service, ...).
+*/}}
+{{- define "registrar.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "registrar.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "registrar.labels" -}}
+helm.sh/chart: {{ include "registrar.chart" . }}
+{{ include "registrar.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The manager pods' labels that Services and the Deployment select on. */}}
+{{- define "registrar.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "registrar.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "registrar.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (printf "%s-controller-manager" (include "registrar.fullname" .)) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "registrar.webhookServiceName" -}}
+{{- printf "%s-webhook-service" (include "registrar.fullname" .) }}
+{{- end }}
+
+{{- define "registrar.webhookConfigName" -}}
+{{- printf "%s-mutating-webhook-configuration" (include "registrar.fullname" .) }}
+{{- end }}
+
+{{/* The Secret the serving certificate is mounted from (certManager and secret modes). */}}
+{{- define "registrar.webhookSecretName" -}}
+{{- if eq .Values.webhook.certificate.mode "secret" }}
+{{- required "webhook.certificate.secretName is required with webhook.certificate.mode=secret" .Values.webhook.certificate.secretName }}
+{{- else }}
+{{- printf "%s-webhook-server-cert" (include "registrar.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "registrar.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Fails on combinations the manager cannot run. */}}
+{{- define "registrar.validate" -}}
+{{- $mode := .Values.webhook.certificate.mode }}
+{{- if not (has $mode (list "certManager" "selfSigned" "secret")) }}
+{{- fail (printf "webhook.certificate.mode %q: want certManager, selfSigned or secret" $mode) }}
+{{- end }}
+{{- if and .Values.webhook.enabled (eq $mode "selfSigned") (gt (int .Values.replicaCount) 1) }}
+{{- fail "webhook.certificate.mode=selfSigned runs one replica only (each would generate its own CA): set replicaCount=1 or use certManager or secret" }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicaCount > 1 needs leaderElection.enabled: only the leader may write to the stores" }}
+{{- end }}
+{{- if and (eq $mode "secret") .Values.webhook.enabled (not .Values.webhook.certificate.caBundle) }}
+{{- fail "webhook.certificate.mode=secret needs webhook.certificate.caBundle (base64 PEM of the CA that signed the Secret's certificate)" }}
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.enabled" }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,99 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// Release is the Helm release name that gives the chart's objects the names of
+// dist/install.yaml (Namespace, ManagerName, WebhookConfigName).
+const Release = "registrar"
+
+// Helm is how HelmRegistrar runs the helm CLI.
+type Helm struct {
+	// Bin is the helm binary (make test-e2e passes bin/helm-<version> as E2E_HELM).
+	Bin string
+	// Chart is the chart directory (charts/registrar).
+	Chart string
+	// Kubeconfig is the cluster's admin kubeconfig.
+	Kubeconfig string
+}
+
+// HelmRegistrar installs registrar with `helm upgrade --install` of charts/registrar, the way
+// a user installs it, with values that adapt the manager to the harness exactly as Registrar
+// adapts dist/install.yaml (HarnessValues), then waits like Registrar until the manager has
+// rolled out and its self-signed webhook CA is injected.
+func HelmRegistrar(ctx context.Context, c client.Client, cfg *rest.Config, h Helm, storeEndpoint string) error {
+	if h.Bin == "" {
+		return fmt.Errorf("no helm binary: E2E_HELM is not set (E2E_INSTALL_METHOD=helm make test-e2e builds bin/helm-<version> and sets it)")
+	}
+	values, err := HarnessValues(cfg, storeEndpoint)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "registrar-e2e-helm-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	valuesFile := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(valuesFile, values, 0o600); err != nil {
+		return err
+	}
+	args := []string{"upgrade", "--install", Release, h.Chart, "--namespace", Namespace, "--create-namespace",
+		"--values", valuesFile, "--kubeconfig", h.Kubeconfig, "--timeout", "3m"}
+	cmd := exec.CommandContext(ctx, h.Bin, args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+dir+"/cache", "HELM_CONFIG_HOME="+dir+"/config", "HELM_DATA_HOME="+dir+"/data")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %v: %w\n%s", h.Bin, args, err, out.String())
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return managerReady(ctx, c), nil
+	})
+}
+
+// HarnessValues are the chart values of the e2e install: what config/default-selfsigned is
+// (one replica, self-signed webhook certificate) plus what adaptManager changes for the
+// harness (host network with the API server's address, ports clear of the host's, the
+// locally imported image, Recreate, debug logs, the given store).
+func HarnessValues(cfg *rest.Config, storeEndpoint string) ([]byte, error) {
+	api, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, fmt.Errorf("API server address %q: %w", cfg.Host, err)
+	}
+	host, port, err := net.SplitHostPort(api.Host)
+	if err != nil {
+		return nil, fmt.Errorf("API server address %q: %w", cfg.Host, err)
+	}
+	values := map[string]any{
+		"image":        map[string]any{"repository": "registrar.dev/registrar", "tag": "local", "pullPolicy": "Never"},
+		"replicaCount": 1,
+		"webhook":      map[string]any{"certificate": map[string]any{"mode": "selfSigned"}},
+		"store":        map[string]any{"endpoints": storeEndpoint},
+		"metrics":      map[string]any{"port": 18080},
+		"healthProbe":  map[string]any{"port": 18081},
+		"extraArgs":    []string{"--zap-log-level=debug"},
+		"env": []map[string]string{
+			{"name": "KUBERNETES_SERVICE_HOST", "value": host},
+			{"name": "KUBERNETES_SERVICE_PORT", "value": port},
+		},
+		"hostNetwork": true,
+		"dnsPolicy":   "ClusterFirstWithHostNet",
+		"strategy":    map[string]any{"type": "Recreate"},
+	}
+	return yaml.Marshal(values)
+}

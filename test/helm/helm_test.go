@@ -1,0 +1,338 @@
+// Package helm tests charts/registrar with the helm CLI (bin/helm-<version>, built from the
+// module proxy by the Makefile and not linked into the operator): helm lint and helm template
+// over the value combinations the chart documents, the chart's copies of generated files,
+// the rendered chart against the kustomize installs, and a real helm install, upgrade and
+// uninstall against envtest's kube-apiserver.
+package helm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	root     = "../.."
+	chartDir = root + "/charts/registrar"
+	ns       = "registrar-system"
+	release  = "registrar"
+)
+
+// helmBin is $HELM_BIN (make test sets it), else the newest bin/helm-v*.
+func helmBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("HELM_BIN"); b != "" {
+		return b
+	}
+	matches, _ := filepath.Glob(filepath.Join(root, "bin", "helm-v*"))
+	if len(matches) == 0 {
+		t.Fatal("no helm CLI: run `make test` or `make test-chart` (they build bin/helm-<version>), or set HELM_BIN")
+	}
+	slices.Sort(matches)
+	abs, err := filepath.Abs(matches[len(matches)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// helm runs the helm CLI with an isolated home and returns stdout; stderr goes into the error.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, helmBin(t), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config",
+		"HELM_DATA_HOME="+home+"/data")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// setArgs turns values into --set flags, in a stable order.
+func setArgs(values map[string]string) []string {
+	var out []string
+	for k, v := range values {
+		out = append(out, "--set", k+"="+v)
+	}
+	slices.Sort(out) // pairs stay adjacent: every flag is "--set", each value unique
+	var args []string
+	for _, v := range out {
+		if v != "--set" {
+			args = append(args, "--set", v)
+		}
+	}
+	return args
+}
+
+// valueSets are the combinations the chart documents; each must lint and render.
+var valueSets = map[string]map[string]string{
+	"default":    nil,
+	"selfSigned": {"webhook.certificate.mode": "selfSigned", "replicaCount": "1"},
+	"secret": {"webhook.certificate.mode": "secret", "webhook.certificate.secretName": "my-webhook-tls",
+		"webhook.certificate.caBundle": "Y2EK"},
+	"clusterIssuer": {"webhook.certificate.certManager.issuerRef.kind": "ClusterIssuer",
+		"webhook.certificate.certManager.issuerRef.name": "my-ca"},
+	"observability": {"metrics.serviceMonitor.enabled": "true", "xds.bindAddress": ":18000", "xds.service.enabled": "true"},
+	"storeTLS": {"store.endpoints": "https://etcd-0.etcd:2379\\,https://etcd-1.etcd:2379", "store.tls.secretName": "etcd-client",
+		"store.prefix": "/prod/services"},
+	"noWebhook":         {"webhook.enabled": "false"},
+	"noLeaderElection":  {"leaderElection.enabled": "false", "replicaCount": "1", "webhook.certificate.mode": "selfSigned"},
+	"embeddedStoreTiny": {"store.endpoints": "", "replicaCount": "1", "webhook.certificate.mode": "selfSigned"},
+}
+
+func TestLint(t *testing.T) {
+	for name, values := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			out, err := helm(t, append([]string{"lint", "--strict", chartDir}, setArgs(values)...)...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestTemplate renders every value set and checks what each one is for.
+func TestTemplate(t *testing.T) {
+	for name, values := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			objs := renderChart(t, values)
+			d := objs["Deployment/registrar-controller-manager"]
+			if d == nil {
+				t.Fatalf("no manager Deployment; rendered %v", sortedKeys(objs))
+			}
+			args := containerArgs(t, d)
+			has := func(kind, name string) bool { return objs[kind+"/"+name] != nil }
+			switch name {
+			case "secret":
+				w := objs["MutatingWebhookConfiguration/registrar-mutating-webhook-configuration"]
+				ca, _, _ := unstructured.NestedString(w.Object["webhooks"].([]any)[0].(map[string]any), "clientConfig", "caBundle")
+				if ca != "Y2EK" || has("Certificate", "registrar-serving-cert") || !strings.Contains(dump(d), "secretName: my-webhook-tls") {
+					t.Errorf("secret mode: caBundle %q, Certificate rendered %v, Deployment:\n%s", ca, has("Certificate", "registrar-serving-cert"), dump(d))
+				}
+			case "clusterIssuer":
+				if has("Issuer", "registrar-selfsigned-issuer") || !strings.Contains(dump(objs["Certificate/registrar-serving-cert"]), "kind: ClusterIssuer") {
+					t.Errorf("issuerRef not used:\n%s", dump(objs["Certificate/registrar-serving-cert"]))
+				}
+			case "observability":
+				if !has("Service", "registrar-metrics") || !has("ServiceMonitor", "registrar") || !has("Service", "registrar-xds") ||
+					!slices.Contains(args, "--xds-bind-address=:18000") || !strings.Contains(dump(d), "containerPort: 18000") {
+					t.Errorf("metrics Service, ServiceMonitor, xDS Service and port expected; rendered %v, args %v", sortedKeys(objs), args)
+				}
+			case "storeTLS":
+				for _, want := range []string{"--store-endpoints=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379", "--store-prefix=/prod/services",
+					"--store-ca-file=/etc/registrar/store-tls/ca.crt", "--store-cert-file=/etc/registrar/store-tls/tls.crt", "--store-key-file=/etc/registrar/store-tls/tls.key"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("args %v lack %s", args, want)
+					}
+				}
+				if !strings.Contains(dump(d), "secretName: etcd-client") {
+					t.Errorf("store TLS Secret not mounted:\n%s", dump(d))
+				}
+			case "noWebhook":
+				if !slices.Contains(args, "--enable-webhook=false") || has("MutatingWebhookConfiguration", "registrar-mutating-webhook-configuration") ||
+					has("Service", "registrar-webhook-service") || has("Certificate", "registrar-serving-cert") {
+					t.Errorf("webhook disabled: args %v, rendered %v", args, sortedKeys(objs))
+				}
+			case "noLeaderElection":
+				if !slices.Contains(args, "--leader-elect=false") {
+					t.Errorf("args %v lack --leader-elect=false", args)
+				}
+			case "embeddedStoreTiny":
+				if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--store-endpoints") }) {
+					t.Errorf("args %v: no --store-endpoints expected (embedded etcd)", args)
+				}
+			}
+		})
+	}
+}
+
+// TestTemplateRejects: misspelt or malformed values (values.schema.json) and combinations the
+// manager cannot run fail at render time with a message that says what to change.
+func TestTemplateRejects(t *testing.T) {
+	for _, tt := range []struct {
+		values map[string]string
+		want   string
+	}{
+		{map[string]string{"webhook.certificate.mode": "selfSigned"}, "one replica only"},
+		{map[string]string{"webhook.certificate.mode": "vault"}, "'certManager', 'selfSigned', 'secret'"}, // values.schema.json
+		{map[string]string{"replicas": "3"}, "additional properties 'replicas' not allowed"},           // a misspelt value
+		{map[string]string{"xds.bindAddress": "18000"}, "/xds/bindAddress"},
+		{map[string]string{"webhook.certificate.mode": "secret", "webhook.certificate.secretName": "x"}, "caBundle"},
+		{map[string]string{"leaderElection.enabled": "false"}, "needs leaderElection.enabled"},
+		{map[string]string{"metrics.enabled": "false", "metrics.serviceMonitor.enabled": "true"}, "needs metrics.enabled"},
+	} {
+		_, err := helm(t, append([]string{"template", release, chartDir, "--namespace", ns}, setArgs(tt.values)...)...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("values %v: error %v, want one mentioning %q", tt.values, err, tt.want)
+		}
+	}
+}
+
+// TestChartCopiesMatchConfig: the chart's CRDs, manager rules and webhooks are byte-for-byte
+// the generated files under config/ (`make manifests` copies them; this catches a chart left
+// behind).
+func TestChartCopiesMatchConfig(t *testing.T) {
+	pairs := map[string]string{
+		"config/rbac/role.yaml":                 "charts/registrar/files/manager-role.yaml",
+		"config/rbac/leader_election_role.yaml": "charts/registrar/files/leader-election-role.yaml",
+		"config/webhook/manifests.yaml":         "charts/registrar/files/webhook-manifests.yaml",
+	}
+	bases, _ := filepath.Glob(filepath.Join(root, "config/crd/bases/*.yaml"))
+	chartCRDs, _ := filepath.Glob(filepath.Join(chartDir, "crds/*.yaml"))
+	if len(bases) == 0 || len(bases) != len(chartCRDs) {
+		t.Errorf("config/crd/bases has %d CRDs, charts/registrar/crds %d (run `make manifests`)", len(bases), len(chartCRDs))
+	}
+	for _, b := range bases {
+		rel, _ := filepath.Rel(root, b)
+		pairs[rel] = "charts/registrar/crds/" + filepath.Base(b)
+	}
+	for src, dst := range pairs {
+		want, err := os.ReadFile(filepath.Join(root, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(root, dst))
+		if err != nil {
+			t.Errorf("%v (run `make manifests`)", err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from %s: run `make manifests` and commit the chart", dst, src)
+		}
+	}
+}
+
+// renderChart runs helm template (with CRDs) and indexes the objects by kind/name.
+func renderChart(t *testing.T, values map[string]string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", release, chartDir, "--namespace", ns, "--include-crds"}, setArgs(values)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decodeAll([]byte(out))
+	if err != nil {
+		t.Fatalf("decode helm template output: %v", err)
+	}
+	return objs
+}
+
+// renderKustomize builds a config/ overlay with the kustomize library (the engine of
+// bin/kustomize and make build-installer).
+func renderKustomize(t *testing.T, overlay string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resMap, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", overlay))
+	if err != nil {
+		t.Fatalf("kustomize build config/%s: %v", overlay, err)
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for _, r := range resMap.Resources() {
+		// Through JSON, so numbers are int64 as in the decoded chart.
+		b, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := utiljson.Unmarshal(b, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		out[u.GetKind()+"/"+u.GetName()] = u
+	}
+	return out
+}
+
+func decodeAll(raw []byte) (map[string]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	out := map[string]*unstructured.Unstructured{}
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := utilyaml.Unmarshal(doc, &u.Object); err != nil {
+			return nil, err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		key := u.GetKind() + "/" + u.GetName()
+		if out[key] != nil {
+			return nil, fmt.Errorf("%s rendered twice", key)
+		}
+		out[key] = u
+	}
+}
+
+func sortedKeys(m map[string]*unstructured.Unstructured) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func containerArgs(t *testing.T, d *unstructured.Unstructured) []string {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if len(containers) == 0 {
+		t.Fatalf("no containers in %s", d.GetName())
+	}
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	return args
+}
+
+// TestChartVersion: the chart's version and appVersion are the operator's (Makefile VERSION,
+// which the OLM bundle uses too).
+func TestChartVersion(t *testing.T) {
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	for _, line := range strings.Split(string(makefile), "\n") {
+		if v, ok := strings.CutPrefix(line, "VERSION ?= "); ok {
+			version = strings.TrimSpace(v)
+		}
+	}
+	chart, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(chart, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if version == "" || meta.Version != version || meta.AppVersion != version {
+		t.Errorf("Chart.yaml version %q, appVersion %q; Makefile VERSION %q: keep them equal", meta.Version, meta.AppVersion, version)
+	}
+}
