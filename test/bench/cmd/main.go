@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -17,8 +18,16 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == bench.WatcherArg {
+		if err := bench.WatcherMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench watcher:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var c bench.Config
 	var out string
+	var o options
 	flag.IntVar(&c.Pods, "pods", 1000, "Pods.")
 	flag.IntVar(&c.Registries, "registries", 100, "ServiceRegistries (and Services).")
 	flag.IntVar(&c.Namespaces, "namespaces", 10, "Namespaces the registries are spread over.")
@@ -29,7 +38,15 @@ func main() {
 	flag.StringVar(&c.ControllerManager, "kube-controller-manager", filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), "kube-controller-manager binary.")
 	kcmArgs := flag.String("kcm-args", strings.Join(bench.KCMDefaultArgs, " "), "Extra kube-controller-manager flags (space-separated).")
 	opArgs := flag.String("operator-args", "", "Extra registrar flags (space-separated).")
-	flag.IntVar(&c.TTLSample, "ttl-sample", 100, "Pods that also run a self-registration TTL instance (0: no TTL peer).")
+	flag.IntVar(&c.TTLSample, "ttl-sample", 100, "Pods that also run a self-registration TTL instance, per kind (graceful and crashing: twice this many pods; 0: no TTL peer).")
+	flag.IntVar(&c.Reconciles, "reconciles", 8, "Workers of both controllers: registrar's --max-concurrent-reconciles and kube-controller-manager's --concurrent-endpoint-slice-syncs.")
+	flag.BoolVar(&o.inProcess, "in-process-watchers", false, "Time the systems from the harness process (each watch on its own connection) instead of a separate watcher process.")
+	flag.Float64Var(&c.MinRateFraction, "min-rate", 0.9, "Flag a run whose achieved write rate is below this fraction of -rate.")
+	flag.BoolVar(&c.RequireRate, "require-rate", false, "Fail when the achieved write rate is below -min-rate of -rate.")
+	flag.IntVar(&o.runs, "runs", 1, "Runs of the configuration, each on a fresh control plane; the summary gives median and range.")
+	flag.StringVar(&o.kind, "kind", "bench", "Kind of the published envelope (bench, bench-large).")
+	flag.StringVar(&o.tableID, "table-id", "bench", "Id of the rendered tables (<id> and <id>-ratios) in the envelope.")
+	flag.StringVar(&o.command, "command", "", "The command to record (default: the arguments of this process).")
 	flag.DurationVar(&c.TTL, "ttl", 15*time.Second, "TTL of the TTL registry's leases (keepalive every TTL/3).")
 	flag.DurationVar(&c.RoundTimeout, "round-timeout", 2*time.Minute, "Longest wait for a round's transitions to show.")
 	flag.StringVar(&c.WorkDir, "workdir", "bin/bench/run", "Logs, kubeconfigs and data of the run (emptied first).")
@@ -43,28 +60,78 @@ func main() {
 	c.Logf = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
-	if err := run(c, out); err != nil {
+	o.out = out
+	if err := run(c, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(c bench.Config, out string) error {
+type options struct {
+	out, kind, tableID, command string
+	runs                        int
+	inProcess                   bool
+}
+
+func run(c bench.Config, o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := os.RemoveAll(c.WorkDir); err != nil {
+	if !o.inProcess {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this executable for the watcher process: %w", err)
+		}
+		c.WatcherExe = exe
+	}
+	if o.command == "" {
+		o.command = strings.Join(os.Args, " ")
+	}
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}
 	start := time.Now()
-	res, err := bench.Run(ctx, c)
+	workDir := c.WorkDir
+	var runs []*bench.Results
+	var failed error
+	for i := range max(o.runs, 1) {
+		c := c
+		c.WorkDir = workDir
+		if o.runs > 1 {
+			c.WorkDir = filepath.Join(workDir, fmt.Sprintf("run-%d", i+1))
+			c.Logf("run %d of %d", i+1, o.runs)
+		}
+		if err := os.RemoveAll(c.WorkDir); err != nil {
+			return err
+		}
+		res, err := bench.Run(ctx, c)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		res.Command = o.command
+		res.WriteTable(os.Stdout)
+		if c.RequireRate && len(res.Warnings) > 0 && res.WriteRate < c.MinRateFraction*c.Rate {
+			failed = fmt.Errorf("run %d: offered rate not achieved (%.0f/s of %.0f/s)", i+1, res.WriteRate, c.Rate)
+		}
+		runs = append(runs, res)
+	}
+	pub := bench.Publish(o.kind, o.tableID, o.command, gitCommit(), runs)
+	pub.WriteSummary(os.Stdout)
+	fmt.Printf("%d run(s) took %s; results in %s\n", len(runs), time.Since(start).Round(time.Second), o.out)
+	if err := pub.WriteJSON(o.out); err != nil {
+		return err
+	}
+	return failed
+}
+
+// gitCommit is the commit of the working tree, with "-dirty" when it has uncommitted changes.
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
-		return err
+		return "unknown"
 	}
-	res.Command = strings.Join(os.Args, " ")
-	res.WriteTable(os.Stdout)
-	fmt.Printf("run took %s; results in %s\n", time.Since(start).Round(time.Second), out)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		commit += "-dirty"
 	}
-	return res.WriteJSON(out)
+	return commit
 }
