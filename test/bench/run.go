@@ -56,9 +56,9 @@ type runner struct {
 	wg          sync.WaitGroup
 	// paceLags are how late each write was sent against its schedule (the offered rate);
 	// writeRTTs how long each API write took.
-	lagMu     sync.Mutex
-	paceLags  []time.Duration
-	writeRTTs []time.Duration
+	lagMu      sync.Mutex
+	paceLags   []time.Duration
+	writeRTTs  []time.Duration
 	loadBefore [3]float64
 }
 

@@ -141,8 +141,8 @@ func (s sink) Observe(pod string, k Kind, at time.Time) {
 	s.w.emit(s.system, at, op, pod)
 }
 func (s sink) ObserveIfPending(pod string, _ Kind, at time.Time) { s.w.emit(s.system, at, 'd', pod) }
-func (s sink) Unexpected()                                      { s.w.emit(s.system, time.Now(), 'U', "-") }
-func (s sink) Write()                                           { s.w.emit(s.system, time.Now(), 'W', "-") }
+func (s sink) Unexpected()                                       { s.w.emit(s.system, time.Now(), 'U', "-") }
+func (s sink) Write()                                            { s.w.emit(s.system, time.Now(), 'W', "-") }
 
 // observer is what a watch reports to: a Tracker in-process, a sink in the watcher.
 type observer interface {
