@@ -116,9 +116,18 @@ func loadSources(root string) (map[string]source, error) {
 		if err != nil {
 			return nil, err
 		}
+		var probe struct {
+			Tables json.RawMessage `json:"tables"`
+		}
+		if err := json.Unmarshal(data, &probe); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		if len(probe.Tables) == 0 {
+			continue // a measurement without rendered tables (older envelopes)
+		}
 		var env envelope
 		if err := json.Unmarshal(data, &env); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
+			return nil, fmt.Errorf("%s: tables need the envelope (kind, date, commit, command, machine): %w", f, err)
 		}
 		rel, _ := filepath.Rel(root, f)
 		for _, t := range env.Tables {

@@ -33,7 +33,7 @@ func read(t *testing.T, path string) string {
 func TestRenderCheckAndIdempotence(t *testing.T) {
 	root := t.TempDir()
 	write(t, filepath.Join(root, "docs/bench/b.json"), benchJSON)
-	write(t, filepath.Join(root, "docs/bench/no-tables.json"), `{"kind":"xds","runs":[1]}`)
+	write(t, filepath.Join(root, "docs/bench/no-tables.json"), `{"kind":"xds","runs":[1],"machine":[{"nproc":2}]}`)
 	write(t, filepath.Join(root, "README.md"), "# R\n<!-- bench:t1 -->\nold\n<!-- /bench:t1 -->\ntail\n")
 	write(t, filepath.Join(root, "docs/perf.md"), "x <!-- bench:t1 --><!-- /bench:t1 --> <!-- bench:gone -->keep<!-- /bench:gone -->\n")
 	warn, _ := os.CreateTemp(t.TempDir(), "warn")
