@@ -143,7 +143,8 @@ func (cl *cluster) startOperator(ctx context.Context, c *Config) error {
 // KCMDefaultArgs run only the EndpointSlice controller, with client limits raised from
 // kube-controller-manager's defaults (20 QPS, burst 30) so that the comparison measures the
 // controller, not a client-side throttle a large cluster would raise too. Its worker count
-// (--concurrent-endpoint-slice-syncs, default 5) is set to Config.Reconciles, the operator's.
+// (--concurrent-service-endpoint-syncs, default 5, the flag the EndpointSlice controller
+// reads) is set to Config.Reconciles, the operator's.
 var KCMDefaultArgs = []string{"--kube-api-qps=1000", "--kube-api-burst=2000"}
 
 func (cl *cluster) startKCM(c *Config) error {
@@ -152,7 +153,7 @@ func (cl *cluster) startKCM(c *Config) error {
 		return err
 	}
 	args := append([]string{"--kubeconfig=" + kc, "--controllers=endpointslice-controller",
-		"--leader-elect=false", "--secure-port=0", "--v=1", fmt.Sprintf("--concurrent-endpoint-slice-syncs=%d", c.Reconciles)}, c.KCMArgs...)
+		"--leader-elect=false", "--secure-port=0", "--v=1", fmt.Sprintf("--concurrent-service-endpoint-syncs=%d", c.Reconciles)}, c.KCMArgs...)
 	cl.kcm, err = startProcess(c.WorkDir, "kube-controller-manager", c.ControllerManager, args...)
 	return err
 }

@@ -42,7 +42,7 @@ type Config struct {
 	// KCMArgs are extra flags for kube-controller-manager.
 	KCMArgs []string
 	// Reconciles is the operator's --max-concurrent-reconciles and kube-controller-manager's
-	// --concurrent-endpoint-slice-syncs: both controllers get the same number of workers.
+	// --concurrent-service-endpoint-syncs: both controllers get the same number of workers.
 	Reconciles int
 	// TTLSample is how many pods also run a self-registration TTL instance of each kind
 	// (graceful and crashing, disjoint samples; 0: no TTL peer).

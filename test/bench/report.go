@@ -225,10 +225,10 @@ func notes(c *Config) []string {
 		fmt.Sprintf("rounds: every pod %s, each round in random order at the offered rate; delete is grace period 0", strings.Join(causes(), " -> ")),
 		"apiwatch: the floor every controller pays, the pod write seen by a plain API watch in the watcher process; apiwatch-shared: diagnostic only, the old harness's floor (a pod watch inside the harness on the writers' connection)",
 		"EndpointSlice: a pod counts as registered while a slice lists it with conditions.ready=true",
-		fmt.Sprintf("workers: registrar --max-concurrent-reconciles=%d; kube-controller-manager --concurrent-endpoint-slice-syncs=%d", c.Reconciles, c.Reconciles),
+		fmt.Sprintf("workers: registrar --max-concurrent-reconciles=%d; kube-controller-manager --concurrent-service-endpoint-syncs=%d", c.Reconciles, c.Reconciles),
 	}
 	if c.EndpointSlice {
-		n = append(n, "kube-controller-manager flags: "+strings.Join(append([]string{"--controllers=endpointslice-controller", fmt.Sprintf("--concurrent-endpoint-slice-syncs=%d", c.Reconciles)}, c.KCMArgs...), " "))
+		n = append(n, "kube-controller-manager flags: "+strings.Join(append([]string{"--controllers=endpointslice-controller", fmt.Sprintf("--concurrent-service-endpoint-syncs=%d", c.Reconciles)}, c.KCMArgs...), " "))
 	}
 	if c.TTLSample > 0 {
 		n = append(n, fmt.Sprintf("TTL registries measured on two disjoint samples of %d of %d pods; TTL %s, keepalive every %s; registration is the instance's own grant+put; ttl-graceful: the instance revokes its lease on unready and on shutdown (delete); ttl-crash: every deregistration is a crash, the key lives until the lease expires",

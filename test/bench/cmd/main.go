@@ -39,7 +39,7 @@ func main() {
 	kcmArgs := flag.String("kcm-args", strings.Join(bench.KCMDefaultArgs, " "), "Extra kube-controller-manager flags (space-separated).")
 	opArgs := flag.String("operator-args", "", "Extra registrar flags (space-separated).")
 	flag.IntVar(&c.TTLSample, "ttl-sample", 100, "Pods that also run a self-registration TTL instance, per kind (graceful and crashing: twice this many pods; 0: no TTL peer).")
-	flag.IntVar(&c.Reconciles, "reconciles", 8, "Workers of both controllers: registrar's --max-concurrent-reconciles and kube-controller-manager's --concurrent-endpoint-slice-syncs.")
+	flag.IntVar(&c.Reconciles, "reconciles", 8, "Workers of both controllers: registrar's --max-concurrent-reconciles and kube-controller-manager's --concurrent-service-endpoint-syncs.")
 	flag.BoolVar(&o.inProcess, "in-process-watchers", false, "Time the systems from the harness process (each watch on its own connection) instead of a separate watcher process.")
 	flag.Float64Var(&c.MinRateFraction, "min-rate", 0.9, "Flag a run whose achieved write rate is below this fraction of -rate.")
 	flag.BoolVar(&c.RequireRate, "require-rate", false, "Fail when the achieved write rate is below -min-rate of -rate.")
