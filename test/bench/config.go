@@ -22,7 +22,8 @@ type Config struct {
 	Nodes int
 	// Rate is the offered transitions per second (pod status writes and deletes).
 	Rate float64
-	// Writers bounds the API writes in flight.
+	// Writers bounds the API writes in flight. It must exceed the offered rate times the API
+	// write latency, or the writers, not the systems, limit the rate (Results.Harness.PaceLag).
 	Writers int
 	// RoundTimeout bounds the wait for every system to show a round's transitions.
 	RoundTimeout time.Duration
@@ -89,7 +90,7 @@ func (c *Config) Defaults() {
 		c.Rate = 500
 	}
 	if c.Writers <= 0 {
-		c.Writers = 64
+		c.Writers = 256
 	}
 	if c.RoundTimeout <= 0 {
 		c.RoundTimeout = 2 * time.Minute

@@ -160,7 +160,7 @@ func (r *runner) results(before, after map[string]Usage) *Results {
 func ratios(res *Results) []Ratio {
 	reg, _ := res.System(SystemRegistrar)
 	var out []Ratio
-	for _, peer := range []string{SystemEndpointSlice, SystemTTLGraceful, SystemTTLCrash, SystemAPIWatch} {
+	for _, peer := range []string{SystemEndpointSlice, SystemTTLGraceful, SystemTTLCrash, SystemAPIWatch, SystemAPIWatchInProc, SystemAPIWatchShared} {
 		p, ok := res.System(peer)
 		if !ok {
 			continue
@@ -223,7 +223,7 @@ func notes(c *Config) []string {
 	n := []string{
 		"lag = API write sent (pod status patch or delete) -> change seen by the watcher process (separate from the writers; each system on its own connection: etcd watches for registrar and TTL, API watches for EndpointSlices and pods)",
 		fmt.Sprintf("rounds: every pod %s, each round in random order at the offered rate; delete is grace period 0", strings.Join(causes(), " -> ")),
-		"apiwatch: the floor every controller pays, the pod write seen by a plain API watch in the watcher process; apiwatch-shared: diagnostic only, the old harness's floor (a pod watch inside the harness on the writers' connection)",
+		"apiwatch: the floor every controller pays, the pod write seen by a plain API watch in the watcher process; diagnostics of the harness, not peers: apiwatch-inproc, the same watch inside the harness process on its own connection, and apiwatch-shared, the old harness's floor (inside the harness on the writers' connection)",
 		"EndpointSlice: a pod counts as registered while a slice lists it with conditions.ready=true",
 		fmt.Sprintf("workers: registrar --max-concurrent-reconciles=%d; kube-controller-manager --concurrent-service-endpoint-syncs=%d", c.Reconciles, c.Reconciles),
 	}

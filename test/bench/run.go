@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 )
@@ -37,10 +38,19 @@ const (
 	// harness process on the connection its writers use. It is not a peer; when it lags far
 	// behind SystemAPIWatch, the harness (its CPU or its connection) is what lags.
 	SystemAPIWatchShared = "apiwatch-shared"
+	// SystemAPIWatchInProc is the second diagnostic: a pod watch inside the harness process
+	// on a connection of its own. Against SystemAPIWatch it shows what the harness process
+	// costs (its CPU); against SystemAPIWatchShared what sharing the writers' connection does.
+	SystemAPIWatchInProc = "apiwatch-inproc"
 )
 
 // systemOrder is the order of systems in tables.
-var systemOrder = []string{SystemRegistrar, SystemEndpointSlice, SystemTTLGraceful, SystemTTLCrash, SystemAPIWatch, SystemAPIWatchShared}
+var systemOrder = []string{SystemRegistrar, SystemEndpointSlice, SystemTTLGraceful, SystemTTLCrash, SystemAPIWatch, SystemAPIWatchInProc, SystemAPIWatchShared}
+
+// diagnostic reports whether a system is a diagnostic of the harness rather than a peer.
+func diagnostic(system string) bool {
+	return system == SystemAPIWatchShared || system == SystemAPIWatchInProc
+}
 
 // runner is one run in progress.
 type runner struct {
@@ -99,6 +109,7 @@ func (r *runner) setup(ctx context.Context) error {
 	r.c.Logf("settled after %s", time.Since(start).Round(time.Millisecond))
 	r.trackers[SystemAPIWatch] = NewTracker()
 	r.trackers[SystemAPIWatchShared] = NewTracker()
+	r.trackers[SystemAPIWatchInProc] = NewTracker()
 	if r.c.EndpointSlice {
 		r.trackers[SystemEndpointSlice] = NewTracker()
 	}
@@ -219,7 +230,7 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 	}
 	timed := map[string]*Tracker{}
 	for name, t := range r.trackers {
-		if name != SystemAPIWatchShared {
+		if !diagnostic(name) {
 			timed[name] = t
 		}
 	}
@@ -232,14 +243,22 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 		_ = h.finish()
 		return nil, err
 	}
+	own, err := kubernetes.NewForConfig(ownConnection(r.cl.cfg))
+	if err != nil {
+		_ = h.finish()
+		return nil, err
+	}
 	sctx, cancel := context.WithCancel(ctx)
-	shared := make(chan error, 1)
-	go func() { shared <- watchPods(sctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatchShared]) }()
+	diag := make(chan error, 2)
+	go func() { diag <- watchPods(sctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatchShared]) }()
+	go func() { diag <- watchPods(sctx, own, podsRV, r.trackers[SystemAPIWatchInProc]) }()
 	return func() (WatcherStats, error) {
 		cancel()
 		err := h.finish()
-		if serr := <-shared; serr != nil && !errors.Is(serr, context.Canceled) {
-			err = errors.Join(err, serr)
+		for range 2 {
+			if derr := <-diag; derr != nil && !errors.Is(derr, context.Canceled) {
+				err = errors.Join(err, derr)
+			}
 		}
 		return h.stats, err
 	}, nil
@@ -368,7 +387,7 @@ func (r *runner) waitRound(ctx context.Context) {
 func (r *runner) transition(ctx context.Context, p benchPod, cause Cause, scheduled time.Time) {
 	at := time.Now()
 	id := p.ID()
-	targets := []*Tracker{r.trackers[SystemRegistrar], r.trackers[SystemAPIWatch], r.trackers[SystemAPIWatchShared]}
+	targets := []*Tracker{r.trackers[SystemRegistrar], r.trackers[SystemAPIWatch], r.trackers[SystemAPIWatchShared], r.trackers[SystemAPIWatchInProc]}
 	if t := r.trackers[SystemEndpointSlice]; t != nil {
 		targets = append(targets, t)
 	}

@@ -114,8 +114,8 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 	p.Machine.LoadAfter = runs[len(runs)-1].Machine.LoadAfter
 	var systems []string
 	for _, name := range systemOrder {
-		if name == SystemAPIWatchShared {
-			continue // a diagnostic of the harness, in the raw runs only
+		if diagnostic(name) {
+			continue // diagnostics of the harness: in the raw runs and the harness table
 		}
 		if _, ok := runs[0].System(name); ok {
 			systems = append(systems, name)
@@ -183,8 +183,38 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 		ratio.Rows = append(ratio.Rows, cells)
 	}
 	ratio.Notes = []string{"\"within noise\": the two figures' min–max ranges over the runs overlap, so these runs do not tell them apart"}
-	p.Tables = []Table{lag, ratio}
+	p.Tables = []Table{lag, ratio, harnessTable(tableID, command, runs)}
 	return p
+}
+
+// harnessTable is one row per run of what could make the floor move: the same pod watch from
+// the watcher process, from the harness on its own connection and on the writers' connection;
+// the achieved rate and the writers' lateness; the processes' scheduling lag; other load.
+func harnessTable(tableID, command string, runs []*Results) Table {
+	t := Table{ID: tableID + "-harness",
+		Title: fmt.Sprintf("%s: the floor and the harness, per run (dereg / reg p99 in ms)", command),
+		Columns: []string{"run", "apiwatch (watcher process)", "apiwatch-inproc (harness, own connection)", "apiwatch-shared (harness, writers' connection)",
+			"writes/s achieved", "writes sent late p99 (ms)", "API write p99 (ms)", "sleep late p99 harness / watcher (ms)", "other processes (cores)", "load before → after"}}
+	for i, r := range runs {
+		p99 := func(sys string) string {
+			s, ok := r.System(sys)
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f / %.0f", s.Deregistration.P99, s.Registration.P99)
+		}
+		other := "-"
+		if r.Harness.MeasuredSeconds > 0 {
+			other = fmt.Sprintf("%.2f", r.Harness.OtherCPUSeconds/r.Harness.MeasuredSeconds)
+		}
+		t.Rows = append(t.Rows, []string{fmt.Sprint(i + 1), p99(SystemAPIWatch), p99(SystemAPIWatchInProc), p99(SystemAPIWatchShared),
+			fmt.Sprintf("%.0f of %.0f", r.WriteRate, r.OfferedRate), fmt.Sprintf("%.0f", r.Harness.PaceLag.P99), fmt.Sprintf("%.0f", r.Harness.WriteRTT.P99),
+			fmt.Sprintf("%.0f / %.0f", r.Harness.SchedLag.P99, r.Harness.WatcherSchedLag.P99), other,
+			fmt.Sprintf("%.1f → %.1f", r.Machine.LoadBefore[0], r.Machine.LoadAfter[0])})
+	}
+	t.Notes = []string{"apiwatch-inproc and apiwatch-shared are diagnostics, not peers: the same pod watch as apiwatch, run inside the harness process (the old harness timed its floor and the EndpointSlices on the writers' connection)",
+		"other processes: CPU the rest of the shared machine used during the measured phase (machine busy time minus this run's processes), in cores"}
+	return t
 }
 
 func times(x float64) string {

@@ -116,7 +116,7 @@ func TestPublishTablesAndNoise(t *testing.T) {
 		}
 	}
 	p := Publish("bench", "bench-x", "make bench", "abc", []*Results{run(100, 300, 90), run(120, 310, 130), run(110, 290, 95)})
-	if len(p.Tables) != 2 || p.Tables[0].ID != "bench-x" || p.Tables[1].ID != "bench-x-ratios" {
+	if len(p.Tables) != 3 || p.Tables[0].ID != "bench-x" || p.Tables[1].ID != "bench-x-ratios" || p.Tables[2].ID != "bench-x-harness" {
 		t.Fatalf("tables %+v", p.Tables)
 	}
 	if got := strings.Join(p.Tables[0].Columns, ","); got != ",registrar,endpointslice,apiwatch" {
@@ -131,6 +131,9 @@ func TestPublishTablesAndNoise(t *testing.T) {
 	}
 	if len(p.Noise) != 2 || !strings.HasPrefix(p.Noise[0], "apiwatch deregistration p99") {
 		t.Errorf("noise %v", p.Noise)
+	}
+	if got := p.Tables[2].Rows[0]; len(got) != len(p.Tables[2].Columns) || got[3] != "9999 / 9999" || got[2] != "-" {
+		t.Errorf("harness row %v", got)
 	}
 	if p.Machine.LoadBefore[0] != 1 || p.Machine.LoadAfter[0] != 2 {
 		t.Errorf("machine %+v", p.Machine)

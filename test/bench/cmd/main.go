@@ -32,7 +32,7 @@ func main() {
 	flag.IntVar(&c.Registries, "registries", 100, "ServiceRegistries (and Services).")
 	flag.IntVar(&c.Namespaces, "namespaces", 10, "Namespaces the registries are spread over.")
 	flag.Float64Var(&c.Rate, "rate", 500, "Offered transitions per second.")
-	flag.IntVar(&c.Writers, "writers", 64, "API writes in flight at most.")
+	flag.IntVar(&c.Writers, "writers", 256, "API writes in flight at most (more than the rate times the API write latency, or the writers limit the rate).")
 	flag.StringVar(&c.Operator, "operator", "bin/bench/registrar", "registrar binary (go build -o ... ./cmd).")
 	flag.BoolVar(&c.EndpointSlice, "endpointslice", true, "Run kube-controller-manager's EndpointSlice controller side by side.")
 	flag.StringVar(&c.ControllerManager, "kube-controller-manager", filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), "kube-controller-manager binary.")
