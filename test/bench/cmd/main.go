@@ -90,6 +90,7 @@ func run(c bench.Config, o options) error {
 		return err
 	}
 	start := time.Now()
+	commit := gitCommit() // the code that runs: read before the runs, which take minutes
 	workDir := c.WorkDir
 	var runs []*bench.Results
 	var failed error
@@ -114,7 +115,7 @@ func run(c bench.Config, o options) error {
 		}
 		runs = append(runs, res)
 	}
-	pub := bench.Publish(o.kind, o.tableID, o.command, gitCommit(), runs)
+	pub := bench.Publish(o.kind, o.tableID, o.command, commit, runs)
 	pub.WriteSummary(os.Stdout)
 	fmt.Printf("%d run(s) took %s; results in %s\n", len(runs), time.Since(start).Round(time.Second), o.out)
 	if err := pub.WriteJSON(o.out); err != nil {
