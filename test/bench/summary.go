@@ -162,11 +162,14 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 	lag.Rows = append(lag.Rows, row)
 	lag.Notes = append(lag.Notes, p.harnessNotes()...)
 
-	ratio := Table{ID: tableID + "-ratios", Title: fmt.Sprintf("%s: p99 of each system against registrar's, median of %d runs; figures whose ranges over the runs overlap are within noise", command, len(runs)),
-		Columns: []string{"system", "deregistration p99 (ms)", "vs registrar", "registration p99 (ms)", "vs registrar"}}
+	ratio := Table{ID: tableID + "-ratios", Title: fmt.Sprintf("%s: each system against registrar (its median over registrar's median, %d runs); figures whose ranges over the runs overlap are within noise", command, len(runs)),
+		Columns: []string{"system"}}
+	for _, f := range lagFigures {
+		ratio.Columns = append(ratio.Columns, f.label, "vs registrar")
+	}
 	for _, sys := range systems {
 		cells := []string{sys}
-		for _, f := range []lagFigure{lagFigures[1], lagFigures[3]} {
+		for _, f := range lagFigures {
 			s := figure(runs, sys, f.get)
 			reg := figure(runs, SystemRegistrar, f.get)
 			cells = append(cells, s.cell("%.0f"))
@@ -223,6 +226,8 @@ func times(x float64) string {
 		return "-"
 	case x >= 10:
 		return fmt.Sprintf("%.0f×", x)
+	case x < 1:
+		return fmt.Sprintf("%.2f×", x)
 	default:
 		return fmt.Sprintf("%.1f×", x)
 	}

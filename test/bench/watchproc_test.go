@@ -126,10 +126,10 @@ func TestPublishTablesAndNoise(t *testing.T) {
 		t.Errorf("dereg p99 row %v", got)
 	}
 	ratios := p.Tables[1].Rows
-	if ratios[1][2] != "2.7×" || !strings.Contains(ratios[2][2], "within noise") {
+	if len(ratios[1]) != 9 || ratios[1][4] != "2.7×" || !strings.Contains(ratios[2][4], "within noise") {
 		t.Errorf("ratio rows %v", ratios)
 	}
-	if len(p.Noise) != 2 || !strings.HasPrefix(p.Noise[0], "apiwatch deregistration p99") {
+	if len(p.Noise) != 4 || !strings.HasPrefix(p.Noise[0], "apiwatch deregistration p50") {
 		t.Errorf("noise %v", p.Noise)
 	}
 	if got := p.Tables[2].Rows[0]; len(got) != len(p.Tables[2].Columns) || got[3] != "9999 / 9999" || got[2] != "-" {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -46,6 +47,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 1, "Runs of the configuration, each on a fresh control plane; the summary gives median and range.")
 	flag.StringVar(&o.kind, "kind", "bench", "Kind of the published envelope (bench, bench-large).")
 	flag.StringVar(&o.tableID, "table-id", "bench", "Id of the rendered tables (<id> and <id>-ratios) in the envelope.")
+	flag.StringVar(&o.republish, "republish", "", "Rebuild the tables of this envelope from its raw runs (after a change of the tables' code) and exit; runs nothing.")
 	flag.StringVar(&o.command, "command", "", "The command to record (default: the arguments of this process).")
 	flag.DurationVar(&c.TTL, "ttl", 15*time.Second, "TTL of the TTL registry's leases (keepalive every TTL/3).")
 	flag.DurationVar(&c.RoundTimeout, "round-timeout", 2*time.Minute, "Longest wait for a round's transitions to show.")
@@ -68,12 +70,15 @@ func main() {
 }
 
 type options struct {
-	out, kind, tableID, command string
+	out, kind, tableID, command, republish string
 	runs                        int
 	inProcess                   bool
 }
 
 func run(c bench.Config, o options) error {
+	if o.republish != "" {
+		return republish(o.republish)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if !o.inProcess {
@@ -135,4 +140,24 @@ func gitCommit() string {
 		commit += "-dirty"
 	}
 	return commit
+}
+
+// republish rebuilds the tables of a committed envelope from its raw runs, keeping its date,
+// commit and command.
+func republish(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var old bench.Publication
+	if err := json.Unmarshal(data, &old); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(old.Tables) == 0 || len(old.Runs) == 0 {
+		return fmt.Errorf("%s: no tables or no runs to rebuild from", path)
+	}
+	pub := bench.Publish(old.Kind, old.Tables[0].ID, old.Command, old.Commit, old.Runs)
+	pub.Date, pub.Machine = old.Date, old.Machine
+	pub.WriteSummary(os.Stdout)
+	return pub.WriteJSON(path)
 }
