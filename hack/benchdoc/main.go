@@ -182,7 +182,7 @@ func renderTable(src source, dir string) string {
 	t := src.t
 	var b strings.Builder
 	if t.Title != "" {
-		fmt.Fprintf(&b, "%s\n\n", cell(t.Title))
+		fmt.Fprintf(&b, "**%s**\n\n", cell(t.Title))
 	}
 	head := make([]string, len(t.Columns))
 	sep := make([]string, len(t.Columns))

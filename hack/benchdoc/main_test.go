@@ -50,7 +50,7 @@ func TestRenderCheckAndIdempotence(t *testing.T) {
 	}
 	readme := read(t, filepath.Join(root, "README.md"))
 	for _, want := range []string{
-		"<!-- bench:t1 -->\nLags\n\n|  | a\\|b | c |\n| --- | ---: | ---: |\n| p99 | 1 | 2 |\n| short |  |  |\n\n- n1\n",
+		"<!-- bench:t1 -->\n**Lags**\n\n|  | a\\|b | c |\n| --- | ---: | ---: |\n| p99 | 1 | 2 |\n| short |  |  |\n\n- n1\n",
 		"Source: [docs/bench/b.json](docs/bench/b.json) — `make bench`, 2026-11-30T23:59:00Z, commit 0123456789ab, 2 cores, load average 1.00 / 2.00 / 3.00 before, 4.00 / 5.00 / 6.00 after.\n<!-- /bench:t1 -->\ntail\n",
 	} {
 		if !strings.Contains(readme, want) {
