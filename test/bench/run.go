@@ -70,6 +70,7 @@ type runner struct {
 	paceLags   []time.Duration
 	writeRTTs  []time.Duration
 	loadBefore [3]float64
+	watchers   *watcherHandle
 }
 
 // Run performs one benchmark run.
@@ -238,6 +239,7 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 	if err != nil {
 		return nil, err
 	}
+	r.watchers = h
 	podsRV, err := podsResourceVersion(ctx, r.cl.kube)
 	if err != nil {
 		_ = h.finish()
@@ -377,6 +379,10 @@ func (r *runner) waitRound(ctx context.Context) {
 		}
 		if err := r.cl.operator.running(); err != nil {
 			r.c.Logf("%v: its pending transitions count as lost", err)
+			return
+		}
+		if err := r.watchers.running(); err != nil {
+			r.c.Logf("%v: pending transitions count as lost", err)
 			return
 		}
 		time.Sleep(10 * time.Millisecond) // polling counters of running watchers

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -261,6 +262,16 @@ type watcherHandle struct {
 	done     chan error
 	stop     func()
 	pid      int
+	// exited is set when the watchers' stream ended (they failed, or were stopped).
+	exited atomic.Bool
+}
+
+// running reports an error when the watchers stopped before the harness stopped them.
+func (h *watcherHandle) running() error {
+	if h.exited.Load() {
+		return fmt.Errorf("the timing watchers stopped (see watcher.log in the work directory)")
+	}
+	return nil
 }
 
 // startTimingWatchers starts the watchers of spec (a process when exe is set) and feeds their
@@ -338,6 +349,7 @@ func startTimingWatchers(ctx context.Context, exe, logDir string, spec watcherSp
 
 // read applies the watcher's lines to the trackers until the stream ends.
 func (h *watcherHandle) read(r io.Reader) error {
+	defer h.exited.Store(true)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
