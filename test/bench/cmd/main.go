@@ -71,8 +71,8 @@ func main() {
 
 type options struct {
 	out, kind, tableID, command, republish string
-	runs                        int
-	inProcess                   bool
+	runs                                   int
+	inProcess                              bool
 }
 
 func run(c bench.Config, o options) error {
