@@ -310,7 +310,7 @@ func (r *Results) WriteTable(out io.Writer) {
 			o.Reconciles, o.QueueWaitMs, o.ReconcileMs, o.APIWrites, float64(o.APIWrites)/float64(reg.Transitions), o.StatusPatches, o.Posts)
 	}
 	for _, rt := range r.Ratios {
-		fmt.Fprintf(out, "ratio %s/registrar %s: %.1f×\n", rt.Peer, rt.Metric, rt.Times)
+		fmt.Fprintf(out, "ratio %s/registrar %s: %s\n", rt.Peer, rt.Metric, times(rt.Times))
 	}
 	for _, t := range r.Targets {
 		fmt.Fprintf(out, "target %-45s %-4s %s\n", t.Name, map[bool]string{true: "MET", false: "MISS"}[t.Met], t.Value)
