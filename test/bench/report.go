@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// Results is what a run measured; it is written as bench-results.json.
+// Results is what one run measured; the runs of a configuration are written together as a
+// Publication (the -out envelope).
 type Results struct {
 	Date        time.Time `json:"date"`
 	Command     string    `json:"command,omitempty"`

@@ -1,5 +1,6 @@
 // Command bench runs registrar's benchmark (see test/bench and `make bench`): it prints a
-// table and writes bench-results.json.
+// table per run and a summary over the runs (median, range, what is within noise), and writes
+// the envelope of docs/bench (-out).
 package main
 
 import (
