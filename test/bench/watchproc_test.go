@@ -139,3 +139,23 @@ func TestPublishTablesAndNoise(t *testing.T) {
 		t.Errorf("machine %+v", p.Machine)
 	}
 }
+
+func TestWarnings(t *testing.T) {
+	c := &Config{Rate: 100, MinRateFraction: 0.9}
+	quiet := &Results{WriteRate: 95, Machine: Machine{Cores: 2},
+		Harness: HarnessStats{MeasuredSeconds: 60, OtherCPUSeconds: 20, SchedLag: LagStats{P99: 20}, WatcherSchedLag: LagStats{P99: 20}}}
+	if w := warnings(c, quiet); len(w) != 0 {
+		t.Errorf("a run at 95/s of 100 with little other load: %v", w)
+	}
+	loaded := &Results{WriteRate: 80, Machine: Machine{Cores: 2},
+		Harness: HarnessStats{MeasuredSeconds: 60, OtherCPUSeconds: 60, SchedLag: LagStats{P99: 20}, WatcherSchedLag: LagStats{P99: 80}}}
+	w := strings.Join(warnings(c, loaded), "\n")
+	for _, want := range []string{"offered rate not achieved: 80/s", "watcher process was starved", "other processes used 1.0 of 2 cores"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings lack %q:\n%s", want, w)
+		}
+	}
+	if strings.Contains(w, "the harness was starved") {
+		t.Errorf("the harness was not starved:\n%s", w)
+	}
+}
