@@ -93,8 +93,11 @@ func warnings(c *Config, res *Results) []string {
 		w = append(w, fmt.Sprintf("offered rate not achieved: %.0f/s written of %.0f/s offered (writes sent up to %.0f ms late, p99 %.0f ms; API write p99 %.0f ms): the API server or the harness saturated, lags include queueing",
 			res.WriteRate, c.Rate, res.Harness.PaceLag.Max, res.Harness.PaceLag.P99, res.Harness.WriteRTT.P99))
 	}
-	for name, l := range map[string]LagStats{"harness": res.Harness.SchedLag, "watcher process": res.Harness.WatcherSchedLag} {
-		if l.P99 > 50 {
+	for _, p := range []struct {
+		name string
+		l    LagStats
+	}{{"harness", res.Harness.SchedLag}, {"watcher process", res.Harness.WatcherSchedLag}} {
+		if name, l := p.name, p.l; l.P99 > 50 {
 			w = append(w, fmt.Sprintf("the %s was starved of CPU: a 10 ms sleep returned %.0f ms late at p99 (max %.0f ms); its timings include that", name, l.P99, l.Max))
 		}
 	}
