@@ -21,10 +21,12 @@ import (
 	"github.com/registrar-dev/registrar/test/etcdtest"
 )
 
-// StorePrefix is where the operator writes, TTLPrefix where the TTL registry's instances do.
+// StorePrefix is where the operator writes; the TTL registries' instances write under
+// TTLGracefulPrefix (they revoke their lease on deregistration) and TTLCrashPrefix (they crash).
 const (
-	StorePrefix = "/registrar/services/"
-	TTLPrefix   = "/ttl-registry/services/"
+	StorePrefix       = "/registrar/services/"
+	TTLGracefulPrefix = "/ttl-graceful/services/"
+	TTLCrashPrefix    = "/ttl-crash/services/"
 )
 
 // cluster is every component of a run.
@@ -129,7 +131,7 @@ func (cl *cluster) startOperator(ctx context.Context, c *Config) error {
 	args := append([]string{"--kubeconfig=" + kc, "--store-endpoints=" + cl.store.Endpoint(),
 		"--leader-elect=false", "--enable-webhook=false",
 		"--metrics-bind-address=" + addrs[0], "--health-probe-bind-address=" + addrs[1],
-		"--pprof-bind-address=" + addrs[2]}, c.OperatorArgs...)
+		"--pprof-bind-address=" + addrs[2], fmt.Sprintf("--max-concurrent-reconciles=%d", c.Reconciles)}, c.OperatorArgs...)
 	if cl.operator, err = startProcess(c.WorkDir, "registrar", c.Operator, args...); err != nil {
 		return err
 	}
@@ -140,7 +142,9 @@ func (cl *cluster) startOperator(ctx context.Context, c *Config) error {
 
 // KCMDefaultArgs run only the EndpointSlice controller, with client limits raised from
 // kube-controller-manager's defaults (20 QPS, burst 30) so that the comparison measures the
-// controller, not a client-side throttle a large cluster would raise too.
+// controller, not a client-side throttle a large cluster would raise too. Its worker count
+// (--concurrent-service-endpoint-syncs, default 5, the flag the EndpointSlice controller
+// reads) is set to Config.Reconciles, the operator's.
 var KCMDefaultArgs = []string{"--kube-api-qps=1000", "--kube-api-burst=2000"}
 
 func (cl *cluster) startKCM(c *Config) error {
@@ -149,7 +153,7 @@ func (cl *cluster) startKCM(c *Config) error {
 		return err
 	}
 	args := append([]string{"--kubeconfig=" + kc, "--controllers=endpointslice-controller",
-		"--leader-elect=false", "--secure-port=0", "--v=1"}, c.KCMArgs...)
+		"--leader-elect=false", "--secure-port=0", "--v=1", fmt.Sprintf("--concurrent-service-endpoint-syncs=%d", c.Reconciles)}, c.KCMArgs...)
 	cl.kcm, err = startProcess(c.WorkDir, "kube-controller-manager", c.ControllerManager, args...)
 	return err
 }

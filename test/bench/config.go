@@ -22,7 +22,8 @@ type Config struct {
 	Nodes int
 	// Rate is the offered transitions per second (pod status writes and deletes).
 	Rate float64
-	// Writers bounds the API writes in flight.
+	// Writers bounds the API writes in flight. It must exceed the offered rate times the API
+	// write latency, or the writers, not the systems, limit the rate (Results.Harness.PaceLag).
 	Writers int
 	// RoundTimeout bounds the wait for every system to show a round's transitions.
 	RoundTimeout time.Duration
@@ -41,10 +42,23 @@ type Config struct {
 	ControllerManager string
 	// KCMArgs are extra flags for kube-controller-manager.
 	KCMArgs []string
-	// TTLSample is how many pods also run a self-registration TTL instance (0: no TTL peer).
+	// Reconciles is the operator's --max-concurrent-reconciles and kube-controller-manager's
+	// --concurrent-service-endpoint-syncs: both controllers get the same number of workers.
+	Reconciles int
+	// TTLSample is how many pods also run a self-registration TTL instance of each kind
+	// (graceful and crashing, disjoint samples; 0: no TTL peer).
 	TTLSample int
 	// TTL and the keepalive interval (TTL/3, etcd's client default) of the TTL registry.
 	TTL time.Duration
+
+	// WatcherExe, when set, is the bench command, run with WatcherArg as the process that
+	// times every system (see watchproc.go); otherwise the watchers run in the harness process,
+	// each on its own connection.
+	WatcherExe string
+	// MinRateFraction: a run whose achieved write rate is below this fraction of Rate is
+	// flagged (Results.Warnings); with RequireRate the run fails.
+	MinRateFraction float64
+	RequireRate     bool
 
 	// WorkDir holds logs, kubeconfigs and data of this run.
 	WorkDir string
@@ -76,7 +90,7 @@ func (c *Config) Defaults() {
 		c.Rate = 500
 	}
 	if c.Writers <= 0 {
-		c.Writers = 64
+		c.Writers = 256
 	}
 	if c.RoundTimeout <= 0 {
 		c.RoundTimeout = 2 * time.Minute
@@ -86,6 +100,12 @@ func (c *Config) Defaults() {
 	}
 	if c.SetupTimeout <= 0 {
 		c.SetupTimeout = 5 * time.Minute
+	}
+	if c.Reconciles <= 0 {
+		c.Reconciles = 8
+	}
+	if c.MinRateFraction <= 0 {
+		c.MinRateFraction = 0.9
 	}
 	if c.TTL <= 0 {
 		c.TTL = 15 * time.Second
@@ -105,8 +125,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("no operator binary: build ./cmd and pass its path")
 	case c.EndpointSlice && c.ControllerManager == "":
 		return fmt.Errorf("EndpointSlice peer needs the kube-controller-manager binary")
-	case c.TTLSample > c.Pods:
-		return fmt.Errorf("TTL sample %d is larger than the %d pods", c.TTLSample, c.Pods)
+	case 2*c.TTLSample > c.Pods:
+		return fmt.Errorf("two TTL samples of %d (graceful and crash) need more than the %d pods", c.TTLSample, c.Pods)
 	case c.Registries > c.Pods:
 		return fmt.Errorf("%d registries for %d pods: every registry needs a pod", c.Registries, c.Pods)
 	case c.WorkDir == "":

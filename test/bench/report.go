@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// Results is what a run measured; it is written as bench-results.json.
+// Results is what one run measured; the runs of a configuration are written together as a
+// Publication (the -out envelope).
 type Results struct {
 	Date        time.Time `json:"date"`
 	Command     string    `json:"command,omitempty"`
@@ -36,6 +39,74 @@ type Results struct {
 	Targets  []Target      `json:"targets"`
 	Notes    []string      `json:"notes"`
 	Profiles []string      `json:"profiles,omitempty"`
+	// Workers: the operator's reconcilers and kube-controller-manager's EndpointSlice syncs.
+	Workers map[string]int `json:"workers"`
+	// Harness is the harness's own health: if it lagged, the lags include its own.
+	Harness HarnessStats `json:"harness"`
+	// Machine are the machine's facts and its load average before and after the run.
+	Machine Machine `json:"machine"`
+	// Warnings say why the run's figures may not measure the systems (empty: none).
+	Warnings []string `json:"warnings"`
+}
+
+// HarnessStats show whether the harness itself was a bottleneck.
+type HarnessStats struct {
+	// WatcherProcess: the systems were timed from a separate process.
+	WatcherProcess bool `json:"watcherProcess"`
+	// PaceLag is how late writes were sent against the offered schedule (writers all busy or
+	// the harness starved of CPU); WriteRTT how long the API server took to answer them.
+	PaceLag  LagStats `json:"paceLag"`
+	WriteRTT LagStats `json:"writeRtt"`
+	// SchedLag is how late a 10 ms sleep returned in the harness and in the watcher process.
+	SchedLag        LagStats `json:"schedLag"`
+	WatcherSchedLag LagStats `json:"watcherSchedLag"`
+	// MeasuredSeconds is the measured phase's length; MachineBusyCPUSeconds the CPU time the
+	// whole machine spent busy in it, TreeCPUSeconds what the run's own processes used (the
+	// harness, the watcher, kube-apiserver, the etcds, the operator, kube-controller-manager)
+	// and OtherCPUSeconds the rest: other load on a shared machine.
+	MeasuredSeconds       float64            `json:"measuredSeconds"`
+	MachineBusyCPUSeconds float64            `json:"machineBusyCpuSeconds"`
+	TreeCPUSeconds        map[string]float64 `json:"treeCpuSeconds"`
+	OtherCPUSeconds       float64            `json:"otherCpuSeconds"`
+}
+
+func (r *runner) harnessStats(hlag LagStats, w WatcherStats, measured time.Duration, busy float64, before, after map[string]float64) HarnessStats {
+	r.lagMu.Lock()
+	defer r.lagMu.Unlock()
+	h := HarnessStats{WatcherProcess: r.c.WatcherExe != "", PaceLag: Summarise(r.paceLags), WriteRTT: Summarise(r.writeRTTs),
+		SchedLag: hlag, WatcherSchedLag: w.SchedLag, MeasuredSeconds: measured.Seconds(),
+		MachineBusyCPUSeconds: busy, TreeCPUSeconds: map[string]float64{}}
+	tree := 0.0
+	for name, v := range after {
+		d := v - before[name]
+		h.TreeCPUSeconds[name] = float64(int(d*10+0.5)) / 10
+		tree += d
+	}
+	h.OtherCPUSeconds = max(busy-tree, 0)
+	return h
+}
+
+// warnings flag a run whose figures measure the harness or the machine rather than the systems.
+func warnings(c *Config, res *Results) []string {
+	var w []string
+	if res.WriteRate < c.MinRateFraction*c.Rate {
+		w = append(w, fmt.Sprintf("offered rate not achieved: %.0f/s written of %.0f/s offered (writes sent up to %.0f ms late, p99 %.0f ms; API write p99 %.0f ms): the API server or the harness saturated, lags include queueing",
+			res.WriteRate, c.Rate, res.Harness.PaceLag.Max, res.Harness.PaceLag.P99, res.Harness.WriteRTT.P99))
+	}
+	for _, p := range []struct {
+		name string
+		l    LagStats
+	}{{"harness", res.Harness.SchedLag}, {"watcher process", res.Harness.WatcherSchedLag}} {
+		if name, l := p.name, p.l; l.P99 > 50 {
+			w = append(w, fmt.Sprintf("the %s was starved of CPU: a 10 ms sleep returned %.0f ms late at p99 (max %.0f ms); its timings include that", name, l.P99, l.Max))
+		}
+	}
+	if res.Harness.MeasuredSeconds > 0 {
+		if other := res.Harness.OtherCPUSeconds / res.Harness.MeasuredSeconds; other > 0.25*float64(res.Machine.Cores) {
+			w = append(w, fmt.Sprintf("other processes used %.1f of %d cores during the measured phase (shared machine)", other, res.Machine.Cores))
+		}
+	}
+	return w
 }
 
 // Ratio is how many times slower a peer is than registrar at a percentile.
@@ -68,11 +139,15 @@ func (r *runner) results(before, after map[string]Usage) *Results {
 		Pods: r.c.Pods, Registries: r.c.Registries, Namespaces: r.c.Namespaces, OfferedRate: r.c.Rate,
 		WriteErrors: r.writeErrors.Load(), TTLSample: r.c.TTLSample, TTLSeconds: r.c.TTL.Seconds(),
 		Usage: after, MeasuredCPUSeconds: map[string]float64{},
+		Workers: map[string]int{SystemRegistrar: r.c.Reconciles},
+	}
+	if r.c.EndpointSlice {
+		res.Workers[SystemEndpointSlice] = r.c.Reconciles
 	}
 	if r.writeSpan > 0 {
 		res.WriteRate = float64(r.writes) / r.writeSpan.Seconds()
 	}
-	for _, name := range []string{SystemRegistrar, SystemEndpointSlice, SystemTTL, SystemAPIWatch} {
+	for _, name := range systemOrder {
 		if t := r.trackers[name]; t != nil {
 			res.Systems = append(res.Systems, t.Result(name))
 		}
@@ -89,7 +164,7 @@ func (r *runner) results(before, after map[string]Usage) *Results {
 func ratios(res *Results) []Ratio {
 	reg, _ := res.System(SystemRegistrar)
 	var out []Ratio
-	for _, peer := range []string{SystemEndpointSlice, SystemTTL} {
+	for _, peer := range []string{SystemEndpointSlice, SystemTTLGraceful, SystemTTLCrash, SystemAPIWatch, SystemAPIWatchInProc, SystemAPIWatchShared} {
 		p, ok := res.System(peer)
 		if !ok {
 			continue
@@ -139,25 +214,29 @@ func targets(res *Results) []Target {
 		r, _ := ratioOf(res, SystemEndpointSlice, "registration p99")
 		add("faster than EndpointSlice at p99", d > 1 && r > 1, "dereg %.1f×, reg %.1f×", d, r)
 	}
-	if d, ok := ratioOf(res, SystemTTL, "deregistration p99"); ok {
-		add("≥ 100× faster than TTL (deregistration p99)", d >= 100, "%.0f×", d)
+	if d, ok := ratioOf(res, SystemTTLCrash, "deregistration p99"); ok {
+		add("≥ 100× faster than a crashed TTL client (dereg p99)", d >= 100, "%.0f×", d)
+	}
+	if d, ok := ratioOf(res, SystemTTLGraceful, "deregistration p99"); ok {
+		add("faster than a graceful TTL client (dereg p99)", d > 1, "%.2f×", d)
 	}
 	return out
 }
 
 func notes(c *Config) []string {
 	n := []string{
-		"lag = API write sent (pod status patch or delete) -> change seen by a separate watcher (etcd watch for registrar and TTL, API watch for EndpointSlices)",
+		"lag = API write sent (pod status patch or delete) -> change seen by the watcher process (separate from the writers; each system on its own connection: etcd watches for registrar and TTL, API watches for EndpointSlices and pods)",
 		fmt.Sprintf("rounds: every pod %s, each round in random order at the offered rate; delete is grace period 0", strings.Join(causes(), " -> ")),
-		"apiwatch: the baseline every controller pays, the pod write seen by a plain API watch in the harness",
+		"apiwatch: the floor every controller pays, the pod write seen by a plain API watch in the watcher process; diagnostics of the harness, not peers: apiwatch-inproc, the same watch inside the harness process on its own connection, and apiwatch-shared, the old harness's floor (inside the harness on the writers' connection)",
 		"EndpointSlice: a pod counts as registered while a slice lists it with conditions.ready=true",
+		fmt.Sprintf("workers: registrar --max-concurrent-reconciles=%d; kube-controller-manager --concurrent-service-endpoint-syncs=%d", c.Reconciles, c.Reconciles),
 	}
 	if c.EndpointSlice {
-		n = append(n, "kube-controller-manager flags: "+strings.Join(append([]string{"--controllers=endpointslice-controller"}, c.KCMArgs...), " "))
+		n = append(n, "kube-controller-manager flags: "+strings.Join(append([]string{"--controllers=endpointslice-controller", fmt.Sprintf("--concurrent-service-endpoint-syncs=%d", c.Reconciles)}, c.KCMArgs...), " "))
 	}
 	if c.TTLSample > 0 {
-		n = append(n, fmt.Sprintf("TTL registry measured on a sample of %d of %d pods (lags are ~%s); TTL %s, keepalive every %s; every deregistration is a crash (keepalives stop); registration is the instance's own grant+put",
-			c.TTLSample, c.Pods, c.TTL, c.TTL, c.TTL/3))
+		n = append(n, fmt.Sprintf("TTL registries measured on two disjoint samples of %d of %d pods; TTL %s, keepalive every %s; registration is the instance's own grant+put; ttl-graceful: the instance revokes its lease on unready and on shutdown (delete); ttl-crash: every deregistration is a crash, the key lives until the lease expires",
+			c.TTLSample, c.Pods, c.TTL, c.TTL/3))
 	}
 	return n
 }
@@ -184,8 +263,10 @@ func (r *Results) WriteJSON(path string) error {
 
 // WriteTable prints the results as a table.
 func (r *Results) WriteTable(out io.Writer) {
-	fmt.Fprintf(out, "registrar benchmark %s: %d pods, %d ServiceRegistries, %d namespaces, %d CPUs, offered %.0f transitions/s (API writes achieved %.0f/s, %d failed)\n",
-		r.Date.Format(time.RFC3339), r.Pods, r.Registries, r.Namespaces, r.CPUs, r.OfferedRate, r.WriteRate, r.WriteErrors)
+	fmt.Fprintf(out, "registrar benchmark %s: %d pods, %d ServiceRegistries, %d namespaces, %d CPUs, offered %.0f transitions/s (API writes achieved %.0f/s, %d failed); load average %.2f/%.2f/%.2f before, %.2f/%.2f/%.2f after\n",
+		r.Date.Format(time.RFC3339), r.Pods, r.Registries, r.Namespaces, r.CPUs, r.OfferedRate, r.WriteRate, r.WriteErrors,
+		r.Machine.LoadBefore[0], r.Machine.LoadBefore[1], r.Machine.LoadBefore[2], r.Machine.LoadAfter[0], r.Machine.LoadAfter[1], r.Machine.LoadAfter[2])
+	fmt.Fprintf(out, "workers: registrar %d reconcilers, kube-controller-manager %d EndpointSlice syncs\n", r.Workers[SystemRegistrar], r.Workers[SystemEndpointSlice])
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "\t"
 	for _, s := range r.Systems {
@@ -233,14 +314,31 @@ func (r *Results) WriteTable(out io.Writer) {
 			o.Reconciles, o.QueueWaitMs, o.ReconcileMs, o.APIWrites, float64(o.APIWrites)/float64(reg.Transitions), o.StatusPatches, o.Posts)
 	}
 	for _, rt := range r.Ratios {
-		fmt.Fprintf(out, "ratio %s/registrar %s: %.1f×\n", rt.Peer, rt.Metric, rt.Times)
+		fmt.Fprintf(out, "ratio %s/registrar %s: %s\n", rt.Peer, rt.Metric, times(rt.Times))
 	}
 	for _, t := range r.Targets {
 		fmt.Fprintf(out, "target %-45s %-4s %s\n", t.Name, map[bool]string{true: "MET", false: "MISS"}[t.Met], t.Value)
 	}
+	h := r.Harness
+	fmt.Fprintf(out, "harness: watchers in a separate process %v; writes sent late p99 %.1f ms (max %.1f); API write p99 %.1f ms; 10 ms sleep late p99 %.1f ms in the harness, %.1f ms in the watcher process\n",
+		h.WatcherProcess, h.PaceLag.P99, h.PaceLag.Max, h.WriteRTT.P99, h.SchedLag.P99, h.WatcherSchedLag.P99)
+	fmt.Fprintf(out, "machine CPU in the measured phase (%.0f s): %.1f s busy, of which this run's processes %s, other processes %.1f s\n",
+		h.MeasuredSeconds, h.MachineBusyCPUSeconds, cpuList(h.TreeCPUSeconds), h.OtherCPUSeconds)
 	for _, n := range r.Notes {
 		fmt.Fprintf(out, "note: %s\n", n)
 	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(out, "WARNING: %s\n", w)
+	}
+}
+
+func cpuList(m map[string]float64) string {
+	names := slices.Sorted(maps.Keys(m))
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f s", n, m[n]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (r *Results) usageCell(name string, f func(Usage) float64) string {

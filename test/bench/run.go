@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 )
@@ -26,10 +27,30 @@ var Rounds = []Cause{CauseReady, CauseUnready, CauseReady, CauseDelete}
 const (
 	SystemRegistrar     = "registrar"
 	SystemEndpointSlice = "endpointslice"
-	SystemTTL           = "ttl"
-	// SystemAPIWatch is the baseline: the pod write seen by a watch of the API server.
+	// SystemTTLGraceful are self-registered instances that revoke their lease themselves on
+	// every deregistration; SystemTTLCrash ones crash (the lease expires).
+	SystemTTLGraceful = "ttl-graceful"
+	SystemTTLCrash    = "ttl-crash"
+	// SystemAPIWatch is the floor: the pod write seen by a watch of the API server, from the
+	// watcher process on its own connection like every other system.
 	SystemAPIWatch = "apiwatch"
+	// SystemAPIWatchShared is a diagnostic, the old harness's floor: a pod watch inside the
+	// harness process on the connection its writers use. It is not a peer; when it lags far
+	// behind SystemAPIWatch, the harness (its CPU or its connection) is what lags.
+	SystemAPIWatchShared = "apiwatch-shared"
+	// SystemAPIWatchInProc is the second diagnostic: a pod watch inside the harness process
+	// on a connection of its own. Against SystemAPIWatch it shows what the harness process
+	// costs (its CPU); against SystemAPIWatchShared what sharing the writers' connection does.
+	SystemAPIWatchInProc = "apiwatch-inproc"
 )
+
+// systemOrder is the order of systems in tables.
+var systemOrder = []string{SystemRegistrar, SystemEndpointSlice, SystemTTLGraceful, SystemTTLCrash, SystemAPIWatch, SystemAPIWatchInProc, SystemAPIWatchShared}
+
+// diagnostic reports whether a system is a diagnostic of the harness rather than a peer.
+func diagnostic(system string) bool {
+	return system == SystemAPIWatchShared || system == SystemAPIWatchInProc
+}
 
 // runner is one run in progress.
 type runner struct {
@@ -37,12 +58,19 @@ type runner struct {
 	cl          *cluster
 	l           layout
 	trackers    map[string]*Tracker
-	ttl         *ttlRegistry
-	ttlSample   map[string]bool
+	ttl         map[string]*ttlRegistry // system -> registry
+	ttlSample   map[string]string       // pod -> TTL system it also runs as
 	writeErrors atomic.Int64
 	writes      int
 	writeSpan   time.Duration
 	wg          sync.WaitGroup
+	// paceLags are how late each write was sent against its schedule (the offered rate);
+	// writeRTTs how long each API write took.
+	lagMu      sync.Mutex
+	paceLags   []time.Duration
+	writeRTTs  []time.Duration
+	loadBefore [3]float64
+	watchers   *watcherHandle
 }
 
 // Run performs one benchmark run.
@@ -54,13 +82,14 @@ func Run(ctx context.Context, c Config) (*Results, error) {
 	if err := os.MkdirAll(c.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
+	loadBefore := LoadAvg()
 	c.Logf("starting kube-apiserver, etcd, the store, registrar (%s)%s", c.Operator, map[bool]string{true: " and kube-controller-manager"}[c.EndpointSlice])
 	cl, err := startCluster(ctx, &c)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.stop()
-	r := &runner{c: &c, cl: cl, l: newLayout(&c), trackers: map[string]*Tracker{SystemRegistrar: NewTracker()}}
+	r := &runner{c: &c, cl: cl, l: newLayout(&c), trackers: map[string]*Tracker{SystemRegistrar: NewTracker()}, loadBefore: loadBefore}
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -80,16 +109,27 @@ func (r *runner) setup(ctx context.Context) error {
 	}
 	r.c.Logf("settled after %s", time.Since(start).Round(time.Millisecond))
 	r.trackers[SystemAPIWatch] = NewTracker()
+	r.trackers[SystemAPIWatchShared] = NewTracker()
+	r.trackers[SystemAPIWatchInProc] = NewTracker()
 	if r.c.EndpointSlice {
 		r.trackers[SystemEndpointSlice] = NewTracker()
 	}
+	r.ttl = map[string]*ttlRegistry{}
+	r.ttlSample = map[string]string{}
 	if r.c.TTLSample > 0 {
-		r.trackers[SystemTTL] = NewTracker()
-		r.ttl = newTTLRegistry(r.cl.storeCli, r.c.TTL)
-		r.ttlSample = map[string]bool{}
+		// Two disjoint samples: graceful clients and crashing ones.
+		r.trackers[SystemTTLGraceful] = NewTracker()
+		r.trackers[SystemTTLCrash] = NewTracker()
+		r.ttl[SystemTTLGraceful] = newTTLRegistry(r.cl.storeCli, TTLGracefulPrefix, r.c.TTL, true)
+		r.ttl[SystemTTLCrash] = newTTLRegistry(r.cl.storeCli, TTLCrashPrefix, r.c.TTL, false)
 		rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 1))
-		for _, k := range rng.Perm(len(r.l.pods))[:r.c.TTLSample] {
-			r.ttlSample[r.l.pods[k].ID()] = true
+		perm := rng.Perm(len(r.l.pods))
+		for i, k := range perm[:2*r.c.TTLSample] {
+			sys := SystemTTLGraceful
+			if i%2 == 1 {
+				sys = SystemTTLCrash
+			}
+			r.ttlSample[r.l.pods[k].ID()] = sys
 		}
 	}
 	return nil
@@ -171,46 +211,58 @@ func countKeys(ctx context.Context, cli *clientv3.Client, prefix string) (int64,
 	return n, nil
 }
 
-// startWatchers starts one watcher per system, from the state after setup.
-func (r *runner) startWatchers(ctx context.Context) (func() error, error) {
+// startWatchers starts the timing watchers (every system, each on its own connection, in the
+// watcher process when Config.WatcherExe is set) and the diagnostic shared-connection pod
+// watch in the harness, from the state after setup.
+func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error), error) {
 	rev, err := storeRevision(ctx, r.cl.storeCli)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	errs := make(chan error, 4)
-	n := 0
-	watch := func(fn func() error) {
-		n++
-		go func() { errs <- fn() }()
-	}
-	watch(func() error { return watchStore(ctx, r.cl.storeCli, StorePrefix, rev+1, r.trackers[SystemRegistrar]) })
-	if t := r.trackers[SystemTTL]; t != nil {
-		watch(func() error { return watchStore(ctx, r.cl.storeCli, TTLPrefix, rev+1, t) })
-	}
-	podsRV, err := podsResourceVersion(ctx, r.cl.kube)
+	kc, err := r.cl.kubeconfig(r.c.WorkDir, "bench-watcher")
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	watch(func() error { return watchPods(ctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatch]) })
-	if t := r.trackers[SystemEndpointSlice]; t != nil {
-		view, rv, _, err := listSlices(ctx, r.cl.kube)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		watch(func() error { return watchSlices(ctx, r.cl.kube, view, rv, t) })
+	spec := watcherSpec{Kubeconfig: kc, StoreEndpoint: r.cl.store.Endpoint(), StoreRevision: rev,
+		Prefixes: map[string]string{SystemRegistrar: StorePrefix}, Pods: true, Slices: r.c.EndpointSlice}
+	if r.c.TTLSample > 0 {
+		spec.Prefixes[SystemTTLGraceful] = TTLGracefulPrefix
+		spec.Prefixes[SystemTTLCrash] = TTLCrashPrefix
 	}
-	return func() error {
+	timed := map[string]*Tracker{}
+	for name, t := range r.trackers {
+		if !diagnostic(name) {
+			timed[name] = t
+		}
+	}
+	h, err := startTimingWatchers(ctx, r.c.WatcherExe, r.c.WorkDir, spec, timed)
+	if err != nil {
+		return nil, err
+	}
+	r.watchers = h
+	podsRV, err := podsResourceVersion(ctx, r.cl.kube)
+	if err != nil {
+		_ = h.finish()
+		return nil, err
+	}
+	own, err := kubernetes.NewForConfig(ownConnection(r.cl.cfg))
+	if err != nil {
+		_ = h.finish()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	diag := make(chan error, 2)
+	go func() { diag <- watchPods(sctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatchShared]) }()
+	go func() { diag <- watchPods(sctx, own, podsRV, r.trackers[SystemAPIWatchInProc]) }()
+	return func() (WatcherStats, error) {
 		cancel()
-		var all []error
-		for range n {
-			if err := <-errs; err != nil && !errors.Is(err, context.Canceled) {
-				all = append(all, err)
+		err := h.finish()
+		for range 2 {
+			if derr := <-diag; derr != nil && !errors.Is(derr, context.Canceled) {
+				err = errors.Join(err, derr)
 			}
 		}
-		return errors.Join(all...)
+		return h.stats, err
 	}, nil
 }
 
@@ -228,10 +280,15 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 		return nil, err
 	}
 	profiles := r.startProfiles(ctx)
+	harnessLag := startSchedLag(ctx)
+	busyBefore, _ := machineBusySeconds()
+	treeBefore := treeCPUSeconds()
+	measureStart := time.Now()
 	rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 2))
 	for i, cause := range Rounds {
 		if err := r.round(ctx, i+1, cause, rng.Perm(len(r.l.pods))); err != nil {
-			_ = stopWatchers()
+			_, _ = stopWatchers()
+			harnessLag()
 			return nil, err
 		}
 	}
@@ -245,6 +302,10 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	busyAfter, _ := machineBusySeconds()
+	treeAfter := treeCPUSeconds()
+	measured := time.Since(measureStart)
+	hlag := harnessLag()
 	metricsAfter, err := scrape(ctx, r.cl.metrics)
 	if err != nil {
 		return nil, err
@@ -254,14 +315,19 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	if err := r.fetch(ctx, r.cl.metrics, "/metrics", metricsFile, 30*time.Second); err != nil {
 		r.c.Logf("operator metrics: %v", err)
 	}
-	if r.ttl != nil {
-		r.ttl.stop()
+	for _, t := range r.ttl {
+		t.stop()
 	}
 	r.wg.Wait()
-	if err := stopWatchers(); err != nil {
+	wstats, err := stopWatchers()
+	if err != nil {
 		return nil, err
 	}
 	res := r.results(before, after)
+	res.Harness = r.harnessStats(hlag, wstats, measured, busyAfter-busyBefore, treeBefore, treeAfter)
+	res.Machine = MachineFacts()
+	res.Machine.LoadBefore, res.Machine.LoadAfter = r.loadBefore, LoadAvg()
+	res.Warnings = warnings(r.c, res)
 	res.Profiles = paths
 	res.Operator = operatorStats(metricsBefore, metricsAfter)
 	return res, nil
@@ -280,10 +346,11 @@ func (r *runner) round(ctx context.Context, n int, cause Cause, order []int) err
 			return ctx.Err()
 		case <-time.After(time.Until(start.Add(time.Duration(i) * interval))):
 		}
+		scheduled := start.Add(time.Duration(i) * interval)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r.transition(ctx, r.l.pods[k], cause)
+			r.transition(ctx, r.l.pods[k], cause, scheduled)
 		})
 	}
 	wg.Wait()
@@ -314,32 +381,41 @@ func (r *runner) waitRound(ctx context.Context) {
 			r.c.Logf("%v: its pending transitions count as lost", err)
 			return
 		}
+		if err := r.watchers.running(); err != nil {
+			r.c.Logf("%v: pending transitions count as lost", err)
+			return
+		}
 		time.Sleep(10 * time.Millisecond) // polling counters of running watchers
 	}
 }
 
 // transition writes one pod transition and tells every system's tracker about it first.
-func (r *runner) transition(ctx context.Context, p benchPod, cause Cause) {
+func (r *runner) transition(ctx context.Context, p benchPod, cause Cause, scheduled time.Time) {
 	at := time.Now()
 	id := p.ID()
-	targets := []*Tracker{r.trackers[SystemRegistrar], r.trackers[SystemAPIWatch]}
+	targets := []*Tracker{r.trackers[SystemRegistrar], r.trackers[SystemAPIWatch], r.trackers[SystemAPIWatchShared], r.trackers[SystemAPIWatchInProc]}
 	if t := r.trackers[SystemEndpointSlice]; t != nil {
 		targets = append(targets, t)
 	}
 	for _, t := range targets {
 		t.Expect(id, cause, at)
 	}
-	if r.ttlSample[id] {
-		t := r.trackers[SystemTTL]
+	if sys, ok := r.ttlSample[id]; ok {
+		t, reg := r.trackers[sys], r.ttl[sys]
 		t.Expect(id, cause, at)
 		r.wg.Go(func() {
-			if err := r.ttl.act(ctx, p, cause); err != nil {
+			if err := reg.act(ctx, p, cause); err != nil {
 				t.Cancel(id)
 				r.writeError(err)
 			}
 		})
 	}
-	if err := r.cl.write(ctx, p, cause, at); err != nil {
+	err := r.cl.write(ctx, p, cause, at)
+	r.lagMu.Lock()
+	r.paceLags = append(r.paceLags, max(at.Sub(scheduled), 0))
+	r.writeRTTs = append(r.writeRTTs, time.Since(at))
+	r.lagMu.Unlock()
+	if err != nil {
 		for _, t := range targets {
 			t.Cancel(id)
 		}

@@ -14,8 +14,11 @@ import (
 )
 
 // TestSmoke is the benchmark's regression guard in `make test`: 100 pods through every round
-// with the operator as a real process. It checks correctness, not timing: every transition
-// shows in the store exactly once, nothing is lost, nothing is written twice.
+// with the operator as a real process and the systems timed from a separate watcher process
+// (the bench command). It checks correctness, not timing: every transition shows in the store
+// exactly once, nothing is lost, nothing is written twice; and the TTL peer's two kinds of
+// client behave as modelled: a graceful one's key goes well before its lease would expire, a
+// crashed one's only when it expires.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and the operator")
@@ -24,12 +27,14 @@ func TestSmoke(t *testing.T) {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run with `make test`, which builds the assets")
 	}
 	dir := t.TempDir()
-	operator := buildOperator(t, dir)
+	operator := buildOperator(t, dir, "github.com/registrar-dev/registrar/cmd", "registrar")
+	watcher := buildOperator(t, dir, "github.com/registrar-dev/registrar/test/bench/cmd", "bench")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	res, err := bench.Run(ctx, bench.Config{
 		Pods: 100, Registries: 10, Namespaces: 2, Rate: 100, Writers: 16,
 		RoundTimeout: 2 * time.Minute, Operator: operator, WorkDir: filepath.Join(dir, "run"),
+		WatcherExe: watcher, TTLSample: 5, TTL: 6 * time.Second,
 		Logf: t.Logf,
 	})
 	if err != nil {
@@ -49,18 +54,36 @@ func TestSmoke(t *testing.T) {
 	if reg.Writes != want || reg.Unexpected != 0 {
 		t.Errorf("store writes: %d (unexpected %d) for %d transitions; want exactly one per transition", reg.Writes, reg.Unexpected, want)
 	}
+	for _, name := range []string{bench.SystemAPIWatch, bench.SystemAPIWatchShared, bench.SystemTTLGraceful, bench.SystemTTLCrash} {
+		s, ok := res.System(name)
+		if !ok || s.Lost != 0 || s.Observed != s.Transitions || s.Transitions == 0 {
+			t.Errorf("%s: %+v", name, s)
+		}
+	}
+	graceful, _ := res.System(bench.SystemTTLGraceful)
+	crash, _ := res.System(bench.SystemTTLCrash)
+	// A 6 s lease kept alive every 2 s expires 4 s after the last keepalive at the earliest.
+	if graceful.Deregistration.Max >= 4000 {
+		t.Errorf("graceful TTL clients deregistered after up to %.0f ms: they should revoke, not wait for the 6 s lease", graceful.Deregistration.Max)
+	}
+	if crash.Deregistration.P50 < 3000 {
+		t.Errorf("crashed TTL clients deregistered after %.0f ms (p50): only the 6 s lease's expiry should remove them", crash.Deregistration.P50)
+	}
+	if !res.Harness.WatcherProcess || res.Workers[bench.SystemRegistrar] != 8 {
+		t.Errorf("harness %+v, workers %v", res.Harness, res.Workers)
+	}
 }
 
-// buildOperator builds ./cmd into dir, with the race detector when this test has it (the
+// buildOperator builds pkg into dir/name, with the race detector when this test has it (the
 // race-instrumented packages are then already in the build cache).
-func buildOperator(t *testing.T, dir string) string {
+func buildOperator(t *testing.T, dir, pkg, name string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "registrar")
+	bin := filepath.Join(dir, name)
 	args := []string{"build", "-o", bin}
 	if raceEnabled() {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "github.com/registrar-dev/registrar/cmd")...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -36,7 +36,7 @@ func operatorOwn(prefix, key string) bool {
 // watchStore feeds every etcd event under prefix from revision rev into t: a key created is
 // a registration, a key deleted (or whose lease expired) a deregistration, a key rewritten
 // an unexpected write. It returns when ctx ends.
-func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev int64, t *Tracker) error {
+func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev int64, t observer) error {
 	for resp := range cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
 		if err := resp.Err(); err != nil {
 			return fmt.Errorf("watch %s: %w", prefix, err)
@@ -128,7 +128,7 @@ func (v *sliceView) apply(slice string, pods map[string]bool) (added, removed []
 }
 
 // watchSlices feeds EndpointSlice changes from resourceVersion rv into t.
-func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView, rv string, t *Tracker) error {
+func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView, rv string, t observer) error {
 	return retryWatch(ctx, "EndpointSlices", rv, func(o metav1.ListOptions) (watch.Interface, error) {
 		o.LabelSelector = managedBy
 		return kube.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
@@ -156,7 +156,7 @@ func retryWatch(ctx context.Context, what, rv string, watchFunc cache.WatchFunc,
 	}
 }
 
-func sliceEvent(view *sliceView, ev watch.Event, t *Tracker, now time.Time) {
+func sliceEvent(view *sliceView, ev watch.Event, t observer, now time.Time) {
 	s, ok := ev.Object.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return // a bookmark or an error status; the retry watcher resumes
@@ -194,13 +194,13 @@ func listSlices(ctx context.Context, kube kubernetes.Interface) (*sliceView, str
 
 // watchPods feeds the API server's pod watch into t: the baseline every controller pays (the
 // write committed, then delivered to a watcher). Ready pods count as registered.
-func watchPods(ctx context.Context, kube kubernetes.Interface, rv string, t *Tracker) error {
+func watchPods(ctx context.Context, kube kubernetes.Interface, rv string, t observer) error {
 	return retryWatch(ctx, "pods", rv, func(o metav1.ListOptions) (watch.Interface, error) {
 		return kube.CoreV1().Pods("").Watch(ctx, o)
 	}, func(ev watch.Event) { podEvent(ev, t, time.Now()) })
 }
 
-func podEvent(ev watch.Event, t *Tracker, now time.Time) {
+func podEvent(ev watch.Event, t observer, now time.Time) {
 	pod, ok := ev.Object.(*corev1.Pod)
 	if !ok {
 		return

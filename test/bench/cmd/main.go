@@ -1,12 +1,15 @@
 // Command bench runs registrar's benchmark (see test/bench and `make bench`): it prints a
-// table and writes bench-results.json.
+// table per run and a summary over the runs (median, range, what is within noise), and writes
+// the envelope of docs/bench (-out).
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -17,19 +20,36 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == bench.WatcherArg {
+		if err := bench.WatcherMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench watcher:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var c bench.Config
 	var out string
+	var o options
 	flag.IntVar(&c.Pods, "pods", 1000, "Pods.")
 	flag.IntVar(&c.Registries, "registries", 100, "ServiceRegistries (and Services).")
 	flag.IntVar(&c.Namespaces, "namespaces", 10, "Namespaces the registries are spread over.")
 	flag.Float64Var(&c.Rate, "rate", 500, "Offered transitions per second.")
-	flag.IntVar(&c.Writers, "writers", 64, "API writes in flight at most.")
+	flag.IntVar(&c.Writers, "writers", 256, "API writes in flight at most (more than the rate times the API write latency, or the writers limit the rate).")
 	flag.StringVar(&c.Operator, "operator", "bin/bench/registrar", "registrar binary (go build -o ... ./cmd).")
 	flag.BoolVar(&c.EndpointSlice, "endpointslice", true, "Run kube-controller-manager's EndpointSlice controller side by side.")
 	flag.StringVar(&c.ControllerManager, "kube-controller-manager", filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), "kube-controller-manager binary.")
 	kcmArgs := flag.String("kcm-args", strings.Join(bench.KCMDefaultArgs, " "), "Extra kube-controller-manager flags (space-separated).")
 	opArgs := flag.String("operator-args", "", "Extra registrar flags (space-separated).")
-	flag.IntVar(&c.TTLSample, "ttl-sample", 100, "Pods that also run a self-registration TTL instance (0: no TTL peer).")
+	flag.IntVar(&c.TTLSample, "ttl-sample", 100, "Pods that also run a self-registration TTL instance, per kind (graceful and crashing: twice this many pods; 0: no TTL peer).")
+	flag.IntVar(&c.Reconciles, "reconciles", 8, "Workers of both controllers: registrar's --max-concurrent-reconciles and kube-controller-manager's --concurrent-service-endpoint-syncs.")
+	flag.BoolVar(&o.inProcess, "in-process-watchers", false, "Time the systems from the harness process (each watch on its own connection) instead of a separate watcher process.")
+	flag.Float64Var(&c.MinRateFraction, "min-rate", 0.9, "Flag a run whose achieved write rate is below this fraction of -rate.")
+	flag.BoolVar(&c.RequireRate, "require-rate", false, "Fail when the achieved write rate is below -min-rate of -rate.")
+	flag.IntVar(&o.runs, "runs", 1, "Runs of the configuration, each on a fresh control plane; the summary gives median and range.")
+	flag.StringVar(&o.kind, "kind", "bench", "Kind of the published envelope (bench, bench-large).")
+	flag.StringVar(&o.tableID, "table-id", "bench", "Id of the rendered tables (<id> and <id>-ratios) in the envelope.")
+	flag.StringVar(&o.republish, "republish", "", "Rebuild the tables of this envelope from its raw runs (after a change of the tables' code) and exit; runs nothing.")
+	flag.StringVar(&o.command, "command", "", "The command to record (default: the arguments of this process).")
 	flag.DurationVar(&c.TTL, "ttl", 15*time.Second, "TTL of the TTL registry's leases (keepalive every TTL/3).")
 	flag.DurationVar(&c.RoundTimeout, "round-timeout", 2*time.Minute, "Longest wait for a round's transitions to show.")
 	flag.StringVar(&c.WorkDir, "workdir", "bin/bench/run", "Logs, kubeconfigs and data of the run (emptied first).")
@@ -43,28 +63,102 @@ func main() {
 	c.Logf = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
-	if err := run(c, out); err != nil {
+	o.out = out
+	if err := run(c, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(c bench.Config, out string) error {
+type options struct {
+	out, kind, tableID, command, republish string
+	runs                                   int
+	inProcess                              bool
+}
+
+func run(c bench.Config, o options) error {
+	if o.republish != "" {
+		return republish(o.republish)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := os.RemoveAll(c.WorkDir); err != nil {
+	if !o.inProcess {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this executable for the watcher process: %w", err)
+		}
+		c.WatcherExe = exe
+	}
+	if o.command == "" {
+		o.command = strings.Join(os.Args, " ")
+	}
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}
 	start := time.Now()
-	res, err := bench.Run(ctx, c)
+	commit := gitCommit() // the code that runs: read before the runs, which take minutes
+	workDir := c.WorkDir
+	var runs []*bench.Results
+	var failed error
+	for i := range max(o.runs, 1) {
+		c := c
+		c.WorkDir = workDir
+		if o.runs > 1 {
+			c.WorkDir = filepath.Join(workDir, fmt.Sprintf("run-%d", i+1))
+			c.Logf("run %d of %d", i+1, o.runs)
+		}
+		if err := os.RemoveAll(c.WorkDir); err != nil {
+			return err
+		}
+		res, err := bench.Run(ctx, c)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		res.Command = o.command
+		res.WriteTable(os.Stdout)
+		if c.RequireRate && len(res.Warnings) > 0 && res.WriteRate < c.MinRateFraction*c.Rate {
+			failed = fmt.Errorf("run %d: offered rate not achieved (%.0f/s of %.0f/s)", i+1, res.WriteRate, c.Rate)
+		}
+		runs = append(runs, res)
+	}
+	pub := bench.Publish(o.kind, o.tableID, o.command, commit, runs)
+	pub.WriteSummary(os.Stdout)
+	fmt.Printf("%d run(s) took %s; results in %s\n", len(runs), time.Since(start).Round(time.Second), o.out)
+	if err := pub.WriteJSON(o.out); err != nil {
+		return err
+	}
+	return failed
+}
+
+// gitCommit is the commit of the working tree, with "-dirty" when it has uncommitted changes.
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		commit += "-dirty"
+	}
+	return commit
+}
+
+// republish rebuilds the tables of a committed envelope from its raw runs, keeping its date,
+// commit and command.
+func republish(path string) error {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	res.Command = strings.Join(os.Args, " ")
-	res.WriteTable(os.Stdout)
-	fmt.Printf("run took %s; results in %s\n", time.Since(start).Round(time.Second), out)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
+	var old bench.Publication
+	if err := json.Unmarshal(data, &old); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	return res.WriteJSON(out)
+	if len(old.Tables) == 0 || len(old.Runs) == 0 {
+		return fmt.Errorf("%s: no tables or no runs to rebuild from", path)
+	}
+	pub := bench.Publish(old.Kind, old.Tables[0].ID, old.Command, old.Commit, old.Runs)
+	pub.Date, pub.Machine = old.Date, old.Machine
+	pub.WriteSummary(os.Stdout)
+	return pub.WriteJSON(path)
 }
