@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,12 +15,14 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // BreakerDir is the directory, under the operator's prefix, that holds the coordinated
-// breakers: {prefix}/.registrar/breakers/{service}/. A leading dot is never a service name
-// (those are DNS-1123 labels), so it never collides with {prefix}/{service}/.
-const BreakerDir = ".registrar/breakers"
+// breakers: {prefix}/.registrar/breakers/{service}/, in the reserved subtree
+// (wire.ReservedDir) that never collides with {prefix}/{service}/.
+const BreakerDir = wire.ReservedDir + "/breakers"
 
 // BreakerPrefix is the key prefix of the coordinated breaker of service:
 // "{prefix}/.registrar/breakers/{service}/"; with an empty service, of every service.
@@ -33,9 +34,9 @@ const BreakerDir = ".registrar/breakers"
 //	reports/{caller} ReportRecord under a lease of ReportTTL: this caller's breaker tripped
 func BreakerPrefix(prefix, service string) string {
 	if service == "" {
-		return path.Join(normalizePrefix(prefix), BreakerDir) + "/"
+		return wire.ReservedKey(prefix, "breakers") + "/"
 	}
-	return path.Join(normalizePrefix(prefix), BreakerDir, service) + "/"
+	return wire.ReservedKey(prefix, "breakers", service) + "/"
 }
 
 // BreakerRecord is the value of a coordinated breaker's state key.
