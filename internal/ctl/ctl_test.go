@@ -25,7 +25,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/ctl"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/pkg/discovery"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/pkg/wire"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 const eventually = 60 * time.Second // generous: the machine is shared and busy

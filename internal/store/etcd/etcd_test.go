@@ -17,7 +17,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 // server is the etcd process shared by the tests of this package; serverErr says why it is

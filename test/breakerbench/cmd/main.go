@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/registrar-dev/registrar/test/breakerbench"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 // modes: per-instance breakers with the default ±20 % jitter on the open duration,
