@@ -106,7 +106,7 @@ func deployDemo(ctx context.Context, c client.Client) error {
 	}
 	d := install.DemoDeployment(demoNamespace, demoService, demoReplicas, install.RegistrarAnnotations(demoService), nil)
 	d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-	if err := c.Patch(ctx, d, client.Apply, client.FieldOwner("registrar-demo"), client.ForceOwnership); err != nil {
+	if err := c.Patch(ctx, d, client.Apply, client.FieldOwner("registrar-demo"), client.ForceOwnership); err != nil { //nolint:staticcheck,lll // SA1019: typed apply configurations are their own change
 		return fmt.Errorf("apply the demo Deployment: %w", err)
 	}
 	fmt.Printf("demo: Deployment %s/%s (%d replicas) annotated registrar.dev/service=%s\n", demoNamespace, demoService, demoReplicas, demoService)

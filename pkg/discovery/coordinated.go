@@ -92,10 +92,10 @@ func DecodeBreakerRecord(value []byte) (BreakerRecord, error) {
 	if err := json.Unmarshal(value, &r); err != nil {
 		return r, fmt.Errorf("decode breaker state: %w", err)
 	}
-	if r.State != "Open" && r.State != "Closed" {
+	if r.State != BreakerOpen.String() && r.State != BreakerClosed.String() {
 		return r, fmt.Errorf("decode breaker state: state %q is neither Open nor Closed", r.State)
 	}
-	if r.State == "Open" && r.OpenFor <= 0 {
+	if r.State == BreakerOpen.String() && r.OpenFor <= 0 {
 		return r, errors.New("decode breaker state: Open without a positive openFor")
 	}
 	return r, nil
@@ -328,7 +328,7 @@ func (co *coordinated) maybeOpen(ctx context.Context) {
 		return
 	}
 	val := co.value(BreakerRecord{
-		State: "Open", OpenFor: Duration(co.bcfg.OpenDuration), By: co.cfg.CallerID, At: co.c.now().UTC(),
+		State: BreakerOpen.String(), OpenFor: Duration(co.bcfg.OpenDuration), By: co.cfg.CallerID, At: co.c.now().UTC(),
 		Reason: fmt.Sprintf("%d callers reported failure (quorum %d)", len(v.reports), co.cfg.Quorum),
 	})
 	_ = co.write(ctx, 1, func(ctx context.Context) error {
@@ -379,7 +379,7 @@ func (co *coordinated) settle(ctx context.Context, closeIt bool) {
 	if closeIt {
 		ops = append(ops, clientv3.OpDelete(co.key("reports/"), clientv3.WithPrefix()))
 	} else {
-		rec = BreakerRecord{State: "Open", OpenFor: Duration(co.bcfg.OpenDuration), By: co.cfg.CallerID, Reason: "probe failed", At: rec.At}
+		rec = BreakerRecord{State: BreakerOpen.String(), OpenFor: Duration(co.bcfg.OpenDuration), By: co.cfg.CallerID, Reason: "probe failed", At: rec.At}
 	}
 	ops = append(ops, clientv3.OpPut(co.key("state"), co.value(rec)))
 	_ = co.write(ctx, 1, func(ctx context.Context) error {
@@ -512,7 +512,7 @@ func (co *coordinated) put(v *sharedView, kv *mvccpb.KeyValue) {
 			return
 		}
 		v.state, v.openFor = BreakerClosed, 0
-		if rec.State == "Open" {
+		if rec.State == BreakerOpen.String() {
 			v.state, v.openFor = BreakerOpen, time.Duration(rec.OpenFor)
 		}
 	case rel == "probe":

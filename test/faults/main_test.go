@@ -11,7 +11,6 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/go-logr/logr"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"

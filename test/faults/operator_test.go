@@ -71,14 +71,6 @@ func (o *operator) start() {
 	}
 }
 
-// restart kills the process and starts it again (same flags, same metrics port).
-func (o *operator) restart() {
-	o.t.Helper()
-	if err := o.Restart(); err != nil {
-		o.t.Fatal(err)
-	}
-}
-
 func (o *operator) signal(sig syscall.Signal) {
 	o.t.Helper()
 	if err := o.Signal(sig); err != nil {

@@ -10,7 +10,7 @@ import (
 // The server Main started for the test binary, or why there is none.
 var (
 	shared    *Server
-	sharedErr = errors.New("etcdtest.Main did not run: call it from TestMain")
+	errShared = errors.New("etcdtest.Main did not run: call it from TestMain")
 )
 
 // Main runs a package's tests with one shared etcd server, started before m.Run and stopped
@@ -19,29 +19,29 @@ var (
 // calls Shared fails with the reason.
 func Main(m *testing.M, setup func(*Server) error) int {
 	if os.Getenv("ETCD_BIN") == "" && os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		sharedErr = errors.New("neither ETCD_BIN nor KUBEBUILDER_ASSETS is set")
+		errShared = errors.New("neither ETCD_BIN nor KUBEBUILDER_ASSETS is set")
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "registrar-etcd-test-")
 	if err != nil {
-		sharedErr = fmt.Errorf("temp dir: %w", err)
+		errShared = fmt.Errorf("temp dir: %w", err)
 		return m.Run()
 	}
 	defer os.RemoveAll(dir)
 	srv, err := Start(dir)
 	if err != nil {
-		sharedErr = err
+		errShared = err
 		fmt.Fprintf(os.Stderr, "etcd test server unavailable: %v\n", err)
 		return m.Run()
 	}
 	defer srv.Stop()
 	if setup != nil {
 		if err := setup(srv); err != nil {
-			sharedErr = fmt.Errorf("set up the etcd test server: %w", err)
+			errShared = fmt.Errorf("set up the etcd test server: %w", err)
 			return m.Run()
 		}
 	}
-	shared, sharedErr = srv, nil
+	shared, errShared = srv, nil
 	return m.Run()
 }
 
@@ -50,7 +50,7 @@ func Shared(t testing.TB) *Server {
 	t.Helper()
 	if shared == nil {
 		t.Fatalf("etcd test server unavailable: %v; these tests need a real etcd binary: run hack/envtest-assets.sh "+
-			"(make envtest-assets) and set ETCD_BIN, e.g. ETCD_BIN=$PWD/bin/k8s/v1.37.2-etcdv3.7.3/etcd go test ./...", sharedErr)
+			"(make envtest-assets) and set ETCD_BIN, e.g. ETCD_BIN=$PWD/bin/k8s/v1.37.2-etcdv3.7.3/etcd go test ./...", errShared)
 	}
 	return shared
 }
