@@ -71,10 +71,35 @@ envtest-assets: $(ENVTEST_ASSETS)/kube-apiserver ## Build kube-apiserver and etc
 $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) hack/envtest-assets.sh
 
+# The suites that need the slower store servers (CoreDNS built from source, ZooKeeper on a
+# JVM) run in make test-stores; make test runs every other package.
+STORE_TEST_PACKAGES := ./internal/store/coredns ./internal/store/zookeeper ./test/multistore
+TEST_PACKAGES = $(shell go list ./... | grep -v -E '/internal/store/(coredns|zookeeper)$$|/test/multistore$$')
+
 .PHONY: test
-test: verify-generated vet envtest-assets store-assets $(HELM) ## Run unit and envtest suites against a real kube-apiserver and etcd (test/helm: helm lint, helm template, chart vs kustomize, helm install into envtest).
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) $(CHART_TEST_ENV) \
-		go test ./... -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
+test: verify-generated vet envtest-assets $(HELM) ## Run unit and envtest suites against a real kube-apiserver and etcd, and test/helm (helm lint, helm template, chart vs kustomize, helm install into envtest); not the CoreDNS/ZooKeeper suites: make test-stores.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(CHART_TEST_ENV) \
+		go test $(TEST_PACKAGES) -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
+
+.PHONY: test-stores
+test-stores: envtest-assets store-assets ## Run the store suites that need CoreDNS (built into bin/) and ZooKeeper (apt, JDK): STORE_TEST_PACKAGES.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(STORE_TEST_ENV) \
+		go test $(STORE_TEST_PACKAGES) -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover-stores.out
+
+##@ Lint
+GOLANGCI_LINT_VERSION := $(shell awk '$$1 == "github.com/golangci/golangci-lint/v2" {print $$2; exit}' hack/golangci-lint/go.mod)
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml: kubebuilder's linter set, the Kube API Linter on api/).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-fix
+lint-fix: $(GOLANGCI_LINT) ## Run golangci-lint and apply the fixes it knows.
+	$(GOLANGCI_LINT) run --fix ./...
+
+$(GOLANGCI_LINT): hack/golangci-lint/go.mod hack/golangci-lint/main.go
+	OUT=$@ hack/golangci-lint.sh
 
 CHART_TEST_ENV = HELM_BIN=$(HELM)
 
@@ -92,7 +117,7 @@ FUZZ_PACKAGES ?= ./internal/store/etcd
 fuzz: ## Run every Go fuzz target of FUZZ_PACKAGES for FUZZTIME each (seed corpora also run in make test).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_PACKAGES)
 
-##@ Stores (the real servers the tests of internal/store/coredns and zookeeper run against)
+##@ Stores (the real servers the tests of internal/store/coredns and zookeeper run against: make test-stores)
 COREDNS_VERSION := $(shell awk '$$1 == "github.com/coredns/coredns" || ($$1 == "require" && $$2 == "github.com/coredns/coredns") {print $$NF; exit}' hack/coredns/go.mod)
 COREDNS_BIN ?= $(LOCALBIN)/coredns-$(COREDNS_VERSION)
 STORE_TEST_ENV = COREDNS_BIN=$(COREDNS_BIN)

@@ -75,7 +75,7 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, zopts, err
 	}
-	if c.leaderElect && !(c.retryPeriod > 0 && c.retryPeriod < c.renewDeadline && c.renewDeadline < c.leaseDuration) {
+	if c.leaderElect && (c.retryPeriod <= 0 || c.retryPeriod >= c.renewDeadline || c.renewDeadline >= c.leaseDuration) {
 		return c, zopts, fmt.Errorf("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration")
 	}
 	if (c.storeCert == "") != (c.storeKey == "") {

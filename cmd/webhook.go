@@ -70,7 +70,8 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig) error {
 	}
 	for _, f := range []string{certs.CertFile, certs.KeyFile} {
 		if _, err := os.Stat(filepath.Join(c.certDir, f)); errors.Is(err, fs.ErrNotExist) {
-			log.Info("pod webhook NOT served: no serving certificate; mount one (config/default uses cert-manager) or pass --webhook-self-signed-hosts for a local run, or --enable-webhook=false to silence this",
+			log.Info("pod webhook NOT served: no serving certificate; mount one (config/default uses cert-manager) or pass "+
+				"--webhook-self-signed-hosts for a local run, or --enable-webhook=false to silence this",
 				"missing", filepath.Join(c.certDir, f))
 			return nil
 		} else if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,8 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/pkg/wire"
 	"github.com/registrar-dev/registrar/test/e2e/install"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 const (
@@ -92,7 +94,7 @@ In another shell:
   curl -s -X POST %s/v3/kv/range -d '{"key":"%s","range_end":"%s"}'   # the store (base64 keys and values)
 Ctrl-C stops the demo (and the cluster, unless KEEP_CLUSTER=1).
 `, abs, demoNamespace, demoNamespace, demoService, demoService, demoNamespace, store.Endpoint(),
-		b64("/registrar/services/"+demoService+"/"), b64("/registrar/services/"+demoService+"0"))
+		b64(wire.ServicePrefix("", demoService)), b64(strings.TrimSuffix(wire.ServicePrefix("", demoService), "/")+"0"))
 	<-ctx.Done()
 	return nil
 }
@@ -104,7 +106,7 @@ func deployDemo(ctx context.Context, c client.Client) error {
 	}
 	d := install.DemoDeployment(demoNamespace, demoService, demoReplicas, install.RegistrarAnnotations(demoService), nil)
 	d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-	if err := c.Patch(ctx, d, client.Apply, client.FieldOwner("registrar-demo"), client.ForceOwnership); err != nil {
+	if err := c.Patch(ctx, d, client.Apply, client.FieldOwner("registrar-demo"), client.ForceOwnership); err != nil { //nolint:staticcheck,lll // SA1019: typed apply configurations are their own change
 		return fmt.Errorf("apply the demo Deployment: %w", err)
 	}
 	fmt.Printf("demo: Deployment %s/%s (%d replicas) annotated registrar.dev/service=%s\n", demoNamespace, demoService, demoReplicas, demoService)
@@ -117,7 +119,7 @@ func waitRegistered(ctx context.Context, store *etcdtest.Server, n int) error {
 		return err
 	}
 	defer cli.Close()
-	prefix := "/registrar/services/" + demoService + "/"
+	prefix := wire.ServicePrefix("", demoService)
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == int64(n), nil

@@ -53,6 +53,9 @@ type Bundle struct {
 }
 
 // ParseHosts splits a comma-separated list of DNS names and IP addresses, dropping blanks.
+// pemCertificate is the PEM block type of a certificate.
+const pemCertificate = "CERTIFICATE"
+
 func ParseHosts(s string) []string {
 	var out []string
 	for _, h := range strings.Split(s, ",") {
@@ -128,8 +131,8 @@ func Generate(hosts []string, now time.Time) (*Bundle, error) {
 		return nil, fmt.Errorf("certs: encode serving key: %w", err)
 	}
 	return &Bundle{
-		CACert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		Cert:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		CACert: pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: caDER}),
+		Cert:   pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: leafDER}),
 		Key:    pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 	}, nil
 }
@@ -235,7 +238,7 @@ func check(dir string, hosts []string, now time.Time) (problem string, ours bool
 
 func parseCert(p []byte) (*x509.Certificate, error) {
 	block, _ := pem.Decode(bytes.TrimSpace(p))
-	if block == nil || block.Type != "CERTIFICATE" {
+	if block == nil || block.Type != pemCertificate {
 		return nil, errors.New("no PEM certificate")
 	}
 	return x509.ParseCertificate(block.Bytes)

@@ -2,15 +2,13 @@ package controller_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+
+	testmetrics "github.com/registrar-dev/registrar/test/support/metrics"
 )
 
 var _ = Describe("Metrics", func() {
@@ -46,22 +44,7 @@ func scrape() map[string]float64 {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+	ss, err := testmetrics.Scrape(ctx, metricsAddr)
 	Expect(err).NotTo(HaveOccurred())
-	resp, err := http.DefaultClient.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	Expect(err).NotTo(HaveOccurred())
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out
+	return ss.BySeries()
 }

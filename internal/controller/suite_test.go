@@ -2,10 +2,7 @@ package controller_test
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -27,13 +23,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/ports"
+	"github.com/registrar-dev/registrar/test/support/testenv"
 )
 
 // The suite runs one real kube-apiserver + etcd (envtest) for Kubernetes, one real etcd
@@ -42,7 +39,7 @@ import (
 var (
 	testEnv     *envtest.Environment
 	restCfg     *rest.Config
-	scheme      = runtime.NewScheme()
+	scheme      *runtime.Scheme
 	k8sClient   client.Client
 	storeServer *etcdtest.Server
 	storeClient *clientv3.Client
@@ -60,30 +57,17 @@ func TestController(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
-		"KUBEBUILDER_ASSETS is not set: run the suite with `make test`, which builds the assets")
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	var err error
-	restCfg, err = testEnv.Start()
+	env, err := testenv.Start(testenv.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(restCfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	testEnv, restCfg, k8sClient, scheme = env.Environment, env.Config, env.Client, env.Scheme
 
 	storeServer, err = etcdtest.Start(GinkgoT().TempDir())
 	Expect(err).NotTo(HaveOccurred())
 	storeClient, err = storeServer.Client()
 	Expect(err).NotTo(HaveOccurred())
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	metricsAddr, err = ports.FreeLoopback()
 	Expect(err).NotTo(HaveOccurred())
-	metricsAddr = l.Addr().String()
-	Expect(l.Close()).To(Succeed())
 	operator = startOperator()
 })
 

@@ -25,46 +25,21 @@ import (
 	"github.com/registrar-dev/registrar/internal/ctl"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/pkg/discovery"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 // server is a fresh etcd seeded once by TestMain, so the revisions in the golden files are
 // stable; tests that write use prefixes of their own.
-var (
-	server    *etcdtest.Server
-	serverErr error
-)
+var server *etcdtest.Server
 
 // now is the clock of every run: the seeded instances registered an hour before it.
 var now = time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	if os.Getenv("ETCD_BIN") == "" && os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		serverErr = errors.New("neither ETCD_BIN nor KUBEBUILDER_ASSETS is set")
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "registrar-ctl-test-")
-	if err != nil {
-		serverErr = err
-		return m.Run()
-	}
-	defer os.RemoveAll(dir)
-	if server, serverErr = etcdtest.Start(dir); serverErr != nil {
-		server = nil
-		return m.Run()
-	}
-	defer server.Stop()
-	if serverErr = seed(); serverErr != nil {
-		return m.Run()
-	}
-	return m.Run()
+	os.Exit(etcdtest.Main(m, func(s *etcdtest.Server) error { server = s; return seed() }))
 }
 
 const seedPrefix = "/registrar/services/"
@@ -102,13 +77,7 @@ func seed() error {
 	return nil
 }
 
-func requireServer(t *testing.T) {
-	t.Helper()
-	if server == nil {
-		t.Fatalf("etcd test server unavailable: %v; run hack/envtest-assets.sh and set ETCD_BIN, e.g. "+
-			"ETCD_BIN=$PWD/bin/k8s/v1.37.2-etcdv3.7.3/etcd go test ./internal/ctl/", serverErr)
-	}
-}
+func requireServer(t *testing.T) { etcdtest.Shared(t) }
 
 // syncBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
 type syncBuffer struct {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // ErrConflict is returned by Apply when a record changed in the store since it was listed,
@@ -17,20 +19,9 @@ var ErrConflict = errors.New("store changed since it was read")
 // another replica became leader and took the fence since. The caller must stop writing.
 var ErrFenced = errors.New("write fence taken by a newer leader")
 
-// Endpoint is one live instance of a service, as serialised into the store.
-type Endpoint struct {
-	Service      string           `json:"service"`
-	Namespace    string           `json:"namespace"`
-	Pod          string           `json:"pod"`
-	UID          string           `json:"uid"`
-	Address      string           `json:"address"`
-	Ports        map[string]int32 `json:"ports"`
-	Node         string           `json:"node"`
-	Zone         string           `json:"zone"`
-	Cluster      string           `json:"cluster"`
-	Owner        string           `json:"owner"`
-	RegisteredAt time.Time        `json:"registeredAt"`
-}
+// Endpoint is one live instance of a service, as serialised into the store: the wire
+// format that callers read (pkg/wire, shared with pkg/discovery).
+type Endpoint = wire.Endpoint
 
 // Record is an Endpoint as read back from the store, with the store's version of it.
 // A record whose value could not be decoded has an empty Owner, so nobody owns it and

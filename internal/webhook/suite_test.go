@@ -2,8 +2,6 @@ package webhook_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
+	"github.com/registrar-dev/registrar/test/support/testenv"
 )
 
 // The suite runs a real kube-apiserver + etcd (envtest) with the webhook configuration from
@@ -33,7 +31,7 @@ import (
 var (
 	testEnv   *envtest.Environment
 	restCfg   *rest.Config
-	scheme    = runtime.NewScheme()
+	scheme    *runtime.Scheme
 	k8sClient client.Client
 	// mgrClient is the manager's cached client, the one the webhook lists registries with;
 	// specs wait until it sees their ServiceRegistry before creating pods.
@@ -51,24 +49,10 @@ func TestWebhook(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
-		"KUBEBUILDER_ASSETS is not set: run the suite with `make test`, which builds the assets, or set it to bin/k8s/<version> (make envtest-assets)")
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join("..", "..", "config", "webhook")},
-		},
-	}
-	var err error
-	restCfg, err = testEnv.Start()
+	env, err := testenv.Start(testenv.Options{Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
+	testEnv, restCfg, k8sClient, scheme = env.Environment, env.Config, env.Client, env.Scheme
 	Expect(testEnv.WebhookInstallOptions.MutatingWebhooks).To(HaveLen(1), "config/webhook/manifests.yaml should hold the pod webhook")
-	k8sClient, err = client.New(restCfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
 
 	wio := testEnv.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{

@@ -5,29 +5,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
+// labelType is the label of the xDS resource type.
+const labelType = "type"
+
 var (
 	pushSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "registrar_xds_push_seconds",
 		Help:    "Time from a resource change entering the xDS cache (the end of the reconcile that decided it) to each client's ACK of a response holding it, by type (lds, rds, cds, eds).",
 		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
-	}, []string{"type"})
+	}, []string{labelType})
 	nacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_xds_nacks_total",
 		Help: "xDS responses rejected by a client (NACK, logged with the client's node id), by type.",
-	}, []string{"type"})
+	}, []string{labelType})
 	responses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_xds_responses_total",
 		Help: "xDS responses sent to clients, by type.",
-	}, []string{"type"})
+	}, []string{labelType})
 	responseBytes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "registrar_xds_response_bytes",
 		Help:    "Size of each xDS response sent, by type.",
 		Buckets: prometheus.ExponentialBuckets(64, 4, 10),
-	}, []string{"type"})
+	}, []string{labelType})
 	publishes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_xds_cache_updates_total",
 		Help: "Changes written into the xDS caches, by type (one per changed registry and type).",
-	}, []string{"type"})
+	}, []string{labelType})
 	clients = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "registrar_xds_clients",
 		Help: "Open xDS (ADS) streams.",

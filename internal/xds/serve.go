@@ -122,12 +122,13 @@ func (s *Server) Listening() <-chan struct{} { return s.listening }
 func (s *Server) Addr() string { return s.addr }
 
 func (s *Server) serverOptions() ([]grpc.ServerOption, error) {
-	opts := []grpc.ServerOption{
+	opts := make([]grpc.ServerOption, 0, 4)
+	opts = append(opts,
 		// Find dead clients; let clients ping no more often than every 10 s.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(16),
-	}
+	)
 	if s.cfg.CertFile == "" && s.cfg.KeyFile == "" {
 		if s.cfg.ClientCAFile != "" {
 			return nil, errors.New("xDS server: a client CA needs a server certificate and key")

@@ -134,7 +134,7 @@ const (
 
 // done records the outcome of a call admitted by t, which took d. It reports whether this
 // outcome tripped a Closed breaker.
-func (t ticket) done(now time.Time, o outcome, d time.Duration) (tripped bool) {
+func (t ticket) done(now time.Time, o outcome, d time.Duration) (tripped bool) { //nolint:unparam // kept for the breaker tests and metrics to come
 	if t.b == nil {
 		return false
 	}
@@ -231,7 +231,7 @@ func (b *breaker) openDuration() time.Duration {
 
 // force sets the state from outside (the coordinated breaker mirrors the shared state
 // into the local one, so a fallback to local starts from what the fleet saw).
-func (b *breaker) force(to BreakerState, now time.Time, reason string) {
+func (b *breaker) force(to BreakerState, now time.Time, reason string) { //nolint:unparam // a forced state, Open today
 	b.mu.Lock()
 	ev := b.transition(to, now, reason)
 	b.mu.Unlock()

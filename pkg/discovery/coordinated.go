@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,12 +15,14 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // BreakerDir is the directory, under the operator's prefix, that holds the coordinated
-// breakers: {prefix}/.registrar/breakers/{service}/. A leading dot is never a service name
-// (those are DNS-1123 labels), so it never collides with {prefix}/{service}/.
-const BreakerDir = ".registrar/breakers"
+// breakers: {prefix}/.registrar/breakers/{service}/, in the reserved subtree
+// (wire.ReservedDir) that never collides with {prefix}/{service}/.
+const BreakerDir = wire.ReservedDir + "/breakers"
 
 // BreakerPrefix is the key prefix of the coordinated breaker of service:
 // "{prefix}/.registrar/breakers/{service}/"; with an empty service, of every service.
@@ -33,9 +34,9 @@ const BreakerDir = ".registrar/breakers"
 //	reports/{caller} ReportRecord under a lease of ReportTTL: this caller's breaker tripped
 func BreakerPrefix(prefix, service string) string {
 	if service == "" {
-		return path.Join(normalizePrefix(prefix), BreakerDir) + "/"
+		return wire.ReservedKey(prefix, "breakers") + "/"
 	}
-	return path.Join(normalizePrefix(prefix), BreakerDir, service) + "/"
+	return wire.ReservedKey(prefix, "breakers", service) + "/"
 }
 
 // BreakerRecord is the value of a coordinated breaker's state key.
@@ -91,10 +92,10 @@ func DecodeBreakerRecord(value []byte) (BreakerRecord, error) {
 	if err := json.Unmarshal(value, &r); err != nil {
 		return r, fmt.Errorf("decode breaker state: %w", err)
 	}
-	if r.State != "Open" && r.State != "Closed" {
+	if r.State != BreakerOpen.String() && r.State != BreakerClosed.String() {
 		return r, fmt.Errorf("decode breaker state: state %q is neither Open nor Closed", r.State)
 	}
-	if r.State == "Open" && r.OpenFor <= 0 {
+	if r.State == BreakerOpen.String() && r.OpenFor <= 0 {
 		return r, errors.New("decode breaker state: Open without a positive openFor")
 	}
 	return r, nil
@@ -327,7 +328,7 @@ func (co *coordinated) maybeOpen(ctx context.Context) {
 		return
 	}
 	val := co.value(BreakerRecord{
-		State: "Open", OpenFor: Duration(co.bcfg.OpenDuration), By: co.cfg.CallerID, At: co.c.now().UTC(),
+		State: BreakerOpen.String(), OpenFor: Duration(co.bcfg.OpenDuration), By: co.cfg.CallerID, At: co.c.now().UTC(),
 		Reason: fmt.Sprintf("%d callers reported failure (quorum %d)", len(v.reports), co.cfg.Quorum),
 	})
 	_ = co.write(ctx, 1, func(ctx context.Context) error {
@@ -378,7 +379,7 @@ func (co *coordinated) settle(ctx context.Context, closeIt bool) {
 	if closeIt {
 		ops = append(ops, clientv3.OpDelete(co.key("reports/"), clientv3.WithPrefix()))
 	} else {
-		rec = BreakerRecord{State: "Open", OpenFor: Duration(co.bcfg.OpenDuration), By: co.cfg.CallerID, Reason: "probe failed", At: rec.At}
+		rec = BreakerRecord{State: BreakerOpen.String(), OpenFor: Duration(co.bcfg.OpenDuration), By: co.cfg.CallerID, Reason: "probe failed", At: rec.At}
 	}
 	ops = append(ops, clientv3.OpPut(co.key("state"), co.value(rec)))
 	_ = co.write(ctx, 1, func(ctx context.Context) error {
@@ -511,7 +512,7 @@ func (co *coordinated) put(v *sharedView, kv *mvccpb.KeyValue) {
 			return
 		}
 		v.state, v.openFor = BreakerClosed, 0
-		if rec.State == "Open" {
+		if rec.State == BreakerOpen.String() {
 			v.state, v.openFor = BreakerOpen, time.Duration(rec.OpenFor)
 		}
 	case rel == "probe":

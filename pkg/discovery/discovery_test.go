@@ -15,7 +15,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/registrar-dev/registrar/pkg/discovery"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/pkg/wire"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 const eventually = 60 * time.Second // generous: the machine is shared and busy
@@ -535,13 +536,13 @@ func TestHostPort(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := discovery.Instance{Address: "10.0.0.1", Ports: tt.ports}.HostPort(tt.port)
+			got, ok := discovery.Instance{Endpoint: wire.Endpoint{Address: "10.0.0.1", Ports: tt.ports}}.HostPort(tt.port)
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("HostPort(%q) = %q, %v; want %q, %v", tt.port, got, ok, tt.want, tt.ok)
 			}
 		})
 	}
-	if got, _ := (discovery.Instance{Address: "fd00::1", Ports: map[string]int32{"http": 80}}).HostPort(""); got != "[fd00::1]:80" {
+	if got, _ := (discovery.Instance{Endpoint: wire.Endpoint{Address: "fd00::1", Ports: map[string]int32{"http": 80}}}).HostPort(""); got != "[fd00::1]:80" {
 		t.Errorf("IPv6 HostPort = %q", got)
 	}
 }

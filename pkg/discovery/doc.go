@@ -33,6 +33,7 @@
 //     one caller holding a leased permit, and falling back to the local breaker when the
 //     store is slow or unreachable. docs/callers.md says when to use which.
 //
-// The package depends only on the etcd client; it does not import registrar's internals.
+// The package depends only on the etcd client and pkg/wire (the store's key layout and value
+// format, standard library only); it does not import registrar's internals.
 // Prometheus metrics are in the discoverymetrics subpackage.
 package discovery

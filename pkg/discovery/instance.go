@@ -1,37 +1,69 @@
 package discovery
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
-	"path"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // DefaultPrefix is the key prefix the registrar operator writes under unless its
 // --store-prefix says otherwise.
-const DefaultPrefix = "/registrar/services"
+const DefaultPrefix = wire.DefaultPrefix
 
-// Instance is one live instance of a service: the JSON value of a store key, plus the key.
+// Instance is one live instance of a service: the JSON value of a store key (the wire
+// format of pkg/wire, which the operator's store writes), plus the key.
 type Instance struct {
-	Service      string           `json:"service"`
-	Namespace    string           `json:"namespace"`
-	Pod          string           `json:"pod"`
-	UID          string           `json:"uid,omitempty"`
-	Address      string           `json:"address"`
-	Ports        map[string]int32 `json:"ports"`
-	Node         string           `json:"node,omitempty"`
-	Zone         string           `json:"zone,omitempty"`
-	Cluster      string           `json:"cluster,omitempty"`
-	Owner        string           `json:"owner,omitempty"`
-	RegisteredAt time.Time        `json:"registeredAt,omitzero"`
+	wire.Endpoint
 
 	// Key is the instance's store key, {prefix}/{service}/{namespace}/{pod}.
 	Key string `json:"key"`
 	// Revision is the store revision that last wrote the key.
 	Revision int64 `json:"revision"`
+}
+
+// optionalFields are the fields of the wire value that an Instance's own JSON (registrarctl
+// -o json|yaml) leaves out when empty; the store's value always has them.
+var optionalFields = map[string]bool{"uid": true, "node": true, "zone": true, "cluster": true, "owner": true, "registeredAt": true}
+
+// MarshalJSON writes the wire value's fields in their order, without the optional ones
+// that are empty, then key and revision.
+func (i Instance) MarshalJSON() ([]byte, error) {
+	value, err := wire.Encode(&i.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(value))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for dec.More() {
+		name, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if n, _ := name.(string); optionalFields[n] && (string(v) == `""` || string(v) == `"0001-01-01T00:00:00Z"`) {
+			continue
+		}
+		k, _ := json.Marshal(name)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+		b.WriteByte(',')
+	}
+	k, _ := json.Marshal(i.Key)
+	fmt.Fprintf(&b, `"key":%s,"revision":%d}`, k, i.Revision)
+	return b.Bytes(), nil
 }
 
 // ID names the instance within its service: "namespace/pod".
@@ -59,14 +91,7 @@ func (i Instance) HostPort(name string) (hostPort string, ok bool) {
 // ServicePrefix is the key prefix that holds every instance of service: "{prefix}/{service}/".
 // An empty prefix means DefaultPrefix.
 func ServicePrefix(prefix, service string) string {
-	return path.Join(normalizePrefix(prefix), service) + "/"
-}
-
-func normalizePrefix(prefix string) string {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return "/" + strings.Trim(prefix, "/")
+	return wire.ServicePrefix(prefix, service)
 }
 
 // DecodeInstance decodes a store key and value into an Instance. The key's namespace and pod
@@ -74,7 +99,7 @@ func normalizePrefix(prefix string) string {
 // caller could not use it.
 func DecodeInstance(key string, value []byte, revision int64) (Instance, error) {
 	var inst Instance
-	if err := json.Unmarshal(value, &inst); err != nil {
+	if err := json.Unmarshal(value, &inst.Endpoint); err != nil {
 		return Instance{}, fmt.Errorf("decode %s: %w", key, err)
 	}
 	if inst.Address == "" {

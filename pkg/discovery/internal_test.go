@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 func TestFloorMod(t *testing.T) {
@@ -57,7 +59,9 @@ func TestMaxEjected(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	inst := func(k string, rev int64) Instance { return Instance{Key: k, Pod: k, Revision: rev} }
+	inst := func(k string, rev int64) Instance {
+		return Instance{Endpoint: wire.Endpoint{Pod: k}, Key: k, Revision: rev}
+	}
 	old := &snapshot{instances: []Instance{inst("a", 1), inst("b", 1), inst("c", 1)}}
 	cur := &snapshot{instances: []Instance{inst("b", 1), inst("c", 2), inst("d", 3)}}
 	ch := diff(old, cur)

@@ -3,8 +3,6 @@ package discovery_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -16,50 +14,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/pkg/discovery"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
-// server is the etcd process shared by the tests (tests that stop a store start their own);
-// etcdEndpoint is its client URL, used by the examples too.
-var (
-	server       *etcdtest.Server
-	serverErr    error
-	etcdEndpoint string
-)
+// etcdEndpoint is the client URL of the etcd process shared by the tests (tests that stop a
+// store start their own), used by the examples too.
+var etcdEndpoint string
 
-func TestMain(m *testing.M) { os.Exit(runTests(m)) }
-
-func runTests(m *testing.M) int {
-	if os.Getenv("ETCD_BIN") == "" && os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		serverErr = errors.New("neither ETCD_BIN nor KUBEBUILDER_ASSETS is set")
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "registrar-discovery-test-")
-	if err != nil {
-		serverErr = fmt.Errorf("temp dir: %w", err)
-		return m.Run()
-	}
-	defer os.RemoveAll(dir)
-	server, serverErr = etcdtest.Start(dir)
-	if serverErr != nil {
-		server = nil
-		fmt.Fprintf(os.Stderr, "etcd test server unavailable: %v\n", serverErr)
-		return m.Run()
-	}
-	defer server.Stop()
-	etcdEndpoint = server.Endpoint()
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(etcdtest.Main(m, func(s *etcdtest.Server) error { etcdEndpoint = s.Endpoint(); return nil }))
 }
 
 // requireServer fails (never skips) the test when there is no etcd.
-func requireServer(t testing.TB) *etcdtest.Server {
-	t.Helper()
-	if server == nil {
-		t.Fatalf("etcd test server unavailable: %v; run hack/envtest-assets.sh and set ETCD_BIN, e.g. "+
-			"ETCD_BIN=$PWD/bin/k8s/v1.37.2-etcdv3.7.3/etcd go test ./pkg/discovery/", serverErr)
-	}
-	return server
-}
+func requireServer(t testing.TB) *etcdtest.Server { return etcdtest.Shared(t) }
 
 // storeClient is a separate etcd client the test writes and reads the store with. It
 // empties the default prefix first, so every test (and every -count=N run) starts clean.

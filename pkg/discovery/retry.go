@@ -61,7 +61,7 @@ func (c *Client) Do(ctx context.Context, attempts int, fn func(ctx context.Conte
 // try makes up to attempts attempts on distinct instances. answered is true when an
 // instance succeeded or answered with a Permanent error. With breakers, now is the time
 // the call began and end the time the last attempt ended.
-func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error, now time.Time) (err error, answered bool, end time.Time) {
+func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error, now time.Time) (err error, answered bool, end time.Time) { //nolint:lll,staticcheck // ST1008: err first, as the callers read it
 	end = now
 	bs := c.brk
 	tried := make(map[string]bool, attempts)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
+
+	"github.com/registrar-dev/registrar/test/support/metrics"
 )
 
 func TestTrackerMatchesTransitions(t *testing.T) {
@@ -205,7 +208,7 @@ func TestLayoutSpreadsPods(t *testing.T) {
 }
 
 func TestOperatorStatsFromMetrics(t *testing.T) {
-	before := sumMetrics(parseMetrics(strings.NewReader(`# HELP x
+	before := sumMetrics(mustParse(strings.NewReader(`# HELP x
 workqueue_queue_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 1
 workqueue_queue_duration_seconds_count{controller="serviceregistry",name="serviceregistry"} 10
 workqueue_work_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 0.5
@@ -215,7 +218,7 @@ rest_client_requests_total{code="200",host="h",method="PATCH"} 5
 rest_client_requests_total{code="201",host="h",method="POST"} 2
 rest_client_requests_total{code="200",host="h",method="GET"} 7
 `)))
-	after := sumMetrics(parseMetrics(strings.NewReader(`workqueue_queue_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 3
+	after := sumMetrics(mustParse(strings.NewReader(`workqueue_queue_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 3
 workqueue_queue_duration_seconds_count{controller="serviceregistry",name="serviceregistry"} 20
 workqueue_work_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 1.5
 workqueue_work_duration_seconds_count{controller="serviceregistry",name="serviceregistry"} 20
@@ -229,4 +232,12 @@ rest_client_requests_total{code="200",host="h",method="GET"} 70
 	if got != want {
 		t.Errorf("operatorStats = %+v, want %+v", got, want)
 	}
+}
+
+func mustParse(r io.Reader) metrics.Samples {
+	ss, err := metrics.Parse(r)
+	if err != nil {
+		panic(err)
+	}
+	return ss
 }

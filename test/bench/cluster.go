@@ -18,7 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/ports"
 )
 
 // StorePrefix is where the operator writes; the TTL registries' instances write under
@@ -123,7 +124,7 @@ func (cl *cluster) startOperator(ctx context.Context, c *Config) error {
 	}
 	addrs := make([]string, 3)
 	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
+		if addrs[i], err = ports.FreeLoopback(); err != nil {
 			return err
 		}
 	}
@@ -137,7 +138,7 @@ func (cl *cluster) startOperator(ctx context.Context, c *Config) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return cl.operator.waitHTTP(ctx, "http://"+addrs[1]+"/readyz")
+	return cl.operator.WaitHTTP(ctx, "http://"+addrs[1]+"/readyz")
 }
 
 // KCMDefaultArgs run only the EndpointSlice controller, with client limits raised from
@@ -160,10 +161,10 @@ func (cl *cluster) startKCM(c *Config) error {
 
 func (cl *cluster) stop() {
 	if cl.operator != nil {
-		cl.operator.stop(10 * time.Second)
+		cl.operator.Stop(10 * time.Second)
 	}
 	if cl.kcm != nil {
-		cl.kcm.stop(10 * time.Second)
+		cl.kcm.Stop(10 * time.Second)
 	}
 	if cl.storeCli != nil {
 		_ = cl.storeCli.Close()

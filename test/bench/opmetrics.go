@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
 	"strings"
-	"time"
+
+	"github.com/registrar-dev/registrar/test/support/metrics"
 )
 
 // OperatorStats are the operator's own counters over the measured phase, from its /metrics:
@@ -25,48 +22,19 @@ type OperatorStats struct {
 	Posts         int `json:"posts"`
 }
 
-// metricSample is one series of the Prometheus text format: name{labels} value.
-type metricSample struct {
-	name, labels string
-	value        float64
-}
-
-func parseMetrics(r io.Reader) []metricSample {
-	var out []metricSample
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name, labels, _ := strings.Cut(line[:i], "{")
-		out = append(out, metricSample{name: name, labels: labels, value: v})
-	}
-	return out
-}
-
 // metricSums adds up the samples of each name whose labels contain every filter.
 type metricSums map[string]float64
 
-func sumMetrics(samples []metricSample) metricSums {
+func sumMetrics(samples metrics.Samples) metricSums {
 	sums := metricSums{}
 	for _, s := range samples {
 		switch {
-		case strings.HasPrefix(s.name, "workqueue_") && strings.Contains(s.labels, `controller="serviceregistry"`):
-			sums[s.name] += s.value
-		case s.name == "rest_client_requests_total":
+		case strings.HasPrefix(s.Name, "workqueue_") && strings.Contains(s.Labels, `controller="serviceregistry"`):
+			sums[s.Name] += s.Value
+		case s.Name == "rest_client_requests_total":
 			for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
-				if strings.Contains(s.labels, `method="`+m+`"`) {
-					sums["api_"+m] += s.value
+				if strings.Contains(s.Labels, `method="`+m+`"`) {
+					sums["api_"+m] += s.Value
 				}
 			}
 		}
@@ -94,19 +62,9 @@ func operatorStats(before, after metricSums) OperatorStats {
 
 // scrape reads the operator's /metrics.
 func scrape(ctx context.Context, addr string) (metricSums, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	samples, err := metrics.Scrape(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("scrape operator metrics: %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape operator metrics: %s", resp.Status)
-	}
-	return sumMetrics(parseMetrics(resp.Body)), nil
+	return sumMetrics(samples), nil
 }

@@ -2,90 +2,22 @@ package bench
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/registrar-dev/registrar/test/support/proc"
 )
 
-// process is a child process of the harness whose resources are measured through /proc.
-type process struct {
-	name   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    *os.File
-}
+// process is a child process of the harness (test/support/proc) whose resources are
+// measured through /proc.
+type process = proc.Process
 
 // startProcess runs bin with args, its output going to dir/name.log.
 func startProcess(dir, name, bin string, args ...string) (*process, error) {
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", logPath, err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the harness
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, exited: make(chan struct{}), log: f}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	return p, nil
-}
-
-// Pid is the process id.
-func (p *process) Pid() int { return p.cmd.Process.Pid }
-
-// running reports an error when the process has exited.
-func (p *process) running() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("%s exited (%v); see %s", p.name, p.cmd.ProcessState, p.log.Name())
-	default:
-		return nil
-	}
-}
-
-// stop sends SIGTERM and kills the process after grace.
-func (p *process) stop(grace time.Duration) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-	_ = p.log.Close()
-}
-
-// waitHTTP polls url until it answers 200, the process exits or ctx ends.
-func (p *process) waitHTTP(ctx context.Context, url string) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if err := p.running(); err != nil {
-			return err
-		}
-		if resp, err := client.Get(url); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s: %w", p.name, url, ctx.Err())
-		case <-time.After(100 * time.Millisecond): // polling a starting process
-		}
-	}
+	return proc.Start(proc.Config{Name: name, Bin: bin, Args: args, LogPath: filepath.Join(dir, name+".log")})
 }
 
 // Usage is what a process used, read from /proc.
@@ -148,14 +80,4 @@ func parseCPUSeconds(stat string) (float64, error) {
 		return 0, fmt.Errorf("malformed stat times %q %q", fields[11], fields[12])
 	}
 	return (utime + stime) / clockTicks, nil
-}
-
-// freeAddr returns a loopback address with a port nobody listens on right now.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -162,7 +162,7 @@ func (r *runner) waitSettled(ctx context.Context) error {
 }
 
 func (r *runner) settled(ctx context.Context) (bool, string, error) {
-	if err := r.cl.operator.running(); err != nil {
+	if err := r.cl.operator.Exited(); err != nil {
 		return false, "", err
 	}
 	var regs v1alpha1.ServiceRegistryList
@@ -182,7 +182,7 @@ func (r *runner) settled(ctx context.Context) (bool, string, error) {
 	state := fmt.Sprintf("registrar reports %d/%d pods, %d keys in the store", reported, len(r.l.pods), keys)
 	done := reported == len(r.l.pods) && keys == 0
 	if r.c.EndpointSlice {
-		if err := r.cl.kcm.running(); err != nil {
+		if err := r.cl.kcm.Exited(); err != nil {
 			return false, "", err
 		}
 		_, _, endpoints, err := listSlices(ctx, r.cl.kube)
@@ -377,7 +377,7 @@ func (r *runner) waitRound(ctx context.Context) {
 		if pending == 0 {
 			return
 		}
-		if err := r.cl.operator.running(); err != nil {
+		if err := r.cl.operator.Exited(); err != nil {
 			r.c.Logf("%v: its pending transitions count as lost", err)
 			return
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/registrar-dev/registrar/test/breakerbench"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 // TestShortScenario is make bench-breaker's scenario with a 3 s failure, as a correctness

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 // startStore starts a single etcd store process for one test.
@@ -35,14 +35,14 @@ func TestOperatorCrash(t *testing.T) {
 
 	wait := s.churnInBackground(12, 150*time.Millisecond)
 	time.Sleep(600 * time.Millisecond) // let a few churn steps land before the crash: scenario pacing
-	op.kill()
+	op.Kill()
 	wait()
 	for range 2 { // more changes while nobody registers
 		s.unready(s.oldestEligible())
 		s.addReady()
 	}
 	op.start()
-	if !waitFor(time.Minute, func() bool { return s.fenceHolder("faults") == op.pid() }) {
+	if !waitFor(time.Minute, func() bool { return s.fenceHolder("faults") == op.Pid() }) {
 		t.Fatalf("restarted operator never took the write fence")
 	}
 	leader := s.faultEnded()
@@ -62,7 +62,7 @@ func TestLeaderFailover(t *testing.T) {
 	leaderOf := func() (*operator, *operator) {
 		pid := s.fenceHolder(s.ns)
 		for i, o := range ops {
-			if o.running() && o.pid() == pid {
+			if o.running() && o.Pid() == pid {
 				return o, ops[1-i]
 			}
 		}
@@ -80,7 +80,7 @@ func TestLeaderFailover(t *testing.T) {
 	// Kill the leader mid-churn: the follower takes over within the lease (4 s) and converges.
 	wait := s.churnInBackground(9, 150*time.Millisecond)
 	time.Sleep(400 * time.Millisecond) // scenario pacing: crash mid-churn
-	leader.kill()
+	leader.Kill()
 	killed := time.Now()
 	wait()
 	if !waitFor(time.Minute, func() bool { l, _ := leaderOf(); return l == follower }) {
@@ -106,11 +106,11 @@ func TestLeaderFailover(t *testing.T) {
 	s.churn(3, 100*time.Millisecond) // the new leader's writes, which the old one must not undo
 	s.converge(time.Now())
 	old.signal(syscall.SIGCONT)
-	if !old.waitExit(time.Minute) {
+	if !old.WaitExit(time.Minute) {
 		t.Error("the resumed old leader did not step down (exit) within a minute")
 	}
 	how := "lease loss"
-	if old.logContains("another leader took the store's write fence") {
+	if old.LogContains("another leader took the store's write fence") {
 		how = "write fence"
 	}
 	s.converge(time.Now())

@@ -25,7 +25,7 @@ func TestLeaseBackstop(t *testing.T) {
 				s.addReady()
 			}
 			s.converge(time.Now())
-			op.kill()
+			op.Kill()
 			killed := time.Now()
 			var restarted time.Time
 			s.checks.expiryAllowed = func(at time.Time) bool { return on && at.After(killed) && (restarted.IsZero() || at.Before(restarted)) }

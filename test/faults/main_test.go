@@ -11,9 +11,7 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/go-logr/logr"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,21 +19,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/test/support/proc"
+	"github.com/registrar-dev/registrar/test/support/testenv"
 )
 
 var (
 	testEnv   *envtest.Environment
 	restCfg   *rest.Config
 	k8s       client.Client
-	scheme    = runtime.NewScheme()
+	scheme    *runtime.Scheme
 	kubeconf  string // kubeconfig file of an admin user, for the operator processes
 	binary    string // the operator built from ./cmd
 	setupErr  error
@@ -77,39 +77,17 @@ func setup() error {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" || os.Getenv("ETCD_BIN") == "" {
 		return fmt.Errorf("KUBEBUILDER_ASSETS and ETCD_BIN must be set (make test does)")
 	}
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	binary = filepath.Join(workDir, "registrar")
-	build := exec.Command("go", "build", "-o", binary, "./cmd")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build operator: %v\n%s", err, out)
-	}
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
 	var err error
-	if restCfg, err = testEnv.Start(); err != nil {
-		return fmt.Errorf("start envtest: %w", err)
-	}
-	if k8s, err = client.New(restCfg, client.Options{Scheme: scheme}); err != nil {
+	if binary, err = proc.BuildRegistrar(workDir); err != nil {
 		return err
 	}
-	user, err := testEnv.AddUser(envtest.User{Name: "faults-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("add user: %w", err)
-	}
-	kc, err := user.KubeConfig()
+	env, err := testenv.Start(testenv.Options{})
 	if err != nil {
 		return err
 	}
+	testEnv, restCfg, k8s, scheme = env.Environment, env.Config, env.Client, env.Scheme
 	kubeconf = filepath.Join(workDir, "kubeconfig")
-	return os.WriteFile(kubeconf, kc, 0o600)
+	return env.WriteAdminKubeconfig("faults-admin", kubeconf)
 }
 
 func teardown() {

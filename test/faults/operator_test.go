@@ -1,32 +1,24 @@
 package faults
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/registrar-dev/registrar/test/support/metrics"
+	"github.com/registrar-dev/registrar/test/support/ports"
+	"github.com/registrar-dev/registrar/test/support/proc"
 )
 
 // operator is one registrar process built from ./cmd.
 type operator struct {
+	*proc.Process
 	t       *testing.T
 	name    string
-	args    []string
-	logPath string
 	metrics string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	exitErr atomic.Value
 }
 
 // operatorConfig says how to start an operator process.
@@ -56,11 +48,14 @@ func (c operatorConfig) args(metricsAddr string) []string {
 // prints the end of its log.
 func startOperator(t *testing.T, name string, cfg operatorConfig) *operator {
 	t.Helper()
-	o := &operator{t: t, name: name, logPath: filepath.Join(t.TempDir(), name+".log"), metrics: freeAddr(t, "127.0.0.1")}
-	o.args = cfg.args(o.metrics)
-	o.start()
+	o := &operator{t: t, name: name, metrics: freeAddr(t, "127.0.0.1")}
+	p, err := proc.Start(proc.Config{Name: name, Bin: binary, Args: cfg.args(o.metrics), LogPath: filepath.Join(t.TempDir(), name+".log")})
+	if err != nil {
+		t.Fatalf("start operator %s: %v", name, err)
+	}
+	o.Process = p
 	t.Cleanup(func() {
-		o.kill()
+		o.Kill()
 		if t.Failed() || os.Getenv("FAULTS_LOGS") != "" {
 			o.dumpLog(40)
 		}
@@ -68,86 +63,26 @@ func startOperator(t *testing.T, name string, cfg operatorConfig) *operator {
 	return o
 }
 
+// start starts the process again after kill (same flags, same metrics port).
 func (o *operator) start() {
 	o.t.Helper()
-	logf, err := os.OpenFile(o.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := o.Resume(); err != nil {
 		o.t.Fatal(err)
 	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "=== start %s at %s\n", o.name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(binary, o.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		o.t.Fatalf("start operator %s: %v", o.name, err)
-	}
-	o.cmd, o.exited = cmd, make(chan struct{})
-	go func(cmd *exec.Cmd, exited chan struct{}) {
-		if err := cmd.Wait(); err != nil {
-			o.exitErr.Store(err.Error())
-		}
-		close(exited)
-	}(cmd, o.exited)
-}
-
-// restart starts the process again after kill (same flags, same metrics port).
-func (o *operator) restart() {
-	o.t.Helper()
-	o.kill()
-	o.start()
-}
-
-func (o *operator) pid() int { return o.cmd.Process.Pid }
-
-// kill sends SIGKILL (after SIGCONT, in case it is paused) and waits for the exit.
-func (o *operator) kill() {
-	if o.cmd == nil {
-		return
-	}
-	_ = o.cmd.Process.Signal(syscall.SIGKILL)
-	_ = o.cmd.Process.Signal(syscall.SIGCONT)
-	<-o.exited
 }
 
 func (o *operator) signal(sig syscall.Signal) {
 	o.t.Helper()
-	if err := o.cmd.Process.Signal(sig); err != nil {
-		o.t.Fatalf("signal %v to %s: %v", sig, o.name, err)
+	if err := o.Signal(sig); err != nil {
+		o.t.Fatal(err)
 	}
 }
 
 // running reports whether the process has not exited.
-func (o *operator) running() bool {
-	select {
-	case <-o.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// waitExit waits up to d for the process to exit on its own.
-func (o *operator) waitExit(d time.Duration) bool {
-	select {
-	case <-o.exited:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
-func (o *operator) logContains(s string) bool {
-	b, _ := os.ReadFile(o.logPath)
-	return strings.Contains(string(b), s)
-}
+func (o *operator) running() bool { return o.Exited() == nil }
 
 func (o *operator) dumpLog(lines int) {
-	b, err := os.ReadFile(o.logPath)
-	if err != nil {
-		return
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	o.t.Logf("--- last %d log lines of operator %s ---\n%s", lines, o.name, strings.Join(all[max(0, len(all)-lines):], "\n"))
+	o.t.Logf("--- last %d log lines of operator %s ---\n%s", lines, o.name, o.LogTail(lines))
 }
 
 // metric sums the samples of a metric family (every label set) from /metrics; ok is false
@@ -155,35 +90,19 @@ func (o *operator) dumpLog(lines int) {
 func (o *operator) metric(name string) (float64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+o.metrics+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	ss, err := metrics.Scrape(ctx, o.metrics)
 	if err != nil {
 		return 0, false
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		f := strings.Fields(line)
-		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum, true
+	return ss.Sum(name), true
 }
 
 // freeAddr returns host:port with a port the kernel just handed out on host.
 func freeAddr(t *testing.T, host string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	addr, err := ports.FreeAddr(host)
 	if err != nil {
-		t.Fatalf("free port on %s: %v", host, err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }

@@ -29,7 +29,7 @@ func TestLeaseKeptAcrossLeaderChanges(t *testing.T) {
 			cfg.leaderNamespace = s.ns
 			cfg.extra = []string{fmt.Sprintf("--store-lease-ttl=%s", ttl)}
 			old := startOperator(t, "registrar-old", cfg)
-			if !waitFor(time.Minute, func() bool { return s.fenceHolder(s.ns) == old.pid() }) {
+			if !waitFor(time.Minute, func() bool { return s.fenceHolder(s.ns) == old.Pid() }) {
 				t.Fatal("the first operator did not take the write fence")
 			}
 			for range 4 {
@@ -39,14 +39,14 @@ func TestLeaseKeptAcrossLeaderChanges(t *testing.T) {
 			next := startOperator(t, "registrar-new", cfg)
 			if how == "rolling update" {
 				old.signal(syscall.SIGTERM)
-				if !old.waitExit(30 * time.Second) {
+				if !old.WaitExit(30 * time.Second) {
 					t.Fatal("the old operator did not stop on SIGTERM")
 				}
 			} else {
-				old.kill()
+				old.Kill()
 			}
 			changed := time.Now()
-			if !waitFor(time.Minute, func() bool { return s.fenceHolder(s.ns) == next.pid() }) {
+			if !waitFor(time.Minute, func() bool { return s.fenceHolder(s.ns) == next.Pid() }) {
 				t.Fatal("the new operator did not take over")
 			}
 			took := time.Since(changed)

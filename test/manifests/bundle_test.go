@@ -3,12 +3,13 @@ package manifests
 import (
 	"context"
 	"encoding/json"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/operator-framework/api/pkg/manifests"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"

@@ -15,7 +15,6 @@ import (
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -27,14 +26,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	corednsstore "github.com/registrar-dev/registrar/internal/store/coredns"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
-	"github.com/registrar-dev/registrar/test/corednstest"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/corednstest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/testenv"
 )
 
 const (
@@ -46,7 +45,7 @@ const (
 var (
 	testEnv   *envtest.Environment
 	restCfg   *rest.Config
-	scheme    = runtime.NewScheme()
+	scheme    *runtime.Scheme
 	k8sClient client.Client
 	// storeServer holds the etcd store; dnsEtcd the SkyDNS records CoreDNS serves.
 	storeServer, dnsEtcd *etcdtest.Server
@@ -63,17 +62,9 @@ func TestMultiStore(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	var err error
-	restCfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "KUBEBUILDER_ASSETS must point at kube-apiserver and etcd (make test sets it)")
-	k8sClient, err = client.New(restCfg, client.Options{Scheme: scheme})
+	env, err := testenv.Start(testenv.Options{})
 	Expect(err).NotTo(HaveOccurred())
+	testEnv, restCfg, k8sClient, scheme = env.Environment, env.Config, env.Client, env.Scheme
 
 	dir := GinkgoT().TempDir()
 	storeServer, err = etcdtest.Start(filepath.Join(dir, "store"))

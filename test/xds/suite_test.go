@@ -7,10 +7,8 @@ package xds_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +17,6 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -36,7 +33,9 @@ import (
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/internal/xds"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/ports"
+	"github.com/registrar-dev/registrar/test/support/testenv"
 )
 
 const storePrefix = "/registrar/services"
@@ -44,7 +43,7 @@ const storePrefix = "/registrar/services"
 var (
 	testEnv     *envtest.Environment
 	restCfg     *rest.Config
-	scheme      = runtime.NewScheme()
+	scheme      *runtime.Scheme
 	k8sClient   client.Client
 	storeServer *etcdtest.Server
 	operator    *runningOperator
@@ -60,24 +59,13 @@ func TestXDS(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS is not set: run with `make test`")
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	var err error
-	restCfg, err = testEnv.Start()
+	env, err := testenv.Start(testenv.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(restCfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	testEnv, restCfg, k8sClient, scheme = env.Environment, env.Config, env.Client, env.Scheme
 	storeServer, err = etcdtest.Start(GinkgoT().TempDir())
 	Expect(err).NotTo(HaveOccurred())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	xdsAddr, err = ports.FreeLoopback()
 	Expect(err).NotTo(HaveOccurred())
-	xdsAddr = l.Addr().String()
-	Expect(l.Close()).To(Succeed())
 	operator = startOperator()
 })
 

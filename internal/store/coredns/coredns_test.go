@@ -20,8 +20,8 @@ import (
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/coredns"
-	"github.com/registrar-dev/registrar/test/corednstest"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/corednstest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 const zone = "registrar.test"

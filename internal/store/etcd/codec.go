@@ -1,12 +1,11 @@
 package etcd
 
 import (
-	"encoding/json"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // The codec maps endpoints to keys and JSON values and back. It is pure, so it is fuzzed
@@ -33,12 +32,12 @@ func checkScope(scope store.Scope) error {
 
 // keyFor is the key of pod in scope under prefix (a cleaned prefix, see New).
 func keyFor(prefix string, scope store.Scope, pod string) string {
-	return path.Join(prefix, scope.Service, scope.Namespace, pod)
+	return wire.Key(prefix, scope.Service, scope.Namespace, pod)
 }
 
 // encodeValue is the JSON value stored for ep.
 func encodeValue(ep *store.Endpoint) ([]byte, error) {
-	return json.Marshal(ep)
+	return wire.Encode(ep)
 }
 
 // decodeRecord turns one key/value listed under scopePrefix into a Record. A value that is
@@ -47,9 +46,11 @@ func encodeValue(ep *store.Endpoint) ([]byte, error) {
 // or deletes it (a guarded write to Key(pod) would miss the real key and fail forever).
 func decodeRecord(scopePrefix string, key, value []byte, revision int64) store.Record {
 	rec := store.Record{Key: string(key), Revision: revision}
-	if err := json.Unmarshal(value, &rec.Endpoint); err != nil {
-		rec.Endpoint = store.Endpoint{} // not ours to judge: visible but unowned
+	ep, err := wire.Decode(value)
+	if err != nil {
+		ep = store.Endpoint{} // not ours to judge: visible but unowned
 	}
+	rec.Endpoint = ep
 	rec.Pod = strings.TrimPrefix(rec.Key, scopePrefix)
 	if !strings.HasPrefix(rec.Key, scopePrefix) || checkSegment("pod", rec.Pod) != nil {
 		rec.Owner = ""

@@ -5,18 +5,17 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"path"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // Defaults of Options.
 const (
-	DefaultPrefix    = "/registrar/services"
+	DefaultPrefix    = wire.DefaultPrefix
 	DefaultTimeout   = 5 * time.Second
 	DefaultMaxTxnOps = 128 // etcd's --max-txn-ops default
 )
@@ -80,7 +79,7 @@ func New(kv clientv3.KV, opts Options) *Store {
 		opts.Prefix = DefaultPrefix
 	}
 	// Cleaned, so that every key and scope prefix starts with it literally ("a/../b" is "/b").
-	opts.Prefix = path.Clean("/" + strings.Trim(opts.Prefix, "/"))
+	opts.Prefix = wire.Prefix(opts.Prefix)
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
@@ -109,7 +108,7 @@ func (s *Store) Key(scope store.Scope, pod string) string {
 }
 
 func (s *Store) scopePrefix(scope store.Scope) string {
-	return path.Join(s.opts.Prefix, scope.Service, scope.Namespace) + "/"
+	return wire.ScopePrefix(s.opts.Prefix, scope.Service, scope.Namespace)
 }
 
 // List returns every record under {prefix}/{service}/{namespace}/.

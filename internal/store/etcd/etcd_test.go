@@ -17,54 +17,14 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
-// server is the etcd process shared by the tests of this package; serverErr says why it is
-// not running. Every test that needs it calls requireServer, which fails (never skips).
-var (
-	server    *etcdtest.Server
-	serverErr error
-)
+func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m, nil)) }
 
-func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	if os.Getenv("ETCD_BIN") == "" {
-		serverErr = errors.New("ETCD_BIN is not set")
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "registrar-etcd-store-test-")
-	if err != nil {
-		serverErr = fmt.Errorf("temp dir: %w", err)
-		return m.Run()
-	}
-	defer os.RemoveAll(dir)
-	server, serverErr = etcdtest.Start(dir)
-	if server != nil {
-		defer server.Stop()
-	}
-	if serverErr != nil {
-		server = nil
-	}
-	return m.Run()
-}
-
-func etcdBinaryHelp(err error) string {
-	return fmt.Sprintf("etcd test server unavailable: %v; these tests need a real etcd binary: "+
-		"run hack/envtest-assets.sh and set ETCD_BIN, e.g. "+
-		"ETCD_BIN=$PWD/bin/k8s/v1.37.2-etcdv3.7.3/etcd go test ./internal/store/...", err)
-}
-
-func requireServer(t *testing.T) *etcdtest.Server {
-	t.Helper()
-	if server == nil {
-		t.Fatal(etcdBinaryHelp(serverErr))
-	}
-	return server
-}
+// requireServer is the etcd process shared by the tests of this package; it fails (never
+// skips) the test when there is none.
+func requireServer(t *testing.T) *etcdtest.Server { return etcdtest.Shared(t) }
 
 func newClient(t *testing.T, s *etcdtest.Server) *clientv3.Client {
 	t.Helper()

@@ -12,12 +12,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
-// FenceDir is the directory under the store prefix that holds registrar's own bookkeeping.
-// A leading dot can never be a service name (those are DNS-1123 labels), so it never
-// collides with {prefix}/{serviceName}/.
-const FenceDir = ".registrar"
+// FenceDir is the directory under the store prefix that holds registrar's own bookkeeping
+// (wire.ReservedDir): it never collides with {prefix}/{serviceName}/.
+const FenceDir = wire.ReservedDir
 
 // FenceKey is the key of the write fence of one installation, named e.g. after the
 // namespace of its leader election: {prefix}/.registrar/fence/{name}.

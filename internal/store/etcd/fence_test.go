@@ -9,7 +9,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 func TestFenceKey(t *testing.T) {

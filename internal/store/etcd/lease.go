@@ -57,7 +57,7 @@ func (b *backstop) lease(ctx context.Context) (clientv3.LeaseID, error) {
 // as soon as it leads, before any write, so that its predecessor's endpoints never lapse
 // while there is nothing to write. It grants nothing: with no live lease recorded there is
 // nothing to keep alive. It reports whether a lease is kept alive now.
-func (b *backstop) adopt(ctx context.Context) (bool, error) {
+func (b *backstop) adopt(ctx context.Context) (bool, error) { //nolint:unparam // the report is part of the contract above; callers need only the error today
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.id != 0 {

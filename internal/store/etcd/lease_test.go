@@ -88,9 +88,9 @@ func TestLeaseBackstopAdoptedAtStart(t *testing.T) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- next.Start(runCtx) }()
-	t.Cleanup(func() { stop(); <-done; next.Close() })
-	first.Close()       // the old leader is gone; the new one has nothing to write
-	time.Sleep(3 * ttl) // the scenario: three TTLs with no write, not synchronisation
+	t.Cleanup(func() { stop(); <-done; next.Close() }) //nolint:errcheck // Start's error after stop is not what this test checks
+	first.Close()                                      // the old leader is gone; the new one has nothing to write
+	time.Sleep(3 * ttl)                                // the scenario: three TTLs with no write, not synchronisation
 	for _, pod := range []string{"web-0", "web-1"} {
 		if _, ok := f.leaseOf(t, first.Key(scope, pod)); !ok {
 			t.Errorf("%s expired %s after a restart with nothing to write: the new leader did not adopt the lease", pod, 3*ttl)
@@ -117,7 +117,7 @@ func TestLeaseKeeperKeepsLeaseFromFollower(t *testing.T) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- etcd.LeaseKeeper{Store: follower}.Start(runCtx) }()
-	t.Cleanup(func() { stop(); <-done; follower.Close() })
+	t.Cleanup(func() { stop(); <-done; follower.Close() }) //nolint:errcheck // Start's error after stop is not what this test checks
 	writer.Close()
 	time.Sleep(3 * ttl) // the scenario: the writer is gone for three TTLs, not synchronisation
 	if _, ok := f.leaseOf(t, writer.Key(scope, "web-0")); !ok {

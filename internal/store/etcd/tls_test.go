@@ -7,7 +7,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 // TestTLSClientCertificates runs a real etcd with --client-cert-auth and a self-made CA:

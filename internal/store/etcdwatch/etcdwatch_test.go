@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/internal/store/etcdwatch"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 // breakingWatcher is a real etcd client's Watcher whose first watch ends after its first

@@ -25,6 +25,9 @@ type NewStore func(t *testing.T) store.Store
 var counter atomic.Int64
 
 // namespace is a namespace unique to this process and call.
+// svc is the service most cases write.
+const svc = "web"
+
 func namespace() string { return fmt.Sprintf("conf%d-%d", os.Getpid(), counter.Add(1)) }
 
 func ctx(t *testing.T) context.Context {
@@ -73,10 +76,10 @@ func expectConflict(t *testing.T, what string, err error) {
 }
 
 // Run runs the conformance suite against the stores newStore returns.
-func Run(t *testing.T, newStore NewStore) {
+func Run(t *testing.T, newStore NewStore) { //nolint:gocyclo // one t.Run per conformance case, in a row
 	t.Run("CreateListRoundTrip", func(t *testing.T) {
 		s := newStore(t)
-		scope := store.Scope{Service: "web", Namespace: namespace()}
+		scope := store.Scope{Service: svc, Namespace: namespace()}
 		if got := list(t, s, scope); len(got) != 0 {
 			t.Fatalf("fresh scope lists %v", got)
 		}
@@ -107,7 +110,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 	t.Run("CreateIfAbsent", func(t *testing.T) {
 		s := newStore(t)
-		scope := store.Scope{Service: "web", Namespace: namespace()}
+		scope := store.Scope{Service: svc, Namespace: namespace()}
 		first := Endpoint(scope, "web-0", "10.0.0.1", "owner-1")
 		apply(t, s, scope, store.Changes{Create: []store.Endpoint{first}})
 		second := Endpoint(scope, "web-0", "10.0.0.9", "owner-2")
@@ -120,7 +123,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 	t.Run("GuardedUpdate", func(t *testing.T) {
 		s := newStore(t)
-		scope := store.Scope{Service: "web", Namespace: namespace()}
+		scope := store.Scope{Service: svc, Namespace: namespace()}
 		apply(t, s, scope, store.Changes{Create: []store.Endpoint{Endpoint(scope, "web-0", "10.0.0.1", "o")}})
 		old := list(t, s, scope)["web-0"]
 		moved := Endpoint(scope, "web-0", "10.0.0.2", "o")
@@ -141,7 +144,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 	t.Run("GuardedDelete", func(t *testing.T) {
 		s := newStore(t)
-		scope := store.Scope{Service: "web", Namespace: namespace()}
+		scope := store.Scope{Service: svc, Namespace: namespace()}
 		apply(t, s, scope, store.Changes{Create: []store.Endpoint{Endpoint(scope, "web-0", "10.0.0.1", "o")}})
 		old := list(t, s, scope)["web-0"]
 		apply(t, s, scope, store.Changes{Update: []store.Update{{Old: old, New: Endpoint(scope, "web-0", "10.0.0.2", "o")}}})
@@ -161,7 +164,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("ScopesAreApart", func(t *testing.T) {
 		s := newStore(t)
 		ns, other := namespace(), namespace()
-		scopes := []store.Scope{{Service: "web", Namespace: ns}, {Service: "web-2", Namespace: ns}, {Service: "web", Namespace: other}}
+		scopes := []store.Scope{{Service: svc, Namespace: ns}, {Service: "web-2", Namespace: ns}, {Service: svc, Namespace: other}}
 		for i, sc := range scopes {
 			apply(t, s, sc, store.Changes{Create: []store.Endpoint{Endpoint(sc, fmt.Sprintf("p-%d", i), fmt.Sprintf("10.0.1.%d", i+1), "o")}})
 		}
@@ -175,7 +178,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 	t.Run("ForeignRecordsListed", func(t *testing.T) {
 		s := newStore(t)
-		scope := store.Scope{Service: "web", Namespace: namespace()}
+		scope := store.Scope{Service: svc, Namespace: namespace()}
 		apply(t, s, scope, store.Changes{Create: []store.Endpoint{Endpoint(scope, "mine", "10.0.0.1", "me"), Endpoint(scope, "theirs", "10.0.0.2", "them")}})
 		got := list(t, s, scope)
 		if got["mine"].Owner != "me" || got["theirs"].Owner != "them" {
@@ -185,8 +188,8 @@ func Run(t *testing.T, newStore NewStore) {
 
 	t.Run("LargeChangeSplit", func(t *testing.T) {
 		s := newStore(t)
-		scope := store.Scope{Service: "web", Namespace: namespace()}
-		var eps []store.Endpoint
+		scope := store.Scope{Service: svc, Namespace: namespace()}
+		eps := make([]store.Endpoint, 0, 300)
 		for i := range 300 {
 			eps = append(eps, Endpoint(scope, fmt.Sprintf("web-%03d", i), fmt.Sprintf("10.1.%d.%d", i/250, i%250+1), "o"))
 		}
@@ -197,7 +200,7 @@ func Run(t *testing.T, newStore NewStore) {
 		if len(got) != len(eps) {
 			t.Fatalf("listed %d records, want %d", len(got), len(eps))
 		}
-		var del []store.Record
+		del := make([]store.Record, 0, len(got))
 		for _, r := range got {
 			del = append(del, r)
 		}
@@ -209,7 +212,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 	t.Run("NothingToDo", func(t *testing.T) {
 		s := newStore(t)
-		scope := store.Scope{Service: "web", Namespace: namespace()}
+		scope := store.Scope{Service: svc, Namespace: namespace()}
 		if written := apply(t, s, scope, store.Changes{}); len(written) != 0 {
 			t.Errorf("empty Apply wrote %v", written)
 		}

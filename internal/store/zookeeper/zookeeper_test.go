@@ -17,7 +17,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/zookeeper"
-	"github.com/registrar-dev/registrar/test/zktest"
+	"github.com/registrar-dev/registrar/test/support/zktest"
 )
 
 // server is the ZooKeeper process shared by the tests of this package; serverErr says why it

@@ -31,11 +31,12 @@ func NewCollector(clients ...*discovery.Client) *Collector {
 		return prometheus.NewDesc("registrar_discovery_"+name, help, append([]string{"service"}, labels...), nil)
 	}
 	return &Collector{
-		clients:     clients,
-		instances:   d("instances", "Instances in the client's current list."),
-		ejected:     d("instances_ejected", "Instances currently ejected by passive ejection."),
-		connected:   d("store_connected", "1 while the client's watch of the store is alive."),
-		state:       d("breaker_state", "State of a breaker: 0 Closed, 1 Open, 2 HalfOpen. instance is empty for the service's breaker; endpoint breakers appear while not Closed.", "instance"),
+		clients:   clients,
+		instances: d("instances", "Instances in the client's current list."),
+		ejected:   d("instances_ejected", "Instances currently ejected by passive ejection."),
+		connected: d("store_connected", "1 while the client's watch of the store is alive."),
+		state: d("breaker_state", "State of a breaker: 0 Closed, 1 Open, 2 HalfOpen. "+
+			"instance is empty for the service's breaker; endpoint breakers appear while not Closed.", "instance"),
 		transitions: d("breaker_transitions_total", "Transitions of the client's breakers, by target state.", "to"),
 		rejected:    d("breaker_rejected_total", "Calls the breakers rejected without calling the dependency."),
 		probes:      d("breaker_probes_total", "Half-open probes the client sent."),

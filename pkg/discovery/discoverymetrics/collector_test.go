@@ -12,7 +12,7 @@ import (
 
 	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/pkg/discovery/discoverymetrics"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 // value is the metric name{labels} of a gathered registry, or -1 when absent.

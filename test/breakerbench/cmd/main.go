@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/registrar-dev/registrar/test/breakerbench"
-	"github.com/registrar-dev/registrar/test/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
 // modes: per-instance breakers with the default ±20 % jitter on the open duration,
@@ -110,7 +110,8 @@ func run(runs int, failFor time.Duration, callers int, out string) error {
 	}
 	defer srv.Stop()
 
-	rep := report{Date: time.Now().UTC(), Command: "make bench-breaker: go run ./test/breakerbench/cmd " + strings.Join(os.Args[1:], " "), Summary: map[string]summary{},
+	rep := report{Date: time.Now().UTC(), Summary: map[string]summary{},
+		Command:   "make bench-breaker: go run ./test/breakerbench/cmd " + strings.Join(os.Args[1:], " "),
 		HotPathNs: map[string][]float64{}, HotPath: map[string]spreadFloat{}}
 	if b, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		rep.Commit = strings.TrimSpace(string(b))

@@ -5,16 +5,16 @@ package corednstest
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/registrar-dev/registrar/test/support/ports"
 )
 
 // Binary finds the CoreDNS binary: $COREDNS_BIN, else the newest bin/coredns-v* of the
@@ -63,7 +63,7 @@ func Start(dir, zone, pathPrefix, etcdEndpoint string) (*Server, error) {
 	}
 	var lastErr error
 	for range 5 { // a port picked as free may be taken by the time CoreDNS binds it
-		addr, err := freeAddr()
+		addr, err := ports.FreeUDPAndTCP()
 		if err != nil {
 			return nil, err
 		}
@@ -134,21 +134,4 @@ func (s *Server) Stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	})
-}
-
-// freeAddr picks a random 127.0.0.x address and a port free there for UDP and TCP.
-func freeAddr() (string, error) {
-	host := "127.0.0." + strconv.Itoa(2+rand.IntN(250))
-	u, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("free UDP port on %s: %w", host, err)
-	}
-	defer u.Close()
-	addr := u.LocalAddr().String()
-	t, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("free TCP port %s: %w", addr, err)
-	}
-	_ = t.Close()
-	return addr, nil
 }

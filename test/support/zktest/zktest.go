@@ -6,15 +6,15 @@ package zktest
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/registrar-dev/registrar/test/support/ports"
 )
 
 // TickTime is the server's tick: sessions time out after 2 to 20 ticks.
@@ -52,7 +52,7 @@ func Start(dir string) (*Server, error) {
 	}
 	var lastErr error
 	for range 5 { // a port picked as free may be taken by the time the server binds it
-		addr, err := freeAddr()
+		addr, err := ports.FreeAddr(ports.RandomLoopbackHost())
 		if err != nil {
 			return nil, err
 		}
@@ -162,15 +162,4 @@ func (s *Server) Stop() {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// freeAddr picks a random 127.0.0.x address and a TCP port free there.
-func freeAddr() (string, error) {
-	host := "127.0.0." + strconv.Itoa(2+rand.IntN(250))
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("free port on %s: %w", host, err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

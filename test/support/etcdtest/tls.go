@@ -19,6 +19,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/registrar-dev/registrar/test/support/ports"
 )
 
 // PKI is a self-made CA with certificates for a TLS etcd on 127.0.0.1, as PEM files in Dir:
@@ -136,7 +138,7 @@ func StartTLS(dir string) (*TLSServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := ports.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
