@@ -81,7 +81,7 @@ func (s *Server) Resume() error {
 		"--listen-peer-urls", s.peerURL, "--initial-advertise-peer-urls", s.peerURL,
 		"--initial-cluster", "store="+s.peerURL, "--log-level", "error")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Env = withoutEtcdVars(os.Environ()) // etcd reads every ETCD_* variable as a flag
+	cmd.Env = Env()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
@@ -137,9 +137,11 @@ func (s *Server) Client() (*clientv3.Client, error) {
 	})
 }
 
-func withoutEtcdVars(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
+// Env is this process's environment without the ETCD_* variables, which etcd would read as
+// flags: the environment to start an etcd with.
+func Env() []string {
+	var out []string
+	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ETCD_") {
 			out = append(out, kv)
 		}

@@ -150,7 +150,7 @@ func StartTLS(dir string) (*TLSServer, error) {
 		"--cert-file", pki.File("server.crt"), "--key-file", pki.File("server.key"),
 		"--trusted-ca-file", pki.File("ca.crt"), "--client-cert-auth", "--log-level", "error")
 	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
-	s.cmd.Env = withoutEtcdVars(os.Environ())
+	s.cmd.Env = Env()
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
