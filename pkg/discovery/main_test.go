@@ -3,11 +3,8 @@ package discovery_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net"
 	"os"
 	"path"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 
 	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/netproxy"
 )
 
 // etcdEndpoint is the client URL of the etcd process shared by the tests (tests that stop a
@@ -117,94 +115,23 @@ func pods(c *discovery.Client) []string {
 
 // proxy is a TCP proxy between a client and etcd that the test can cut (a partition of
 // that client only: etcd keeps serving everyone else).
-type proxy struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	blocked bool
-	conns   map[net.Conn]struct{}
-	wg      sync.WaitGroup
-}
+type proxy struct{ *netproxy.Proxy }
 
 func newProxy(t testing.TB, target string) *proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := netproxy.New(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.Block()
-		p.wg.Wait()
-	})
-	return p
+	t.Cleanup(p.Close)
+	return &proxy{p}
 }
 
 // URL is the proxy's client URL.
-func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		conn, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.blocked {
-			p.mu.Unlock()
-			_ = conn.Close()
-			continue
-		}
-		p.conns[conn] = struct{}{}
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go p.forward(conn)
-	}
-}
-
-func (p *proxy) forward(conn net.Conn) {
-	defer p.wg.Done()
-	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil {
-		p.drop(conn)
-		return
-	}
-	p.mu.Lock()
-	p.conns[up] = struct{}{}
-	p.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, conn); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(conn, up); done <- struct{}{} }()
-	<-done
-	p.drop(conn)
-	p.drop(up)
-	<-done
-}
-
-func (p *proxy) drop(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-	_ = c.Close()
-}
+func (p *proxy) URL() string { return "http://" + p.Addr }
 
 // Block cuts every connection and refuses new ones until Unblock.
-func (p *proxy) Block() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.blocked = true
-	for c := range p.conns {
-		_ = c.Close()
-	}
-}
+func (p *proxy) Block() { p.Cut() }
 
 // Unblock lets connections through again.
-func (p *proxy) Unblock() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.blocked = false
-}
+func (p *proxy) Unblock() { p.Restore() }

@@ -3,8 +3,6 @@ package faults
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/proc"
 )
 
 // storeErrors counts the operator's failed store calls.
@@ -24,8 +23,7 @@ type member struct {
 	t                          *testing.T
 	name, dataDir, bin         string
 	clientURL, peerURL, others string
-	cmd                        *exec.Cmd
-	exited                     chan struct{}
+	proc                       *proc.Process
 }
 
 // startCluster starts three members on 127.0.0.2-4 and waits until the cluster serves.
@@ -62,33 +60,29 @@ func endpointsOf(ms []*member) []string {
 	return out
 }
 
+// start starts the member, or starts it again on the same ports and data after kill.
 func (m *member) start() {
 	m.t.Helper()
-	cmd := exec.Command(m.bin, "--name", m.name, "--data-dir", m.dataDir,
-		"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
-		"--listen-peer-urls", m.peerURL, "--initial-advertise-peer-urls", m.peerURL,
-		"--initial-cluster", m.others, "--initial-cluster-state", "new",
-		"--initial-cluster-token", filepath.Base(filepath.Dir(m.dataDir)), "--log-level", "error")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	for _, kv := range os.Environ() { // etcd reads every ETCD_* variable as a flag
-		if !strings.HasPrefix(kv, "ETCD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
+	var err error
+	if m.proc != nil {
+		err = m.proc.Resume()
+	} else {
+		m.proc, err = proc.Start(proc.Config{Name: "etcd member " + m.name, Bin: m.bin, Env: etcdtest.Env(),
+			LogPath: m.dataDir + ".log", Args: []string{"--name", m.name, "--data-dir", m.dataDir,
+				"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
+				"--listen-peer-urls", m.peerURL, "--initial-advertise-peer-urls", m.peerURL,
+				"--initial-cluster", m.others, "--initial-cluster-state", "new",
+				"--initial-cluster-token", filepath.Base(filepath.Dir(m.dataDir)), "--log-level", "error"}})
 	}
-	if err := cmd.Start(); err != nil {
+	if err != nil {
 		m.t.Fatalf("start etcd member %s: %v", m.name, err)
 	}
-	m.cmd, m.exited = cmd, make(chan struct{})
-	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(m.exited)
 }
 
 func (m *member) kill() {
-	if m.cmd == nil {
-		return
+	if m.proc != nil {
+		m.proc.Kill()
 	}
-	_ = m.cmd.Process.Kill()
-	<-m.exited
-	m.cmd = nil
 }
 
 // waitServing waits until a linearizable read through endpoints succeeds.

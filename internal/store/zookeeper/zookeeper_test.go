@@ -17,6 +17,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/zookeeper"
+	"github.com/registrar-dev/registrar/test/support/netproxy"
 	"github.com/registrar-dev/registrar/test/support/zktest"
 )
 
@@ -343,7 +344,7 @@ func TestMultiIsAtomic(t *testing.T) {
 // with a new session.
 func TestSessionExpiry(t *testing.T) {
 	srv := requireServer(t)
-	proxy, err := zktest.NewProxy(srv.Addr)
+	proxy, err := netproxy.New(srv.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

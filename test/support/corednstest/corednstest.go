@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/registrar-dev/registrar/test/support/ports"
+	"github.com/registrar-dev/registrar/test/support/proc"
 )
 
 // Binary finds the CoreDNS binary: $COREDNS_BIN, else the newest bin/coredns-v* of the
@@ -49,9 +49,8 @@ func Binary() (string, error) {
 type Server struct {
 	// Addr is the host:port it serves DNS on (UDP and TCP).
 	Addr string
-	cmd  *exec.Cmd
+	proc *proc.Process
 	once sync.Once
-	done chan struct{}
 }
 
 // Start runs CoreDNS serving zone from the etcd at etcdEndpoint under pathPrefix, writing its
@@ -84,13 +83,11 @@ func start(bin, dir, zone, pathPrefix, etcdEndpoint, addr string) (*Server, erro
 	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
 		return nil, fmt.Errorf("write Corefile: %w", err)
 	}
-	cmd := exec.Command(bin, "-conf", path, "-quiet")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(proc.Config{Name: "CoreDNS on " + addr, Bin: bin, Args: []string{"-conf", path, "-quiet"}, LogPath: path + ".log"})
+	if err != nil {
 		return nil, fmt.Errorf("start CoreDNS: %w", err)
 	}
-	s := &Server{Addr: addr, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(s.done) }()
+	s := &Server{Addr: addr, proc: p}
 	if err := s.waitReady(dns.Fqdn(zone), 30*time.Second); err != nil {
 		s.Stop()
 		return nil, err
@@ -104,10 +101,8 @@ func (s *Server) waitReady(zone string, timeout time.Duration) error {
 		if _, err := s.Query(zone, dns.TypeSOA); err == nil {
 			return nil
 		}
-		select {
-		case <-s.done:
-			return fmt.Errorf("CoreDNS on %s exited before serving", s.Addr)
-		default:
+		if err := s.proc.Exited(); err != nil {
+			return fmt.Errorf("CoreDNS on %s exited before serving: %w", s.Addr, err)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("CoreDNS on %s not answering after %s", s.Addr, timeout)
@@ -130,8 +125,5 @@ func (s *Server) Query(name string, qtype uint16) (*dns.Msg, error) {
 
 // Stop kills the process.
 func (s *Server) Stop() {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	})
+	s.once.Do(s.proc.Kill)
 }

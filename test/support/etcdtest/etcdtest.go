@@ -3,10 +3,8 @@
 package etcdtest
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/registrar-dev/registrar/test/support/ports"
+	"github.com/registrar-dev/registrar/test/support/proc"
 )
 
 // Server is one etcd process on loopback.
@@ -23,8 +22,7 @@ type Server struct {
 	bin, dataDir       string
 	clientURL, peerURL string
 	mu                 sync.Mutex
-	cmd                *exec.Cmd
-	exited             chan struct{}
+	proc               *proc.Process
 }
 
 // Binary finds the etcd binary: $ETCD_BIN, else $KUBEBUILDER_ASSETS/etcd.
@@ -72,60 +70,34 @@ func (s *Server) Endpoint() string { return s.clientURL }
 func (s *Server) Resume() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
-		return nil
+	var err error
+	if s.proc == nil {
+		s.proc, err = proc.Start(proc.Config{Name: "etcd", Bin: s.bin, Env: Env(), LogPath: s.dataDir + ".log",
+			Args: []string{"--name", "store", "--data-dir", s.dataDir,
+				"--listen-client-urls", s.clientURL, "--advertise-client-urls", s.clientURL,
+				"--listen-peer-urls", s.peerURL, "--initial-advertise-peer-urls", s.peerURL,
+				"--initial-cluster", "store=" + s.peerURL, "--log-level", "error"}})
+	} else {
+		err = s.proc.Resume()
 	}
-	cmd := exec.Command(s.bin,
-		"--name", "store", "--data-dir", s.dataDir,
-		"--listen-client-urls", s.clientURL, "--advertise-client-urls", s.clientURL,
-		"--listen-peer-urls", s.peerURL, "--initial-advertise-peer-urls", s.peerURL,
-		"--initial-cluster", "store="+s.peerURL, "--log-level", "error")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Env = withoutEtcdVars(os.Environ()) // etcd reads every ETCD_* variable as a flag
-	if err := cmd.Start(); err != nil {
+	if err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
-	s.cmd, s.exited = cmd, make(chan struct{})
-	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.exited)
-	return s.waitReady(30 * time.Second)
-}
-
-func (s *Server) waitReady(timeout time.Duration) error {
 	cli, err := s.Client()
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cli.Get(ctx, "health")
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("etcd exited before serving")
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("etcd not serving after %s: %w", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a starting process, not synchronising a test
-	}
+	return pollReady(cli, s.proc, 30*time.Second)
 }
 
 // Stop kills the process (data is kept; Resume starts it again).
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
+	if s.proc != nil {
+		s.proc.Kill()
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	s.cmd = nil
 }
 
 // Client returns a new client of the server; the caller closes it.
@@ -137,9 +109,11 @@ func (s *Server) Client() (*clientv3.Client, error) {
 	})
 }
 
-func withoutEtcdVars(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
+// Env is this process's environment without the ETCD_* variables, which etcd would read as
+// flags: the environment to start an etcd with.
+func Env() []string {
+	var out []string
+	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ETCD_") {
 			out = append(out, kv)
 		}

@@ -12,7 +12,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/registrar-dev/registrar/test/support/ports"
+	"github.com/registrar-dev/registrar/test/support/proc"
 )
 
 // PKI is a self-made CA with certificates for a TLS etcd on 127.0.0.1, as PEM files in Dir:
@@ -121,8 +121,7 @@ func writePEM(path, typ string, der []byte) error {
 type TLSServer struct {
 	PKI      PKI
 	endpoint string
-	cmd      *exec.Cmd
-	exited   chan struct{}
+	proc     *proc.Process
 }
 
 // Endpoint is the server's https client URL.
@@ -142,19 +141,17 @@ func StartTLS(dir string) (*TLSServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &TLSServer{PKI: pki, endpoint: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), exited: make(chan struct{})}
+	s := &TLSServer{PKI: pki, endpoint: fmt.Sprintf("https://127.0.0.1:%d", ports[0])}
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	s.cmd = exec.Command(bin, "--name", "tls", "--data-dir", filepath.Join(dir, "etcd-data"),
-		"--listen-client-urls", s.endpoint, "--advertise-client-urls", s.endpoint,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "tls="+peer,
-		"--cert-file", pki.File("server.crt"), "--key-file", pki.File("server.key"),
-		"--trusted-ca-file", pki.File("ca.crt"), "--client-cert-auth", "--log-level", "error")
-	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
-	s.cmd.Env = withoutEtcdVars(os.Environ())
-	if err := s.cmd.Start(); err != nil {
+	s.proc, err = proc.Start(proc.Config{Name: "etcd (TLS)", Bin: bin, Env: Env(), LogPath: filepath.Join(dir, "etcd.log"),
+		Args: []string{"--name", "tls", "--data-dir", filepath.Join(dir, "etcd-data"),
+			"--listen-client-urls", s.endpoint, "--advertise-client-urls", s.endpoint,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "tls=" + peer,
+			"--cert-file", pki.File("server.crt"), "--key-file", pki.File("server.key"),
+			"--trusted-ca-file", pki.File("ca.crt"), "--client-cert-auth", "--log-level", "error"}})
+	if err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 	if err := s.waitReady(30 * time.Second); err != nil {
 		s.Stop()
 		return nil, err
@@ -174,10 +171,11 @@ func (s *TLSServer) waitReady(timeout time.Duration) error {
 		return err
 	}
 	defer cli.Close()
-	return pollReady(cli, s.exited, timeout)
+	return pollReady(cli, s.proc, timeout)
 }
 
-func pollReady(cli *clientv3.Client, exited <-chan struct{}, timeout time.Duration) error {
+// pollReady reads through cli until etcd (the process p) answers.
+func pollReady(cli *clientv3.Client, p *proc.Process, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -186,10 +184,8 @@ func pollReady(cli *clientv3.Client, exited <-chan struct{}, timeout time.Durati
 		if err == nil {
 			return nil
 		}
-		select {
-		case <-exited:
-			return fmt.Errorf("etcd exited before serving")
-		default:
+		if err := p.Exited(); err != nil {
+			return fmt.Errorf("etcd exited before serving: %w", err)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("etcd not serving after %s: %w", timeout, err)
@@ -199,7 +195,4 @@ func pollReady(cli *clientv3.Client, exited <-chan struct{}, timeout time.Durati
 }
 
 // Stop kills the process.
-func (s *TLSServer) Stop() {
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-}
+func (s *TLSServer) Stop() { s.proc.Kill() }

@@ -8,13 +8,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/registrar-dev/registrar/test/support/ports"
+	"github.com/registrar-dev/registrar/test/support/proc"
 )
 
 // TickTime is the server's tick: sessions time out after 2 to 20 ticks.
@@ -39,8 +39,7 @@ type Server struct {
 	Addr     string
 	jar, cfg string
 	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan struct{}
+	proc     *proc.Process
 }
 
 // Start writes a configuration and data directory under dir and starts ZooKeeper on a free
@@ -88,25 +87,23 @@ func (s *Server) configure(dir string) error {
 func (s *Server) Resume() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
-		return nil
+	var err error
+	if s.proc == nil {
+		classpath := s.jar
+		if nop := filepath.Join(filepath.Dir(s.jar), "slf4j-nop.jar"); fileExists(nop) {
+			classpath += string(filepath.ListSeparator) + nop // no "no logger bound" notice
+		}
+		s.proc, err = proc.Start(proc.Config{Name: "ZooKeeper on " + s.Addr, Bin: "java", LogPath: s.cfg + ".log",
+			Args: []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+				"-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", s.cfg}})
+	} else {
+		err = s.proc.Resume()
 	}
-	classpath := s.jar
-	if nop := filepath.Join(filepath.Dir(s.jar), "slf4j-nop.jar"); fileExists(nop) {
-		classpath += string(filepath.ListSeparator) + nop // no "no logger bound" notice
-	}
-	cmd := exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", s.cfg)
-	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-	if err := cmd.Start(); err != nil {
+	if err != nil {
 		return fmt.Errorf("start ZooKeeper: %w", err)
 	}
-	s.cmd, s.exited = cmd, make(chan struct{})
-	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.exited)
 	if err := s.waitReady(60 * time.Second); err != nil {
-		_ = cmd.Process.Kill()
-		<-s.exited
-		s.cmd = nil
+		s.proc.Kill()
 		return err
 	}
 	return nil
@@ -121,10 +118,8 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		if s.serving() {
 			return nil
 		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("ZooKeeper on %s exited before serving", s.Addr)
-		default:
+		if err := s.proc.Exited(); err != nil {
+			return fmt.Errorf("ZooKeeper on %s exited before serving: %w", s.Addr, err)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("ZooKeeper on %s not serving after %s", s.Addr, timeout)
@@ -151,12 +146,9 @@ func (s *Server) serving() bool {
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
+	if s.proc != nil {
+		s.proc.Kill()
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	s.cmd = nil
 }
 
 func fileExists(p string) bool {

@@ -1,10 +1,13 @@
-package zktest
+// Package netproxy is a TCP proxy a test puts between a client and a real server, to cut the
+// client off (a partition of that client only) and let it through again.
+package netproxy
 
 import (
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is a TCP proxy in front of a server that a test can cut, to partition a client from
@@ -20,8 +23,8 @@ type Proxy struct {
 	wg       sync.WaitGroup
 }
 
-// NewProxy listens on 127.0.0.1 and forwards every connection to target.
-func NewProxy(target string) (*Proxy, error) {
+// New listens on 127.0.0.1 and forwards every connection to target.
+func New(target string) (*Proxy, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proxy listen: %w", err)
@@ -45,7 +48,7 @@ func (p *Proxy) accept() {
 			_ = c.Close()
 			continue
 		}
-		up, err := net.Dial("tcp", p.target)
+		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 		if err != nil {
 			p.mu.Unlock()
 			_ = c.Close()
