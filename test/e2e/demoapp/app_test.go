@@ -256,7 +256,7 @@ func TestNoGraceStopsAcceptingButFinishesInFlight(t *testing.T) {
 		resp.Body.Close()
 		inflight <- result{status: resp.StatusCode, after: resp.Header.Get("X-After-Sigterm")}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(8 * time.Second)
 	for app.Stats().Requests == 0 { // wait until the request is being worked on
 		if time.Now().After(deadline) {
 			t.Fatal("request did not arrive")
@@ -300,7 +300,7 @@ func TestFaultHangHoldsEveryRequestUntilItEnds(t *testing.T) {
 	srv := httptest.NewServer(app.Handler())
 	defer srv.Close()
 
-	resp, err := srv.Client().Post(srv.URL+"/fault/hang?for=600ms", "", nil)
+	resp, err := srv.Client().Post(srv.URL+"/fault/hang?for=3s", "", nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("POST /fault/hang: %v %v", resp, err)
 	}
@@ -312,7 +312,7 @@ func TestFaultHangHoldsEveryRequestUntilItEnds(t *testing.T) {
 			t.Errorf("%s answered %d during the hang, want a timeout", path, r.StatusCode)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(8 * time.Second)
 	for {
 		r, err := short.Get(srv.URL + "/ready")
 		if err == nil && r.StatusCode == 200 {
@@ -320,7 +320,7 @@ func TestFaultHangHoldsEveryRequestUntilItEnds(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/ready still failing 5s after a 600ms hang: %v", err)
+			t.Fatalf("/ready still failing 5s after a 3s hang: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond) // polling a recovering server
 	}
