@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -127,18 +128,36 @@ func watchEndpointSlices(ctx context.Context, ns, service string, port int) *tar
 
 // load is a steady stream of requests from outside the cluster, round-robin over the
 // caller's current targets. It counts failures and responses from pods already told to stop.
+// With retry, a failed request is sent once more to another instance of the list (the
+// baseline defence of seeds and users) and counts as failed only when that fails too.
 type load struct {
-	ok, failed, afterSigterm, noTarget atomic.Int64
-	errMu                              sync.Mutex
-	firstErrs                          []string
+	retry                                       bool
+	ok, failed, afterSigterm, noTarget, retried atomic.Int64
+	errMu                                       sync.Mutex
+	firstErrs                                   []string
+
+	addrMu sync.Mutex
+	byAddr map[string]*addrResults // results per target address (first attempts only)
+}
+
+// addrResults is what one address answered: the last success and the first failure since
+// the caller was told about a fault (markFault).
+type addrResults struct {
+	lastOK, firstFail time.Time
+	okAfterFail       time.Time // the first success after firstFail
+	fails             int
 }
 
 func startLoad(ctx context.Context, targets *targetSet, rps int) (*load, func()) {
-	l := &load{}
+	return startLoadWith(ctx, targets, rps, false)
+}
+
+func startLoadWith(ctx context.Context, targets *targetSet, rps int, retry bool) (*load, func()) {
+	l := &load{retry: retry, byAddr: map[string]*addrResults{}}
 	ctx, cancel := context.WithCancel(ctx)
 	httpc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 64)
+	slots := make(chan struct{}, 256)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -156,33 +175,104 @@ func startLoad(ctx context.Context, targets *targetSet, rps int) (*load, func())
 				continue
 			}
 			addr := list[n%len(list)]
-			slots <- struct{}{}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				l.send(httpc, addr)
+				err := l.send(httpc, addr)
+				l.record(addr, err)
+				if err != nil && l.retry {
+					if other := otherThan(targets.list(), addr); other != "" {
+						l.retried.Add(1)
+						err = l.send(httpc, other)
+					}
+				}
+				if err != nil {
+					l.fail(err.Error())
+					return
+				}
+				l.ok.Add(1)
 			}()
 		}
 	}()
 	return l, func() { cancel(); wg.Wait() }
 }
 
-func (l *load) send(c *http.Client, addr string) {
+// otherThan is the instance after addr in list (round robin), "" when there is no other.
+func otherThan(list []string, addr string) string {
+	for i, a := range list {
+		if a == addr {
+			if len(list) > 1 {
+				return list[(i+1)%len(list)]
+			}
+			return ""
+		}
+	}
+	if len(list) > 0 {
+		return list[0]
+	}
+	return ""
+}
+
+func (l *load) send(c *http.Client, addr string) error {
 	resp, err := c.Get("http://" + addr + "/")
 	if err != nil {
-		l.fail(err.Error())
-		return
+		return err
 	}
 	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.Header.Get("X-After-Sigterm") == "true" {
 		l.afterSigterm.Add(1)
 	}
 	if resp.StatusCode >= 300 {
-		l.fail(fmt.Sprintf("%s: HTTP %d", addr, resp.StatusCode))
+		return fmt.Errorf("%s: HTTP %d", addr, resp.StatusCode)
+	}
+	return nil
+}
+
+func (l *load) record(addr string, err error) {
+	now := time.Now()
+	l.addrMu.Lock()
+	defer l.addrMu.Unlock()
+	r := l.byAddr[addr]
+	if r == nil {
+		r = &addrResults{}
+		l.byAddr[addr] = r
+	}
+	if err == nil {
+		r.lastOK = now
+		if !r.firstFail.IsZero() && r.okAfterFail.IsZero() {
+			r.okAfterFail = now
+		}
 		return
 	}
-	l.ok.Add(1)
+	r.fails++
+	if r.firstFail.IsZero() {
+		r.firstFail = now
+	}
+}
+
+// markFault forgets the failures seen so far: firstFail is then the first after the fault.
+func (l *load) markFault() {
+	l.addrMu.Lock()
+	defer l.addrMu.Unlock()
+	for _, r := range l.byAddr {
+		r.firstFail, r.okAfterFail, r.fails = time.Time{}, time.Time{}, 0
+	}
+}
+
+func (l *load) results(addr string) addrResults {
+	l.addrMu.Lock()
+	defer l.addrMu.Unlock()
+	if r := l.byAddr[addr]; r != nil {
+		return *r
+	}
+	return addrResults{}
 }
 
 func (l *load) fail(msg string) {
@@ -194,7 +284,90 @@ func (l *load) fail(msg string) {
 	}
 }
 
+func (l *load) requests() int64 { return l.ok.Load() + l.failed.Load() }
+
 func (l *load) String() string {
-	return fmt.Sprintf("ok=%d failed=%d after-SIGTERM=%d no-target=%d first errors=%q",
-		l.ok.Load(), l.failed.Load(), l.afterSigterm.Load(), l.noTarget.Load(), l.firstErrs)
+	return fmt.Sprintf("ok=%d failed=%d after-SIGTERM=%d no-target=%d retried=%d first errors=%q",
+		l.ok.Load(), l.failed.Load(), l.afterSigterm.Load(), l.noTarget.Load(), l.retried.Load(), l.firstErrs)
+}
+
+// presence samples a caller's target list every 10 ms and keeps, per address, the times
+// it left and rejoined the list: what the caller could pick, as the caller saw it.
+type presence struct {
+	mu      sync.Mutex
+	present map[string]bool
+	changes map[string][]presenceChange
+}
+
+type presenceChange struct {
+	at      time.Time
+	present bool
+}
+
+func trackPresence(ctx context.Context, targets *targetSet) *presence {
+	p := &presence{present: map[string]bool{}, changes: map[string][]presenceChange{}}
+	p.sample(targets.list())
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				p.sample(targets.list())
+			}
+		}
+	}()
+	return p
+}
+
+func (p *presence) sample(list []string) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := map[string]bool{}
+	for _, a := range list {
+		in[a] = true
+		if !p.present[a] {
+			p.present[a] = true
+			p.changes[a] = append(p.changes[a], presenceChange{now, true})
+		}
+	}
+	for a, was := range p.present {
+		if was && !in[a] {
+			p.present[a] = false
+			p.changes[a] = append(p.changes[a], presenceChange{now, false})
+		}
+	}
+}
+
+// leftAfter is when addr first left the list after t (zero: it has not).
+func (p *presence) leftAfter(addr string, t time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.changes[addr] {
+		if !c.present && !c.at.Before(t) {
+			return c.at
+		}
+	}
+	return time.Time{}
+}
+
+// rejoinedAfter is when addr was next listed after t (zero: it has not).
+func (p *presence) rejoinedAfter(addr string, t time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.changes[addr] {
+		if c.present && c.at.After(t) {
+			return c.at
+		}
+	}
+	return time.Time{}
+}
+
+func (p *presence) isPresent(addr string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.present[addr]
 }
