@@ -224,8 +224,12 @@ var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
 		time.Sleep(10 * time.Second) // keep measuring while old endpoints age out of the callers' views
 		for _, in := range insts {
 			in.stopLoads()
-			r := in.result("rollout")
-			record(r)
+		}
+		for _, in := range insts {
+			record(in.result("rollout"))
+			fmt.Fprintf(GinkgoWriter, "rollout %s: %s\n", in.id, in.plain)
+		}
+		for _, in := range insts {
 			if in.id == "registrar" {
 				Expect(in.plain.failed.Load()).To(BeZero(), "registrar rollout: %s", in.plain)
 				Expect(in.plain.afterSigterm.Load()).To(BeZero(), "registrar rollout: %s", in.plain)
@@ -336,7 +340,17 @@ var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
 				Expect(resp.StatusCode).To(Equal(http.StatusOK))
 			}
 		}
-		finish(ctx, insts, "crashloop", 5*time.Minute, nil)
+		// The loop is over once each victim has crashed 1+crashRepeats times.
+		finishWhen(ctx, insts, "crashloop", 5*time.Minute, func(ctx context.Context, in *instance) bool {
+			for _, v := range in.victims {
+				p := &corev1.Pod{}
+				if k8s.Get(ctx, client.ObjectKey{Namespace: in.ns, Name: v.pod}, p) != nil || len(p.Status.ContainerStatuses) == 0 ||
+					p.Status.ContainerStatuses[0].RestartCount < 1+crashRepeats {
+					return false
+				}
+			}
+			return true
+		}, nil)
 	}, SpecTimeout(10*time.Minute))
 
 	It("prints the comparison table", func() {
@@ -441,12 +455,17 @@ func (in *instance) back() bool {
 // finish waits (at most bound) until every setup's victims are back, keeps the load on for
 // 5 s more, stops it, and records the results; check runs on each result.
 func finish(ctx context.Context, insts []*instance, scenario string, bound time.Duration, check func(*instance, scenarioResult)) {
+	finishWhen(ctx, insts, scenario, bound, nil, check)
+}
+
+// finishWhen is finish where a victim counts as back only once over(instance) holds too.
+func finishWhen(ctx context.Context, insts []*instance, scenario string, bound time.Duration, over func(context.Context, *instance) bool, check func(*instance, scenarioResult)) {
 	GinkgoHelper()
 	deadline := time.Now().Add(bound)
 	for time.Now().Before(deadline) {
 		all := true
 		for _, in := range insts {
-			all = all && in.back()
+			all = all && (over == nil || over(ctx, in)) && in.back()
 		}
 		if all {
 			break
@@ -458,9 +477,13 @@ func finish(ctx context.Context, insts []*instance, scenario string, bound time.
 		in.stopLoads()
 		in.victimRestarts = victimState(ctx, in)
 	}
-	for _, in := range insts {
-		r := in.result(scenario)
-		record(r)
+	rs := make([]scenarioResult, len(insts))
+	for i, in := range insts {
+		rs[i] = in.result(scenario)
+		record(rs[i])
+	}
+	for i, in := range insts {
+		r := rs[i]
 		if in.id == "registrar" {
 			Expect(r.CameBack).To(BeTrue(), "%s: registrar's victim did not come back: %+v", scenario, r)
 		}
