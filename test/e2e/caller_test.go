@@ -145,6 +145,8 @@ type load struct {
 type addrResults struct {
 	lastOK, firstFail time.Time
 	okAfterFail       time.Time // the first success after firstFail
+	lastFail          time.Time
+	okAfterLastFail   time.Time // the first success after the latest failure: recovered for good
 	fails             int
 }
 
@@ -249,8 +251,12 @@ func (l *load) record(addr string, err error) {
 		if !r.firstFail.IsZero() && r.okAfterFail.IsZero() {
 			r.okAfterFail = now
 		}
+		if r.lastFail.After(r.okAfterLastFail) {
+			r.okAfterLastFail = now
+		}
 		return
 	}
+	r.lastFail = now
 	r.fails++
 	if r.firstFail.IsZero() {
 		r.firstFail = now
@@ -262,7 +268,7 @@ func (l *load) markFault() {
 	l.addrMu.Lock()
 	defer l.addrMu.Unlock()
 	for _, r := range l.byAddr {
-		r.firstFail, r.okAfterFail, r.fails = time.Time{}, time.Time{}, 0
+		*r = addrResults{lastOK: r.lastOK}
 	}
 }
 
@@ -354,16 +360,24 @@ func (p *presence) leftAfter(addr string, t time.Time) time.Time {
 	return time.Time{}
 }
 
-// rejoinedAfter is when addr was next listed after t (zero: it has not).
-func (p *presence) rejoinedAfter(addr string, t time.Time) time.Time {
+// lastRejoined is when addr was last listed again after leaving the list at or after t
+// (zero: it has not).
+func (p *presence) lastRejoined(addr string, t time.Time) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var out time.Time
+	left := false
 	for _, c := range p.changes[addr] {
-		if c.present && c.at.After(t) {
-			return c.at
+		if c.at.Before(t) {
+			continue
+		}
+		if !c.present {
+			left = true
+		} else if left {
+			out = c.at
 		}
 	}
-	return time.Time{}
+	return out
 }
 
 func (p *presence) isPresent(addr string) bool {

@@ -437,14 +437,14 @@ func (in *instance) fault() {
 }
 
 // back says whether every victim is listed again and answered the plain caller after the
-// fault was over: after its first failure, its exclusion and the recovery, whichever is last.
+// fault was over: after its last failure, its exclusion and the recovery, whichever is last.
 func (in *instance) back() bool {
 	for _, v := range in.victims {
 		if !in.seen.isPresent(v.addr) {
 			return false
 		}
 		r := in.plain.results(v.addr)
-		since := latest(in.faultAt, r.firstFail, in.seen.leftAfter(v.addr, in.faultAt), in.recoveredAt)
+		since := latest(in.faultAt, r.lastFail, in.seen.leftAfter(v.addr, in.faultAt), in.recoveredAt)
 		if !r.lastOK.After(since) {
 			return false
 		}
@@ -514,10 +514,11 @@ func (in *instance) result(scenario string) scenarioResult {
 		} else {
 			excl = max(excl, left.Sub(in.faultAt))
 		}
-		// Back: listed again after leaving; if it never left, answering again after failing.
-		at := in.plain.results(v.addr).okAfterFail
+		// Back for good: last listed again after leaving (a crash loop leaves several times);
+		// if it never left, answering again after its last failure.
+		at := in.plain.results(v.addr).okAfterLastFail
 		if !left.IsZero() {
-			at = in.seen.rejoinedAfter(v.addr, left)
+			at = in.seen.lastRejoined(v.addr, in.faultAt)
 		}
 		back = max(back, at.Sub(in.faultAt))
 	}
