@@ -34,6 +34,7 @@ type result struct {
 	RetryFailed   int64  `json:"retry_failed"`
 	ExclusionMS   *int64 `json:"exclusion_ms"`
 	BackMS        *int64 `json:"back_ms"`
+	LastFailMS    *int64 `json:"last_fail_ms"`
 	CameBack      bool   `json:"came_back"`
 }
 
@@ -156,9 +157,10 @@ func tables(runs []run) []table {
 		Notes: append(common,
 			"After its SIGTERM a pod still serves for 5 s in every setup (registrar's drain, the EndpointSlice preStop sleep, the TTL app's shutdown grace after it deregistered), so a request that reaches it then succeeds.")}
 	failures := table{ID: "e2e-failures", Title: "Failures under load",
-		Columns: []string{"scenario", "setup", "failed", "failed, retry once", "fault → caller stops picking the address", "back after recovery"},
+		Columns: []string{"scenario", "setup", "failed", "failed, retry once", "fault → caller stops picking the address", "fault → last failed request", "back after recovery"},
 		Notes: append(common,
-			"fault → caller stops picking: from the fault to the first moment the address was absent from the caller's list (sampled every 10 ms); 'never' when it stayed listed until it answered again. For the lost node it is the last of the 3 addresses.",
+			"fault → caller stops picking: from the fault to the first moment the address left the caller's list (exact, from the caller's watch events); 'never' when it stayed listed until it answered again. For the lost node it is the last of the 3 addresses.",
+			"fault → last failed request: from the fault to the plain caller's last failed request to that address: how long callers kept meeting the fault, whichever way it ended (exclusion or recovery).",
 			"back after recovery: runs in which the address was listed again and answered after the fault was over, and the median time from the fault (a lost node is restored once every setup has dropped it, or after 150 s).",
 			"Lost node: all 3 replicas run on the one node, so after exclusion every setup has no address left to send to until the node returns; those requests are not sent and not counted as failed (no_target in the raw runs).")}
 	for _, k := range order {
@@ -177,6 +179,12 @@ func tables(runs []run) []table {
 			}
 			return float64(*r.ExclusionMS) / 1000, true
 		}, "%.1f s")
+		lastFail := spread(rs, func(r result) (float64, bool) {
+			if r.LastFailMS == nil {
+				return 0, false
+			}
+			return float64(*r.LastFailMS) / 1000, true
+		}, "%.1f s")
 		back := 0
 		for _, r := range rs {
 			if r.CameBack {
@@ -193,7 +201,7 @@ func tables(runs []run) []table {
 		if name == "" {
 			name = k.scenario
 		}
-		failures.Rows = append(failures.Rows, []string{name, rs[0].SetupName, f, fr, excl,
+		failures.Rows = append(failures.Rows, []string{name, rs[0].SetupName, f, fr, excl, lastFail,
 			fmt.Sprintf("%d/%d runs, %s", back, len(rs), backAt)})
 	}
 	return []table{rollout, failures}

@@ -26,27 +26,48 @@ import (
 )
 
 // targetSet is the caller's view of a service: addresses (ip:port) it may send to, kept
-// current by a watch (push, no polling), as a well-behaved discovery client would.
+// current by a watch (push, no polling), as a well-behaved discovery client would. It logs
+// every time an address joins or leaves the view (seen), exactly, from the watch events.
 type targetSet struct {
-	mu   sync.Mutex
-	byID map[string]string
+	mu     sync.Mutex
+	byID   map[string]string
+	counts map[string]int // ids per address
+	seen   *presence
+}
+
+func newTargetSet() *targetSet {
+	return &targetSet{byID: map[string]string{}, counts: map[string]int{}, seen: newPresence()}
 }
 
 func (t *targetSet) set(id, addr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if addr == "" {
+	if old, ok := t.byID[id]; ok {
+		if old == addr {
+			return
+		}
 		delete(t.byID, id)
+		t.counts[old]--
+		if t.counts[old] == 0 {
+			delete(t.counts, old)
+			t.seen.change(old, false)
+		}
+	}
+	if addr == "" {
 		return
 	}
 	t.byID[id] = addr
+	t.counts[addr]++
+	if t.counts[addr] == 1 {
+		t.seen.change(addr, true)
+	}
 }
 
 func (t *targetSet) list() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]string, 0, len(t.byID))
-	for _, a := range t.byID {
+	out := make([]string, 0, len(t.counts))
+	for a := range t.counts {
 		out = append(out, a)
 	}
 	slices.Sort(out)
@@ -56,7 +77,7 @@ func (t *targetSet) list() []string {
 // watchStore follows an etcd prefix; decode turns a value into an address ("" to skip).
 func watchStore(ctx context.Context, prefix string, decode func([]byte) string) *targetSet {
 	GinkgoHelper()
-	t := &targetSet{byID: map[string]string{}}
+	t := newTargetSet()
 	resp, err := storeClient.Get(ctx, prefix, clientv3.WithPrefix())
 	Expect(err).NotTo(HaveOccurred())
 	for _, kv := range resp.Kvs {
@@ -100,7 +121,7 @@ func selfRegisteredAddress(v []byte) string {
 // watchEndpointSlices follows the ready endpoints of a Service, as kube-proxy would.
 func watchEndpointSlices(ctx context.Context, ns, service string, port int) *targetSet {
 	GinkgoHelper()
-	t := &targetSet{byID: map[string]string{}}
+	t := newTargetSet()
 	w, err := k8s.Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(ns),
 		client.MatchingLabels{discoveryv1.LabelServiceName: service})
 	Expect(err).NotTo(HaveOccurred())
@@ -297,8 +318,7 @@ func (l *load) String() string {
 		l.ok.Load(), l.failed.Load(), l.afterSigterm.Load(), l.noTarget.Load(), l.retried.Load(), l.firstErrs)
 }
 
-// presence samples a caller's target list every 10 ms and keeps, per address, the times
-// it left and rejoined the list: what the caller could pick, as the caller saw it.
+// presence is the log of an address set: per address, the times it joined and left.
 type presence struct {
 	mu      sync.Mutex
 	present map[string]bool
@@ -310,42 +330,15 @@ type presenceChange struct {
 	present bool
 }
 
-func trackPresence(ctx context.Context, targets *targetSet) *presence {
-	p := &presence{present: map[string]bool{}, changes: map[string][]presenceChange{}}
-	p.sample(targets.list())
-	go func() {
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				p.sample(targets.list())
-			}
-		}
-	}()
-	return p
+func newPresence() *presence {
+	return &presence{present: map[string]bool{}, changes: map[string][]presenceChange{}}
 }
 
-func (p *presence) sample(list []string) {
-	now := time.Now()
+func (p *presence) change(addr string, present bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	in := map[string]bool{}
-	for _, a := range list {
-		in[a] = true
-		if !p.present[a] {
-			p.present[a] = true
-			p.changes[a] = append(p.changes[a], presenceChange{now, true})
-		}
-	}
-	for a, was := range p.present {
-		if was && !in[a] {
-			p.present[a] = false
-			p.changes[a] = append(p.changes[a], presenceChange{now, false})
-		}
-	}
+	p.present[addr] = present
+	p.changes[addr] = append(p.changes[addr], presenceChange{time.Now(), present})
 }
 
 // leftAfter is when addr first left the list after t (zero: it has not).

@@ -183,7 +183,8 @@ type scenarioResult struct {
 	RetryFailed    int64  `json:"retry_failed"`
 	RetryNoTarget  int64  `json:"retry_no_target"`
 	ExclusionMS    *int64 `json:"exclusion_ms"`    // fault → the caller no longer picks the address (null: never left the list)
-	BackMS         *int64 `json:"back_ms"`         // fault → the address listed again and serving (null: not back)
+	BackMS         *int64 `json:"back_ms"`
+	LastFailMS     *int64 `json:"last_fail_ms"`    // fault → the plain caller's last failed request to the address (null: none failed)         // fault → the address listed again and serving (null: not back)
 	CameBack       bool   `json:"came_back"`       // the address was listed and answered after recovery
 	VictimRestarts string `json:"victim_restarts"` // container restarts and last termination reason of the victims
 	FirstErrors    string `json:"first_errors"`
@@ -250,10 +251,17 @@ var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
 			}
 		}
 		finish(ctx, insts, "sigkill", 3*time.Minute, func(in *instance, r scenarioResult) {
+			// The caller must stop meeting the dead container within 15 s (a generous bound; the
+			// figures belong to docs/e2e.md): registrar excludes its address, or the kubelet has
+			// restarted it and it answers again before registrar has seen it fail.
 			if in.id == "registrar" {
-				Expect(r.ExclusionMS).NotTo(BeNil(), "registrar never stopped listing the killed container's address")
-				Expect(time.Duration(*r.ExclusionMS)*time.Millisecond).To(BeNumerically("<", 15*time.Second),
-					"registrar took too long to stop listing a killed container")
+				if r.ExclusionMS != nil {
+					Expect(time.Duration(*r.ExclusionMS)*time.Millisecond).To(BeNumerically("<", 15*time.Second),
+						"registrar took too long to stop listing a killed container: %+v", r)
+				}
+				Expect(r.LastFailMS).NotTo(BeNil(), "no request met the killed container: the fault did not happen? %+v", r)
+				Expect(time.Duration(*r.LastFailMS)*time.Millisecond).To(BeNumerically("<", 15*time.Second),
+					"the caller still met the killed container's address 15 s after the kill: %+v", r)
 			}
 		})
 	}, SpecTimeout(8*time.Minute))
@@ -390,7 +398,7 @@ func startInstances(ctx context.Context, scenario string) []*instance {
 	}
 	for _, in := range insts {
 		lctx, cancel := context.WithCancel(ctx)
-		in.seen = trackPresence(lctx, in.targets)
+		in.seen = in.targets.seen
 		var stopPlain, stopRetry func()
 		in.plain, stopPlain = startLoadWith(lctx, in.targets, loadRPS, false)
 		in.retry, stopRetry = startLoadWith(lctx, in.targets, loadRPS, true)
@@ -521,6 +529,12 @@ func (in *instance) result(scenario string) scenarioResult {
 			at = in.seen.lastRejoined(v.addr, in.faultAt)
 		}
 		back = max(back, at.Sub(in.faultAt))
+		if lf := in.plain.results(v.addr).lastFail; !lf.IsZero() {
+			ms := lf.Sub(in.faultAt).Milliseconds()
+			if r.LastFailMS == nil || ms > *r.LastFailMS {
+				r.LastFailMS = &ms
+			}
+		}
 	}
 	if excluded {
 		ms := excl.Milliseconds()
