@@ -182,7 +182,7 @@ type scenarioResult struct {
 	RetryRequests  int64  `json:"retry_requests"`
 	RetryFailed    int64  `json:"retry_failed"`
 	RetryNoTarget  int64  `json:"retry_no_target"`
-	ExclusionMS    *int64 `json:"exclusion_ms"`    // fault → the caller no longer picks the address (null: never left the list)
+	ExclusionMS    *int64 `json:"exclusion_ms"` // fault → the caller no longer picks the address (null: never left the list)
 	BackMS         *int64 `json:"back_ms"`
 	LastFailMS     *int64 `json:"last_fail_ms"`    // fault → the plain caller's last failed request to the address (null: none failed)         // fault → the address listed again and serving (null: not back)
 	CameBack       bool   `json:"came_back"`       // the address was listed and answered after recovery
