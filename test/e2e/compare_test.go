@@ -182,9 +182,9 @@ type scenarioResult struct {
 	RetryRequests  int64  `json:"retry_requests"`
 	RetryFailed    int64  `json:"retry_failed"`
 	RetryNoTarget  int64  `json:"retry_no_target"`
-	ExclusionMS    *int64 `json:"exclusion_ms"` // fault → the caller no longer picks the address (null: never left the list)
-	BackMS         *int64 `json:"back_ms"`
-	LastFailMS     *int64 `json:"last_fail_ms"`    // fault → the plain caller's last failed request to the address (null: none failed)         // fault → the address listed again and serving (null: not back)
+	ExclusionMS    *int64 `json:"exclusion_ms"`    // fault → the caller no longer picks the address (null: never left the list)
+	BackMS         *int64 `json:"back_ms"`         // fault → the address listed again for good and answering (null: not back)
+	LastFailMS     *int64 `json:"last_fail_ms"`    // fault → the plain caller's last failed request to the address (null: none failed)
 	CameBack       bool   `json:"came_back"`       // the address was listed and answered after recovery
 	VictimRestarts string `json:"victim_restarts"` // container restarts and last termination reason of the victims
 	FirstErrors    string `json:"first_errors"`
