@@ -587,7 +587,7 @@ func record(r scenarioResult) {
 // renderTable is the one table `make test-e2e` prints.
 func renderTable(rs []scenarioResult) string {
 	var b strings.Builder
-	b.WriteString("| scenario | setup | requests | failed | failed, retry once | fault → not picked | back after recovery |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scenario | setup | requests | failed | failed, retry once | fault → not picked | fault → last failed request | back after recovery |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		excl, back := "never left the list", "no"
 		if r.Scenario == "rollout" {
@@ -600,7 +600,11 @@ func renderTable(rs []scenarioResult) string {
 		} else if r.CameBack && r.BackMS != nil {
 			back = "yes, " + fmtMS(*r.BackMS) + " after the fault"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s |\n", r.Scenario, r.Setup, r.Requests, r.Failed, r.RetryFailed, excl, back)
+		lastFail := "—"
+		if r.LastFailMS != nil {
+			lastFail = fmtMS(*r.LastFailMS)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s | %s |\n", r.Scenario, r.Setup, r.Requests, r.Failed, r.RetryFailed, excl, lastFail, back)
 	}
 	return b.String()
 }
