@@ -204,7 +204,54 @@ func tables(runs []run) []table {
 		failures.Rows = append(failures.Rows, []string{name, rs[0].SetupName, f, fr, excl, lastFail,
 			fmt.Sprintf("%d/%d runs, %s", back, len(rs), backAt)})
 	}
+	failures.Notes = append(failures.Notes, noise(order, byKey)...)
 	return []table{rollout, failures}
+}
+
+// noise says, per failure scenario, which setups' failed-request counts overlap registrar's
+// over the runs (min–max ranges intersect): those differences are within noise.
+func noise(order []key, byKey map[key][]result) []string {
+	var notes []string
+	for _, k := range order {
+		if k.setup != "registrar" || k.scenario == "rollout" {
+			continue
+		}
+		rlo, rhi := minMax(byKey[k])
+		var same, differ []string
+		for _, o := range order {
+			if o.scenario != k.scenario || o.setup == "registrar" {
+				continue
+			}
+			lo, hi := minMax(byKey[o])
+			if lo <= rhi && rlo <= hi {
+				same = append(same, o.setup)
+			} else {
+				differ = append(differ, o.setup)
+			}
+		}
+		name := scenarioNames[k.scenario]
+		if name == "" {
+			name = k.scenario
+		}
+		notes = append(notes, fmt.Sprintf("%s, failed requests (plain caller): within noise of registrar (ranges overlap): %s; outside it: %s.",
+			name, orNone(same), orNone(differ)))
+	}
+	return notes
+}
+
+func minMax(rs []result) (float64, float64) {
+	lo, hi := float64(rs[0].Failed), float64(rs[0].Failed)
+	for _, r := range rs {
+		lo, hi = min(lo, float64(r.Failed)), max(hi, float64(r.Failed))
+	}
+	return lo, hi
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
 }
 
 // spread renders the median and (min–max) of the values get yields; runs where get says
