@@ -286,14 +286,30 @@ E2E_TIMEOUT ?= 40m
 E2E_ARGS ?=
 # kustomize (apply dist/install.yaml) or helm (helm upgrade --install charts/registrar).
 E2E_INSTALL_METHOD ?= kustomize
-
-.PHONY: test-e2e
-test-e2e: images cluster-up $(if $(filter helm,$(E2E_INSTALL_METHOD)),$(HELM)) ## Install registrar on the real single-node cluster (E2E_INSTALL_METHOD=kustomize|helm) and run the e2e suite, then tear the cluster down (KEEP_CLUSTER=1 keeps it).
-	$(MAKE) build-installer IMG=registrar.dev/registrar:local INSTALL_OVERLAY=config/default-selfsigned
-	set -a; . bin/cluster/cluster.env; set +a; rc=0; \
+E2E_RESULTS ?= $(LOCALBIN)/e2e-results/test-e2e.json
+E2E_RUNS ?= 3
+E2E_BENCH_OUT ?= docs/bench/e2e-$(shell date -u +%Y-%m-%d).json
+# E2E_GO_TEST runs the e2e suite against bin/cluster, the comparison's raw results into $$res;
+# E2E_SETUPS (e.g. registrar) limits the compared setups.
+E2E_GO_TEST = set -a; . bin/cluster/cluster.env; set +a; \
 	E2E_KUBECONFIG=$(CURDIR)/bin/cluster/admin.kubeconfig E2E_NODE_IP=$$(ip -4 -o addr show dev $$CLUSTER_BRIDGE | awk '{print $$4}' | cut -d/ -f1) \
 		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
-		go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -args -ginkgo.v $(E2E_ARGS) || rc=$$?; \
+		E2E_RESULTS=$$res go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v
+
+.PHONY: test-e2e
+test-e2e: images cluster-up $(if $(filter helm,$(E2E_INSTALL_METHOD)),$(HELM)) ## Install registrar on the real single-node cluster (E2E_INSTALL_METHOD=kustomize|helm) and run the e2e suite (the comparison's table included; raw results in E2E_RESULTS), then tear the cluster down (KEEP_CLUSTER=1 keeps it).
+	$(MAKE) build-installer IMG=registrar.dev/registrar:local INSTALL_OVERLAY=config/default-selfsigned
+	rc=0; res=$(E2E_RESULTS); $(E2E_GO_TEST) -args -ginkgo.v $(E2E_ARGS) || rc=$$?; \
+	if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$rc
+
+.PHONY: bench-e2e
+bench-e2e: images cluster-up ## The e2e comparison (graceful rollout + four failures, every setup) E2E_RUNS times on one cluster: median/spread tables into E2E_BENCH_OUT (docs/bench/e2e-<date>.json).
+	$(MAKE) build-installer IMG=registrar.dev/registrar:local INSTALL_OVERLAY=config/default-selfsigned
+	rm -rf $(LOCALBIN)/e2e-results/bench; mkdir -p $(LOCALBIN)/e2e-results/bench
+	rc=0; for i in $$(seq 1 $(E2E_RUNS)); do \
+		res=$(LOCALBIN)/e2e-results/bench/run-$$i.json; $(E2E_GO_TEST) -args -ginkgo.v -ginkgo.focus='Comparison under load' -ginkgo.seed=$$i $(E2E_ARGS) || rc=$$?; \
+	done; \
+	if ls $(LOCALBIN)/e2e-results/bench/run-*.json >/dev/null 2>&1; then go run ./hack/e2ebench -command "make bench-e2e E2E_RUNS=$(E2E_RUNS)" -out $(E2E_BENCH_OUT) $(LOCALBIN)/e2e-results/bench/run-*.json || rc=$$?; fi; \
 	if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$rc
 
 .PHONY: print-envtest-assets

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -71,100 +70,6 @@ var _ = Describe("Annotated Deployment on a real kubelet", Ordered, func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(resp.Kvs).To(HaveLen(1), "pod %s Ready but not in the store", p.Name)
 		}
-	})
-})
-
-// setup is one way of running the demo service, for the rolling-update comparison.
-type setup struct {
-	name    string
-	deploy  func(ns string) *appsv1.Deployment
-	targets func(ctx context.Context, ns string) *targetSet
-	settle  time.Duration // load kept on after the rollout, to catch late failures
-}
-
-var setups = []setup{
-	{
-		name: "registrar (gate + warm-up + deregister-then-drain)",
-		deploy: func(ns string) *appsv1.Deployment {
-			return demoDeployment(ns, "demo", registrarAnnotations("demo"), nil)
-		},
-		targets: func(ctx context.Context, ns string) *targetSet {
-			return watchStore(ctx, "/registrar/services/demo/"+ns+"/", registrarAddress)
-		},
-		settle: 10 * time.Second,
-	},
-	{
-		name: "plain readiness probe, callers follow EndpointSlices",
-		deploy: func(ns string) *appsv1.Deployment {
-			return demoDeployment(ns, "demo", nil, nil)
-		},
-		targets: func(ctx context.Context, ns string) *targetSet {
-			svc := &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
-				Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "demo"},
-					Ports: []corev1.ServicePort{{Port: demoPort, TargetPort: intstr.FromInt32(demoPort)}}},
-			}
-			Expect(k8s.Create(ctx, svc)).To(Succeed())
-			return watchEndpointSlices(ctx, ns, "demo", demoPort)
-		},
-		settle: 10 * time.Second,
-	},
-	{
-		name: "self-registration with a TTL lease (15 s, keepalive 5 s)",
-		deploy: func(ns string) *appsv1.Deployment {
-			return demoDeployment(ns, "demo", nil, []string{
-				"--self-register-etcd=" + storeServer.Endpoint(),
-				"--self-register-prefix=/ttl/services/" + ns,
-				"--self-register-ttl=15s", "--self-register-keepalive=5s",
-			})
-		},
-		targets: func(ctx context.Context, ns string) *targetSet {
-			return watchStore(ctx, "/ttl/services/"+ns+"/", selfRegisteredAddress)
-		},
-		settle: 20 * time.Second, // until the last lease of a replaced pod has lapsed
-	},
-}
-
-var _ = Describe("Rolling update under load", Ordered, func() {
-	results := map[string]*load{}
-
-	for _, s := range setups {
-		It("rolls every replica: "+s.name, func() {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			ns := newNamespace(ctx)
-			d := s.deploy(ns)
-			targets := s.targets(ctx, ns)
-			Expect(k8s.Create(ctx, d)).To(Succeed())
-			waitRolledOut(ctx, d)
-			Eventually(targets.list).Should(HaveLen(replicas), "the caller never saw every replica")
-
-			l, stop := startLoad(ctx, targets, loadRPS)
-			time.Sleep(3 * time.Second) // steady load before the rollout: measurement, not synchronisation
-			restartRollout(ctx, d)
-			waitRolledOut(ctx, d)
-			time.Sleep(s.settle) // keep measuring while old endpoints age out of the caller's view
-			stop()
-			results[s.name] = l
-			AddReportEntry(s.name, l.String())
-			fmt.Fprintf(GinkgoWriter, "%s: %s\n", s.name, l)
-		})
-	}
-
-	It("has zero failed requests and zero requests after SIGTERM with registrar", func() {
-		var b strings.Builder
-		fmt.Fprintf(&b, "\n| setup | requests | failed | reached a pod after its SIGTERM |\n|---|---|---|---|\n")
-		for _, s := range setups {
-			if l := results[s.name]; l != nil {
-				fmt.Fprintf(&b, "| %s | %d | %d | %d |\n", s.name, l.ok.Load()+l.failed.Load(), l.failed.Load(), l.afterSigterm.Load())
-			}
-		}
-		AddReportEntry("rolling update table", b.String())
-		fmt.Fprint(GinkgoWriter, b.String())
-		reg := results[setups[0].name]
-		Expect(reg).NotTo(BeNil())
-		Expect(reg.failed.Load()).To(BeZero(), reg.String())
-		Expect(reg.afterSigterm.Load()).To(BeZero(), reg.String())
 	})
 })
 

@@ -9,7 +9,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,6 +29,16 @@ type Config struct {
 
 	// OnSigterm, when set, runs once right after the SIGTERM is recorded (e.g. to deregister).
 	OnSigterm func()
+
+	// Faults the end-to-end failure scenarios inject (POST /fault/hang, POST /fault/oom).
+	// CrashStateFile keeps the number of crashes still to come across container restarts
+	// (a file on an emptyDir volume); "" disables /fault/oom. OOMAfterRequests: a process
+	// started with crashes still to come crashes again after serving this many work
+	// requests (an OOM under load). OOM runs the crash; nil: allocate memory until the
+	// container's memory limit kills the process.
+	CrashStateFile   string
+	OOMAfterRequests int64
+	OOM              func()
 
 	Log *log.Logger // nil: discard
 }
@@ -60,6 +72,11 @@ type App struct {
 	sigtermAt time.Time // zero until SIGTERM
 	stats     Stats
 	terminate chan struct{} // closed by Sigterm
+
+	hangUntil  time.Time // requests arriving before this wait until it (a hung process)
+	oomArmed   bool      // crash after OOMAfterRequests more work requests
+	oomCounter int64
+	oomStarted bool
 }
 
 // New returns an App whose start time is now.
@@ -70,8 +87,22 @@ func New(cfg Config) *App {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
 	}
+	if cfg.OOM == nil {
+		cfg.OOM = allocateUntilKilled(cfg.Log)
+	}
+	if cfg.OOMAfterRequests <= 0 {
+		cfg.OOMAfterRequests = 50
+	}
 	a := &App{cfg: cfg, now: time.Now, terminate: make(chan struct{})}
 	a.startedAt = a.now()
+	if cfg.CrashStateFile != "" {
+		if n := readCrashes(cfg.CrashStateFile); n > 0 {
+			// A restart inside a crash loop: one crash fewer to come, and this run crashes too.
+			writeCrashes(cfg.CrashStateFile, n-1)
+			a.oomArmed = true
+			cfg.Log.Printf("crash loop: this run crashes after %d work requests (%d more to come)", cfg.OOMAfterRequests, n-1)
+		}
+	}
 	return a
 }
 
@@ -89,7 +120,12 @@ func (a *App) Handler() http.Handler {
 	mux.HandleFunc("/ready", a.ready)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.Stats()) })
+	mux.HandleFunc("POST /fault/hang", a.faultHang)
+	mux.HandleFunc("POST /fault/oom", a.faultOOM)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/fault/") {
+			a.waitHang(r.Context())
+		}
 		after := a.arrive(r.URL.Path == "/")
 		w.Header().Set("X-Pod", a.cfg.Pod)
 		w.Header().Set("X-After-Sigterm", strconv.FormatBool(after))
@@ -107,8 +143,118 @@ func (a *App) arrive(work bool) (afterSigterm bool) {
 		if afterSigterm {
 			a.stats.AfterSigtermRequests++
 		}
+		if a.oomArmed && !a.oomStarted {
+			a.oomCounter++
+			if a.oomCounter >= a.cfg.OOMAfterRequests {
+				a.oomStarted = true
+				go a.cfg.OOM()
+			}
+		}
 	}
 	return afterSigterm
+}
+
+// faultHang makes the process hang for ?for= (default 15s): every request that arrives
+// meanwhile (probes included) waits until the hang ends, as in a deadlock or an exhausted
+// worker pool. Goroutines outside the HTTP server (the self-registration heartbeat) go on.
+func (a *App) faultHang(w http.ResponseWriter, r *http.Request) {
+	d := 15 * time.Second
+	if v := r.URL.Query().Get("for"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+			http.Error(w, "for: a positive duration", http.StatusBadRequest)
+			return
+		}
+	}
+	a.mu.Lock()
+	a.hangUntil = a.now().Add(d)
+	a.mu.Unlock()
+	a.cfg.Log.Printf("fault: hanging for %s", d)
+	fmt.Fprintf(w, "hanging for %s\n", d)
+}
+
+func (a *App) waitHang(ctx context.Context) {
+	a.mu.Lock()
+	until := a.hangUntil
+	a.mu.Unlock()
+	d := until.Sub(a.now())
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// faultOOM starts an OOM-style crash loop: the process crashes now (OOM) and, after each of
+// the next ?restarts= (default 2) restarts, again once it has served OOMAfterRequests work
+// requests. It needs CrashStateFile.
+func (a *App) faultOOM(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.CrashStateFile == "" {
+		http.Error(w, "no --crash-state-file", http.StatusBadRequest)
+		return
+	}
+	n := 2
+	if v := r.URL.Query().Get("restarts"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 0 {
+			http.Error(w, "restarts: a non-negative integer", http.StatusBadRequest)
+			return
+		}
+	}
+	if err := writeCrashes(a.cfg.CrashStateFile, n); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	a.mu.Lock()
+	start := !a.oomStarted
+	a.oomStarted = true
+	a.mu.Unlock()
+	a.cfg.Log.Printf("fault: OOM now, then %d more crashes after restarts", n)
+	fmt.Fprintf(w, "crashing; %d more after restarts\n", n)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	if start {
+		go a.cfg.OOM()
+	}
+}
+
+func readCrashes(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func writeCrashes(path string, n int) error {
+	return os.WriteFile(path, []byte(strconv.Itoa(n)), 0o644)
+}
+
+// allocateUntilKilled returns an OOM: it allocates and touches memory in 16 MiB steps until
+// the kernel's OOM killer ends the process at the container's memory limit. Without a limit
+// it stops at 1 GiB and exits with 137 (what an OOM kill reports), saying so in the log.
+func allocateUntilKilled(logger *log.Logger) func() {
+	return func() {
+		var hold [][]byte
+		for range 64 {
+			b := make([]byte, 16<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			hold = append(hold, b)
+		}
+		logger.Printf("fault: allocated %d MiB without an OOM kill (no memory limit?); exiting 137", len(hold)*16)
+		os.Exit(137)
+	}
 }
 
 func (a *App) work(w http.ResponseWriter, r *http.Request) {

@@ -256,7 +256,7 @@ func TestNoGraceStopsAcceptingButFinishesInFlight(t *testing.T) {
 		resp.Body.Close()
 		inflight <- result{status: resp.StatusCode, after: resp.Header.Get("X-After-Sigterm")}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(8 * time.Second)
 	for app.Stats().Requests == 0 { // wait until the request is being worked on
 		if time.Now().After(deadline) {
 			t.Fatal("request did not arrive")
@@ -292,5 +292,97 @@ func TestNoGraceStopsAcceptingButFinishesInFlight(t *testing.T) {
 	}
 	if s := app.Stats(); s.AfterSigtermRequests != 0 {
 		t.Errorf("after_sigterm_requests = %d, want 0", s.AfterSigtermRequests)
+	}
+}
+
+func TestFaultHangHoldsEveryRequestUntilItEnds(t *testing.T) {
+	app := New(Config{Pod: "demo-0"})
+	srv := httptest.NewServer(app.Handler())
+	defer srv.Close()
+
+	resp, err := srv.Client().Post(srv.URL+"/fault/hang?for=3s", "", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST /fault/hang: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	short := &http.Client{Timeout: 200 * time.Millisecond}
+	for _, path := range []string{"/", "/ready", "/healthz"} {
+		if r, err := short.Get(srv.URL + path); err == nil {
+			r.Body.Close()
+			t.Errorf("%s answered %d during the hang, want a timeout", path, r.StatusCode)
+		}
+	}
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		r, err := short.Get(srv.URL + "/ready")
+		if err == nil && r.StatusCode == 200 {
+			r.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/ready still failing 5s after a 3s hang: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a recovering server
+	}
+	if resp, err := srv.Client().Post(srv.URL+"/fault/hang?for=-1s", "", nil); err != nil || resp.StatusCode != 400 {
+		t.Errorf("negative hang: %v %v, want 400", resp, err)
+	}
+}
+
+func TestFaultOOMCrashLoopsAcrossRestarts(t *testing.T) {
+	state := t.TempDir() + "/crashes"
+	crashed := make(chan string, 8)
+	start := func(run string) (*App, *httptest.Server) {
+		app := New(Config{Pod: "demo-0", CrashStateFile: state, OOMAfterRequests: 3, OOM: func() { crashed <- run }})
+		return app, httptest.NewServer(app.Handler())
+	}
+	_, srv := start("first")
+	resp, err := srv.Client().Post(srv.URL+"/fault/oom?restarts=2", "", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST /fault/oom: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if got := <-crashed; got != "first" {
+		t.Fatalf("crash from %q, want first", got)
+	}
+	srv.Close()
+
+	for _, run := range []string{"restart 1", "restart 2"} {
+		_, srv := start(run)
+		for range 2 {
+			get(t, srv.Client(), srv.URL+"/")
+		}
+		select {
+		case got := <-crashed:
+			t.Fatalf("%s crashed (%q) before 3 work requests", run, got)
+		default:
+		}
+		get(t, srv.Client(), srv.URL+"/")
+		select {
+		case got := <-crashed:
+			if got != run {
+				t.Fatalf("crash from %q, want %q", got, run)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not crash after 3 work requests", run)
+		}
+		srv.Close()
+	}
+
+	_, srv = start("restart 3")
+	defer srv.Close()
+	for range 10 {
+		get(t, srv.Client(), srv.URL+"/")
+	}
+	select {
+	case got := <-crashed:
+		t.Fatalf("%q crashed after the crash loop was over", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	noState := httptest.NewServer(New(Config{Pod: "demo-1"}).Handler())
+	defer noState.Close()
+	if resp, err := noState.Client().Post(noState.URL+"/fault/oom", "", nil); err != nil || resp.StatusCode != 400 {
+		t.Errorf("/fault/oom without a state file: %v %v, want 400", resp, err)
 	}
 }

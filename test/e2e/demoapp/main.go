@@ -7,6 +7,9 @@
 //	/ready    200 once --ready-after has passed; 503 after SIGTERM with --fail-ready-on-sigterm
 //	/healthz  200
 //	/stats    {"warmup_hits","requests","started_at","sigterm_at","after_sigterm_requests"}
+//	POST /fault/hang?for=15s    every request (probes too) waits until the hang ends
+//	POST /fault/oom?restarts=2  crash now (allocate past the memory limit), and again after
+//	                            each of the next 2 restarts (--crash-state-file)
 //
 // Every response carries X-Pod and X-After-Sigterm: true|false. With --self-register-etcd
 // it also registers itself in etcd under a lease kept alive by hand (the TTL heartbeat
@@ -51,6 +54,8 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.FailReadyOnSigterm, "fail-ready-on-sigterm", false, "/ready answers 503 after SIGTERM")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 0, "keep accepting requests this long after SIGTERM (0: stop accepting at once)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on waiting for in-flight requests at shutdown")
+	fs.StringVar(&cfg.CrashStateFile, "crash-state-file", "", "file (on a volume that outlives the container) counting the crashes to come; enables POST /fault/oom")
+	fs.Int64Var(&cfg.OOMAfterRequests, "oom-after-requests", 50, "in a crash loop, crash again after serving this many work requests")
 	etcd := fs.String("self-register-etcd", "", "comma-separated etcd endpoints; enables self-registration")
 	prefix := fs.String("self-register-prefix", "/ttl/services/demo", "key prefix of the self-registration")
 	ttl := fs.Duration("self-register-ttl", 15*time.Second, "lease TTL of the self-registration")

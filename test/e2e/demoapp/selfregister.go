@@ -27,8 +27,9 @@ type SelfRegistration struct {
 	KeepAlive time.Duration
 	Log       *log.Logger
 
-	mu    sync.Mutex
-	lease clientv3.LeaseID
+	mu           sync.Mutex
+	lease        clientv3.LeaseID
+	deregistered bool // Deregister ran: the heartbeats stop and nothing registers again
 }
 
 // Entry is the JSON value of a self-registered key.
@@ -61,8 +62,8 @@ func (r *SelfRegistration) Register(ctx context.Context) error {
 	return nil
 }
 
-// Run refreshes the lease with KeepAliveOnce every KeepAlive until ctx ends; when the lease
-// is gone (it expired while etcd was unreachable) it registers again.
+// Run refreshes the lease with KeepAliveOnce every KeepAlive until ctx ends or Deregister
+// runs; when the lease is gone (it expired while etcd was unreachable) it registers again.
 func (r *SelfRegistration) Run(ctx context.Context) {
 	tick := time.NewTicker(r.KeepAlive)
 	defer tick.Stop()
@@ -73,11 +74,17 @@ func (r *SelfRegistration) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 		r.mu.Lock()
-		lease := r.lease
+		lease, done := r.lease, r.deregistered
 		r.mu.Unlock()
+		if done {
+			return
+		}
 		cctx, cancel := context.WithTimeout(ctx, r.KeepAlive)
 		_, err := r.Client.KeepAliveOnce(cctx, lease)
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		r.mu.Lock()
+		done = r.deregistered
+		r.mu.Unlock()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && !done {
 			r.logf("lease %x expired; registering again", lease)
 			err = r.Register(cctx)
 		}
@@ -88,10 +95,12 @@ func (r *SelfRegistration) Run(ctx context.Context) {
 	}
 }
 
-// Deregister revokes the lease, which deletes the key.
+// Deregister revokes the lease, which deletes the key, and ends the heartbeats of Run (a
+// deregistered instance is shutting down: it must not register again).
 func (r *SelfRegistration) Deregister(ctx context.Context) error {
 	r.mu.Lock()
 	lease := r.lease
+	r.deregistered = true
 	r.mu.Unlock()
 	if _, err := r.Client.Revoke(ctx, lease); err != nil {
 		return fmt.Errorf("revoke lease %x: %w", lease, err)

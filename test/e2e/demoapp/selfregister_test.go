@@ -128,4 +128,25 @@ func TestSelfRegistration(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
+
+	t.Run("a deregistered instance stays deregistered while its heartbeat loop still runs", func(t *testing.T) {
+		// A graceful shutdown deregisters and then serves out its grace period; the
+		// heartbeat loop must not take the revoked lease for a lost one and register again.
+		reg := &SelfRegistration{Client: cli, Prefix: "/ttl/services/demo", Pod: "demo-d", Address: "10.0.0.4:8080", TTL: 15 * time.Second, KeepAlive: 100 * time.Millisecond}
+		if err := reg.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		go reg.Run(runCtx)
+		if err := reg.Deregister(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(time.Second); time.Now().Before(end); {
+			if ok, _, _ := present(t, cli, reg.Key()); ok {
+				t.Fatal("registered again after Deregister")
+			}
+			time.Sleep(50 * time.Millisecond) // ten heartbeat intervals must pass without a registration
+		}
+	})
 }

@@ -1,0 +1,327 @@
+// Command e2ebench combines the raw results of several runs of the end-to-end comparison
+// (test/e2e, "Comparison under load", each written by E2E_RESULTS) into one published JSON
+// file with the docs/bench envelope: machine facts, every run's raw data, and two tables
+// (ids e2e-rollout and e2e-failures) with the median and the spread (min–max) over the runs.
+//
+//	go run ./hack/e2ebench -command "make bench-e2e" -out docs/bench/e2e-2026-11-30.json bin/e2e-results/run-*.json
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// result mirrors scenarioResult in test/e2e/compare_test.go.
+type result struct {
+	Scenario      string `json:"scenario"`
+	Setup         string `json:"setup"`
+	SetupName     string `json:"setup_name"`
+	Requests      int64  `json:"requests"`
+	Failed        int64  `json:"failed"`
+	NoTarget      int64  `json:"no_target"`
+	AfterSigterm  int64  `json:"after_sigterm"`
+	RetryRequests int64  `json:"retry_requests"`
+	RetryFailed   int64  `json:"retry_failed"`
+	ExclusionMS   *int64 `json:"exclusion_ms"`
+	BackMS        *int64 `json:"back_ms"`
+	LastFailMS    *int64 `json:"last_fail_ms"`
+	CameBack      bool   `json:"came_back"`
+}
+
+type run struct {
+	Started     time.Time       `json:"started"`
+	Finished    time.Time       `json:"finished"`
+	LoadBefore  []float64       `json:"load_before"`
+	LoadAfter   []float64       `json:"load_after"`
+	WallSeconds float64         `json:"wall_seconds"`
+	Results     []result        `json:"results"`
+	Raw         json.RawMessage `json:"-"`
+}
+
+type table struct {
+	ID      string     `json:"id"`
+	Title   string     `json:"title"`
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
+	Notes   []string   `json:"notes"`
+}
+
+type machine struct {
+	Cores      int       `json:"cores"`
+	CPUModel   string    `json:"cpu_model"`
+	MemGiB     float64   `json:"mem_gib"`
+	LoadBefore []float64 `json:"load_before"`
+	LoadAfter  []float64 `json:"load_after"`
+}
+
+type envelope struct {
+	Kind    string            `json:"kind"`
+	Date    string            `json:"date"`
+	Commit  string            `json:"commit"`
+	Command string            `json:"command"`
+	Machine machine           `json:"machine"`
+	Runs    []json.RawMessage `json:"runs"`
+	Tables  []table           `json:"tables"`
+}
+
+var scenarioNames = map[string]string{
+	"sigkill":   "SIGKILL (kubelet restarts it)",
+	"hang":      "hung process (15 s)",
+	"node-lost": "lost node (kubelet stopped, pods frozen)",
+	"crashloop": "OOM-style crash loop (3 crashes)",
+}
+
+func main() {
+	out := flag.String("out", "", "file to write (default stdout)")
+	command := flag.String("command", "make bench-e2e", "the command that produced the runs")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		log.Fatal("usage: e2ebench [-out file] [-command cmd] run.json...")
+	}
+	var runs []run
+	env := envelope{Kind: "e2e", Date: time.Now().UTC().Format(time.RFC3339), Command: *command}
+	for _, path := range flag.Args() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		var r run
+		if err := json.Unmarshal(b, &r); err != nil {
+			log.Fatalf("%s: %v", path, err)
+		}
+		runs = append(runs, r)
+		env.Runs = append(env.Runs, b)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Started.Before(runs[j].Started) })
+	if c, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		env.Commit = strings.TrimSpace(string(c))
+	}
+	env.Machine = machine{Cores: runtime.NumCPU(), CPUModel: cpuModel(), MemGiB: memGiB(),
+		LoadBefore: runs[0].LoadBefore, LoadAfter: runs[len(runs)-1].LoadAfter}
+	env.Tables = tables(runs)
+	b, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		log.Fatal(err)
+	}
+	b = append(b, '\n')
+	if *out == "" {
+		_, _ = os.Stdout.Write(b)
+		return
+	}
+	if err := os.WriteFile(*out, b, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range env.Tables {
+		fmt.Printf("%s\n%s\n", t.Title, markdown(t))
+	}
+}
+
+type key struct{ scenario, setup string }
+
+func tables(runs []run) []table {
+	byKey := map[key][]result{}
+	var order []key
+	for _, r := range runs {
+		for _, res := range r.Results {
+			k := key{res.Scenario, res.Setup}
+			if _, ok := byKey[k]; !ok {
+				order = append(order, k)
+			}
+			byKey[k] = append(byKey[k], res)
+		}
+	}
+	var loads []string
+	var wall []string
+	for i, r := range runs {
+		loads = append(loads, fmt.Sprintf("run %d: %v → %v", i+1, r.LoadBefore, r.LoadAfter))
+		wall = append(wall, (time.Duration(r.WallSeconds) * time.Second).String())
+	}
+	common := []string{
+		fmt.Sprintf("%d runs; each cell is the median, (min–max) the spread over the runs. Wall time of a run: %s.", len(runs), strings.Join(wall, ", ")),
+		"Load average (1, 5, 15 min) before → after each run: " + strings.Join(loads, "; ") +
+			". This is a shared 2-core machine under other work: figures are from a loaded machine, not a quiet one.",
+		"All setups run at the same time on the same single-node cluster, each with its own 3 replicas and its own two callers (50 req/s each, round robin over what the setup's discovery source lists; 2 s timeout). Requests counts the plain caller's requests sent.",
+	}
+	rollout := table{ID: "e2e-rollout", Title: "Graceful rolling update under load (3 replicas, maxSurge 1)",
+		Columns: []string{"setup", "requests", "failed", "failed, retry once", "reached a pod after its SIGTERM"},
+		Notes: append(common,
+			"After its SIGTERM a pod still serves for 5 s in every setup (registrar's drain, the EndpointSlice preStop sleep, the TTL app's shutdown grace after it deregistered), so a request that reaches it then succeeds.")}
+	failures := table{ID: "e2e-failures", Title: "Failures under load",
+		Columns: []string{"scenario", "setup", "failed", "failed, retry once", "fault → caller stops picking the address", "fault → last failed request", "back after recovery"},
+		Notes: append(common,
+			"fault → caller stops picking: from the fault to the first moment the address left the caller's list (exact, from the caller's watch events); 'never' when it stayed listed until it answered again. For the lost node it is the last of the 3 addresses.",
+			"fault → last failed request: from the fault to the plain caller's last failed request to that address: how long callers kept meeting the fault, whichever way it ended (exclusion or recovery).",
+			"back after recovery: runs in which the address was listed again and answered after the fault was over, and the median time from the fault (a lost node is restored once every setup has dropped it, or after 150 s).",
+			"Lost node: all 3 replicas run on the one node, so after exclusion every setup has no address left to send to until the node returns; those requests are not sent and not counted as failed (no_target in the raw runs).")}
+	for _, k := range order {
+		rs := byKey[k]
+		f := spread(rs, func(r result) (float64, bool) { return float64(r.Failed), true }, "%.0f")
+		fr := spread(rs, func(r result) (float64, bool) { return float64(r.RetryFailed), true }, "%.0f")
+		if k.scenario == "rollout" {
+			req := spread(rs, func(r result) (float64, bool) { return float64(r.Requests), true }, "%.0f")
+			as := spread(rs, func(r result) (float64, bool) { return float64(r.AfterSigterm), true }, "%.0f")
+			rollout.Rows = append(rollout.Rows, []string{rs[0].SetupName, req, f, fr, as})
+			continue
+		}
+		excl := spread(rs, func(r result) (float64, bool) {
+			if r.ExclusionMS == nil {
+				return 0, false
+			}
+			return float64(*r.ExclusionMS) / 1000, true
+		}, "%.1f s")
+		lastFail := spread(rs, func(r result) (float64, bool) {
+			if r.LastFailMS == nil {
+				return 0, false
+			}
+			return float64(*r.LastFailMS) / 1000, true
+		}, "%.1f s")
+		back := 0
+		for _, r := range rs {
+			if r.CameBack {
+				back++
+			}
+		}
+		backAt := spread(rs, func(r result) (float64, bool) {
+			if !r.CameBack || r.BackMS == nil {
+				return 0, false
+			}
+			return float64(*r.BackMS) / 1000, true
+		}, "%.0f s")
+		name := scenarioNames[k.scenario]
+		if name == "" {
+			name = k.scenario
+		}
+		failures.Rows = append(failures.Rows, []string{name, rs[0].SetupName, f, fr, excl, lastFail,
+			fmt.Sprintf("%d/%d runs, %s", back, len(rs), backAt)})
+	}
+	failures.Notes = append(failures.Notes, noise(order, byKey)...)
+	return []table{rollout, failures}
+}
+
+// noise says, per failure scenario, which setups' failed-request counts overlap registrar's
+// over the runs (min–max ranges intersect): those differences are within noise.
+func noise(order []key, byKey map[key][]result) []string {
+	var notes []string
+	for _, k := range order {
+		if k.setup != "registrar" || k.scenario == "rollout" {
+			continue
+		}
+		rlo, rhi := minMax(byKey[k])
+		var same, differ []string
+		for _, o := range order {
+			if o.scenario != k.scenario || o.setup == "registrar" {
+				continue
+			}
+			lo, hi := minMax(byKey[o])
+			if lo <= rhi && rlo <= hi {
+				same = append(same, o.setup)
+			} else {
+				differ = append(differ, o.setup)
+			}
+		}
+		name := scenarioNames[k.scenario]
+		if name == "" {
+			name = k.scenario
+		}
+		notes = append(notes, fmt.Sprintf("%s, failed requests (plain caller): within noise of registrar (ranges overlap): %s; outside it: %s.",
+			name, orNone(same), orNone(differ)))
+	}
+	return notes
+}
+
+func minMax(rs []result) (float64, float64) {
+	lo, hi := float64(rs[0].Failed), float64(rs[0].Failed)
+	for _, r := range rs {
+		lo, hi = min(lo, float64(r.Failed)), max(hi, float64(r.Failed))
+	}
+	return lo, hi
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+// spread renders the median and (min–max) of the values get yields; runs where get says
+// false are counted as "never".
+func spread(rs []result, get func(result) (float64, bool), format string) string {
+	var vs []float64
+	never := 0
+	for _, r := range rs {
+		if v, ok := get(r); ok {
+			vs = append(vs, v)
+		} else {
+			never++
+		}
+	}
+	if len(vs) == 0 {
+		return "never"
+	}
+	sort.Float64s(vs)
+	med := vs[len(vs)/2]
+	if len(vs)%2 == 0 {
+		med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	s := fmt.Sprintf(format, med)
+	if len(vs) > 1 {
+		s += fmt.Sprintf(" ("+strings.TrimSuffix(format, " s")+"–"+format+")", vs[0], vs[len(vs)-1])
+	}
+	if never > 0 {
+		s += fmt.Sprintf("; never in %d/%d runs", never, len(rs))
+	}
+	return s
+}
+
+func markdown(t table) string {
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(t.Columns, " | ") + " |\n|")
+	for range t.Columns {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, r := range t.Rows {
+		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func memGiB() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return float64(int(kb/1024/1024*10)) / 10
+		}
+	}
+	return 0
+}
