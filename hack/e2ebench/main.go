@@ -1,9 +1,11 @@
 // Command e2ebench combines the raw results of several runs of the end-to-end comparison
 // (test/e2e, "Comparison under load", each written by E2E_RESULTS) into one published JSON
-// file with the docs/bench envelope: machine facts, every run's raw data, and two tables
-// (ids e2e-rollout and e2e-failures) with the median and the spread (min–max) over the runs.
+// file with the docs/bench envelope: machine facts, every run's raw data, and three tables
+// (ids e2e-rollout and e2e-failures with the median and the spread (min–max) over the runs,
+// and e2e-headline, the README's compact matrix of medians).
 //
 //	go run ./hack/e2ebench -command "make bench-e2e" -out docs/bench/e2e-2026-11-30.json bin/e2e-results/run-*.json
+//	go run ./hack/e2ebench -republish docs/bench/e2e-2026-11-30.json   # tables again from the raw runs it holds
 package main
 
 import (
@@ -84,7 +86,14 @@ var scenarioNames = map[string]string{
 func main() {
 	out := flag.String("out", "", "file to write (default stdout)")
 	command := flag.String("command", "make bench-e2e", "the command that produced the runs")
+	republish := flag.String("republish", "", "rebuild the tables of this published file from the raw runs it holds (date, commit and machine kept)")
 	flag.Parse()
+	if *republish != "" {
+		if err := republishFile(*republish); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if flag.NArg() == 0 {
 		log.Fatal("usage: e2ebench [-out file] [-command cmd] run.json...")
 	}
@@ -205,7 +214,116 @@ func tables(runs []run) []table {
 			fmt.Sprintf("%d/%d runs, %s", back, len(rs), backAt)})
 	}
 	failures.Notes = append(failures.Notes, noise(order, byKey)...)
-	return []table{rollout, failures}
+	return []table{rollout, failures, headline(order, byKey, len(runs))}
+}
+
+// headlineSetups are the README matrix's columns, in order.
+var headlineSetups = []struct{ id, name string }{
+	{"registrar", "registrar"},
+	{"endpointslice", "EndpointSlice + preStop"},
+	{"ttl", "TTL 15 s, deregister on SIGTERM"},
+	{"ttl-eureka", "TTL, Eureka defaults"},
+}
+
+// headline is the compact matrix for the README: one row per scenario, one column per setup,
+// each cell the median failed requests of the plain caller and the median time from the fault
+// until the caller stopped picking the address ("listed" when it never did).
+func headline(order []key, byKey map[key][]result, runs int) table {
+	t := table{ID: "e2e-headline", Title: "Failed requests (plain caller) and fault → address no longer picked, medians",
+		Columns: []string{"scenario"},
+		Notes:   []string{fmt.Sprintf("Medians of %d runs; spreads, the retry-once caller and the recovery columns are in docs/e2e.md.", runs)}}
+	for _, s := range headlineSetups {
+		t.Columns = append(t.Columns, s.name)
+	}
+	var scenarios []string
+	seen := map[string]bool{}
+	for _, k := range order {
+		if !seen[k.scenario] {
+			seen[k.scenario] = true
+			scenarios = append(scenarios, k.scenario)
+		}
+	}
+	for _, sc := range scenarios {
+		name := scenarioNames[sc]
+		if sc == "rollout" {
+			name = "graceful rolling update"
+		}
+		if name == "" {
+			name = sc
+		}
+		row := []string{name}
+		for _, s := range headlineSetups {
+			rs := byKey[key{sc, s.id}]
+			if len(rs) == 0 {
+				row = append(row, "–")
+				continue
+			}
+			f := median(rs, func(r result) (float64, bool) { return float64(r.Failed), true })
+			cell := fmt.Sprintf("%.0f failed", f)
+			if sc != "rollout" {
+				ex := median(rs, func(r result) (float64, bool) {
+					if r.ExclusionMS == nil {
+						return 0, false
+					}
+					return float64(*r.ExclusionMS) / 1000, true
+				})
+				if ex < 0 {
+					cell += ", stays listed"
+				} else {
+					cell += fmt.Sprintf(", %.1f s", ex)
+				}
+			}
+			row = append(row, cell)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// median of the values get reports for rs; -1 when fewer than half of the runs have one
+// (the address stayed listed in most runs).
+func median(rs []result, get func(result) (float64, bool)) float64 {
+	var xs []float64
+	for _, r := range rs {
+		if v, ok := get(r); ok {
+			xs = append(xs, v)
+		}
+	}
+	if len(xs) == 0 || 2*len(xs) < len(rs) {
+		return -1
+	}
+	sort.Float64s(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+// republishFile rebuilds the tables of a published file from the raw runs it holds.
+func republishFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	runs := make([]run, 0, len(env.Runs))
+	for i, raw := range env.Runs {
+		var r run
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("%s: run %d: %w", path, i+1, err)
+		}
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Started.Before(runs[j].Started) })
+	env.Tables = tables(runs)
+	out, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(out, '\n'), 0o644)
 }
 
 // noise says, per failure scenario, which setups' failed-request counts overlap registrar's
