@@ -128,6 +128,31 @@ func stringValue(e ast.Expr, values map[string]string) (string, bool) {
 	return "", false
 }
 
+// fileStringConsts are the string constants a file declares with a literal value.
+func fileStringConsts(f *ast.File) map[string]string {
+	out := map[string]string{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs, ok := spec.(*ast.ValueSpec)
+			if !ok {
+				continue
+			}
+			for i, name := range vs.Names {
+				if i < len(vs.Values) {
+					if s, ok := stringValue(vs.Values[i], out); ok {
+						out[name.Name] = s
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
 // cutUsedBy removes the "Used by: a, b." line from a doc comment and returns its items.
 func cutUsedBy(raw string) (string, []string) {
 	var keep []string
@@ -181,6 +206,7 @@ func Metrics(paths ...string) ([]Metric, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse %s: %w", path, err)
 		}
+		consts := fileStringConsts(f)
 		var perr error
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
@@ -214,7 +240,7 @@ func Metrics(paths ...string) ([]Metric, error) {
 				if key == nil {
 					continue
 				}
-				if s, ok := stringValue(kv.Value, nil); ok {
+				if s, ok := stringValue(kv.Value, consts); ok {
 					switch key.Name {
 					case "Name":
 						m.Name = s
@@ -226,9 +252,12 @@ func Metrics(paths ...string) ([]Metric, error) {
 			if len(call.Args) > 1 {
 				if labels, ok := call.Args[1].(*ast.CompositeLit); ok {
 					for _, el := range labels.Elts {
-						if s, ok := stringValue(el, nil); ok {
-							m.Labels = append(m.Labels, s)
+						s, ok := stringValue(el, consts)
+						if !ok {
+							perr = fmt.Errorf("%s: a label of %s that is neither a string literal nor a string constant of the file", path, sel.Sel.Name)
+							return false
 						}
+						m.Labels = append(m.Labels, s)
 					}
 				}
 			}
