@@ -5,8 +5,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -14,8 +15,15 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "discovery.registrar.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder adds the types of this group-version to a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the types of this group-version to the given scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// addKnownTypes registers the types of this group-version with a scheme.
+func addKnownTypes(scheme *runtime.Scheme) error {
+	scheme.AddKnownTypes(GroupVersion, &ServiceRegistry{}, &ServiceRegistryList{})
+	metav1.AddToGroupVersion(scheme, GroupVersion)
+	return nil
+}

@@ -386,7 +386,3 @@ type ServiceRegistryList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ServiceRegistry `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ServiceRegistry{}, &ServiceRegistryList{})
-}

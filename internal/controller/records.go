@@ -167,7 +167,7 @@ func byPod(records []store.Record) map[string]store.Record {
 func (k *knownRecords) services(name types.NamespacedName) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []string
+	out := make([]string, 0, len(k.entries[name]))
 	for _, e := range k.entries[name] {
 		out = append(out, e.scope.Service)
 	}

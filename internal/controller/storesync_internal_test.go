@@ -136,7 +136,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 	for _, r := range got {
 		switch r.Pod {
 		case "other":
-			if r.Endpoint.Owner != "someone-else" || r.Address != "10.9.9.9" {
+			if r.Owner != "someone-else" || r.Address != "10.9.9.9" {
 				t.Errorf("foreign record touched: %+v", r.Endpoint)
 			}
 		case "p2":

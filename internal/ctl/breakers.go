@@ -135,7 +135,7 @@ func (r *runner) printBreakers(views []breakerView) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(r.env.Stdout, 0, 4, 2, ' ', 0)
-	wide := r.opts.output == "wide"
+	wide := r.opts.output == outputWide
 	header := "SERVICE\tCALLER\tSTATE\tAGE\tDETAIL"
 	if wide {
 		header += "\tBY\tOPEN-FOR\tLEASE"

@@ -67,8 +67,16 @@ type options struct {
 
 const exitCodes = `Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 store (lag: metrics endpoint) unreachable.`
 
+// The -o output formats.
+const (
+	outputWide     = "wide"
+	outputJSON     = "json"
+	outputYAML     = "yaml"
+	outputJSONPath = "jsonpath"
+)
+
 // outputFormats are the values of -o (jsonpath takes a template: -o jsonpath='{[*].pod}').
-var outputFormats = []string{"wide", "json", "yaml", "jsonpath="}
+var outputFormats = []string{outputWide, outputJSON, outputYAML, outputJSONPath + "="}
 
 // codeError carries an exit code whose message has been printed already.
 type codeError struct{ code int }
@@ -288,7 +296,7 @@ func (r *runner) validate() error {
 		return fmt.Errorf("--store-timeout %q: want a positive duration such as 5s", o.timeoutText)
 	}
 	switch o.output {
-	case "", "wide", "json", "yaml":
+	case "", outputWide, outputJSON, outputYAML:
 	default:
 		tmpl, ok := strings.CutPrefix(o.output, "jsonpath=")
 		if !ok {
@@ -298,7 +306,7 @@ func (r *runner) validate() error {
 		if err := jp.Parse(tmpl); err != nil {
 			return fmt.Errorf("-o jsonpath: %w", err)
 		}
-		o.output, o.jsonPath = "jsonpath", jp
+		o.output, o.jsonPath = outputJSONPath, jp
 	}
 	if (o.certFile == "") != (o.keyFile == "") {
 		return errors.New("--store-cert-file and --store-key-file go together")

@@ -37,11 +37,11 @@ func (r *runner) printOne(inst discovery.Instance) error {
 // -o jsonpath='{[*].address}').
 func (r *runner) writeData(v any) (bool, error) {
 	switch r.opts.output {
-	case "json":
+	case outputJSON:
 		return true, writeJSON(r.env.Stdout, v)
-	case "yaml":
+	case outputYAML:
 		return true, writeYAML(r.env.Stdout, v)
-	case "jsonpath":
+	case outputJSONPath:
 		return true, writeJSONPath(r.env.Stdout, r.opts.jsonPath, v)
 	}
 	return false, nil
@@ -49,7 +49,7 @@ func (r *runner) writeData(v any) (bool, error) {
 
 func (r *runner) table(insts []discovery.Instance) error {
 	tw := tabwriter.NewWriter(r.env.Stdout, 0, 4, 2, ' ', 0)
-	wide := r.opts.output == "wide"
+	wide := r.opts.output == outputWide
 	header := "SERVICE\tNAMESPACE\tPOD\tADDRESS\tPORTS\tAGE"
 	if wide {
 		header += "\tNODE\tZONE\tCLUSTER\tOWNER\tREVISION"

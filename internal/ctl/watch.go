@@ -57,7 +57,7 @@ func (r *runner) watch(ctx context.Context, service string) int {
 }
 
 func (r *runner) follow(ctx context.Context, c *discovery.Client, sub *discovery.Subscription) int {
-	if r.opts.output == "" || r.opts.output == "wide" {
+	if r.opts.output == "" || r.opts.output == outputWide {
 		fmt.Fprintln(r.env.Stdout, "TIME\tEVENT\tINSTANCE\tADDRESS\tPORTS")
 	}
 	seenConnected, disconnected := false, false
@@ -99,21 +99,21 @@ func (r *runner) follow(ctx context.Context, c *discovery.Client, sub *discovery
 
 func (r *runner) printEvent(ev watchEvent) error {
 	switch r.opts.output {
-	case "json":
+	case outputJSON:
 		b, err := json.Marshal(ev)
 		if err != nil {
 			return fmt.Errorf("encode json: %w", err)
 		}
 		_, err = fmt.Fprintf(r.env.Stdout, "%s\n", b)
 		return err
-	case "yaml":
+	case outputYAML:
 		b, err := yaml.Marshal(ev)
 		if err != nil {
 			return fmt.Errorf("encode yaml: %w", err)
 		}
 		_, err = fmt.Fprintf(r.env.Stdout, "---\n%s", b)
 		return err
-	case "jsonpath":
+	case outputJSONPath:
 		return writeJSONPath(r.env.Stdout, r.opts.jsonPath, ev)
 	}
 	ts := ev.Time.UTC().Format(time.RFC3339)

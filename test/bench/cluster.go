@@ -53,7 +53,7 @@ func startCluster(ctx context.Context, c *Config) (_ *cluster, err error) {
 			cl.stop()
 		}
 	}()
-	if err := cl.startAPIServer(c); err != nil {
+	if err := cl.startAPIServer(); err != nil {
 		return nil, err
 	}
 	if cl.store, err = etcdtest.Start(c.WorkDir); err != nil {
@@ -73,7 +73,7 @@ func startCluster(ctx context.Context, c *Config) (_ *cluster, err error) {
 	return cl, nil
 }
 
-func (cl *cluster) startAPIServer(c *Config) error {
+func (cl *cluster) startAPIServer() error {
 	root, err := repoRoot()
 	if err != nil {
 		return err

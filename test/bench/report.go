@@ -90,7 +90,8 @@ func (r *runner) harnessStats(hlag LagStats, w WatcherStats, measured time.Durat
 func warnings(c *Config, res *Results) []string {
 	var w []string
 	if res.WriteRate < c.MinRateFraction*c.Rate {
-		w = append(w, fmt.Sprintf("offered rate not achieved: %.0f/s written of %.0f/s offered (writes sent up to %.0f ms late, p99 %.0f ms; API write p99 %.0f ms): the API server or the harness saturated, lags include queueing",
+		w = append(w, fmt.Sprintf("offered rate not achieved: %.0f/s written of %.0f/s offered (writes sent up to %.0f ms late, p99 %.0f ms; API write "+
+			"p99 %.0f ms): the API server or the harness saturated, lags include queueing",
 			res.WriteRate, c.Rate, res.Harness.PaceLag.Max, res.Harness.PaceLag.P99, res.Harness.WriteRTT.P99))
 	}
 	for _, p := range []struct {
@@ -98,7 +99,8 @@ func warnings(c *Config, res *Results) []string {
 		l    LagStats
 	}{{"harness", res.Harness.SchedLag}, {"watcher process", res.Harness.WatcherSchedLag}} {
 		if name, l := p.name, p.l; l.P99 > 50 {
-			w = append(w, fmt.Sprintf("the %s was starved of CPU: a 10 ms sleep returned %.0f ms late at p99 (max %.0f ms); its timings include that", name, l.P99, l.Max))
+			w = append(w, fmt.Sprintf("the %s was starved of CPU: a 10 ms sleep returned %.0f ms late at p99 (max %.0f ms); its timings include that",
+				name, l.P99, l.Max))
 		}
 	}
 	if res.Harness.MeasuredSeconds > 0 {
@@ -225,17 +227,24 @@ func targets(res *Results) []Target {
 
 func notes(c *Config) []string {
 	n := []string{
-		"lag = API write sent (pod status patch or delete) -> change seen by the watcher process (separate from the writers; each system on its own connection: etcd watches for registrar and TTL, API watches for EndpointSlices and pods)",
+		"lag = API write sent (pod status patch or delete) -> change seen by the watcher process (separate from the writers; each system on its own " +
+			"connection: etcd watches for registrar and TTL, API watches for EndpointSlices and pods)",
 		fmt.Sprintf("rounds: every pod %s, each round in random order at the offered rate; delete is grace period 0", strings.Join(causes(), " -> ")),
-		"apiwatch: the floor every controller pays, the pod write seen by a plain API watch in the watcher process; diagnostics of the harness, not peers: apiwatch-inproc, the same watch inside the harness process on its own connection, and apiwatch-shared, the old harness's floor (inside the harness on the writers' connection)",
+		"apiwatch: the floor every controller pays, the pod write seen by a plain API watch in the watcher process; diagnostics of the harness, not " +
+			"peers: apiwatch-inproc, the same watch inside the harness process on its own connection, and apiwatch-shared, the old harness's floor (inside " +
+			"the harness on the writers' connection)",
 		"EndpointSlice: a pod counts as registered while a slice lists it with conditions.ready=true",
 		fmt.Sprintf("workers: registrar --max-concurrent-reconciles=%d; kube-controller-manager --concurrent-service-endpoint-syncs=%d", c.Reconciles, c.Reconciles),
 	}
 	if c.EndpointSlice {
-		n = append(n, "kube-controller-manager flags: "+strings.Join(append([]string{"--controllers=endpointslice-controller", fmt.Sprintf("--concurrent-service-endpoint-syncs=%d", c.Reconciles)}, c.KCMArgs...), " "))
+		flags := append([]string{"--controllers=endpointslice-controller",
+			fmt.Sprintf("--concurrent-service-endpoint-syncs=%d", c.Reconciles)}, c.KCMArgs...)
+		n = append(n, "kube-controller-manager flags: "+strings.Join(flags, " "))
 	}
 	if c.TTLSample > 0 {
-		n = append(n, fmt.Sprintf("TTL registries measured on two disjoint samples of %d of %d pods; TTL %s, keepalive every %s; registration is the instance's own grant+put; ttl-graceful: the instance revokes its lease on unready and on shutdown (delete); ttl-crash: every deregistration is a crash, the key lives until the lease expires",
+		n = append(n, fmt.Sprintf("TTL registries measured on two disjoint samples of %d of %d pods; TTL %s, keepalive every %s; registration is the "+
+			"instance's own grant+put; ttl-graceful: the instance revokes its lease on unready and on shutdown (delete); ttl-crash: every deregistration is "+
+			"a crash, the key lives until the lease expires",
 			c.TTLSample, c.Pods, c.TTL, c.TTL/3))
 	}
 	return n
@@ -263,10 +272,12 @@ func (r *Results) WriteJSON(path string) error {
 
 // WriteTable prints the results as a table.
 func (r *Results) WriteTable(out io.Writer) {
-	fmt.Fprintf(out, "registrar benchmark %s: %d pods, %d ServiceRegistries, %d namespaces, %d CPUs, offered %.0f transitions/s (API writes achieved %.0f/s, %d failed); load average %.2f/%.2f/%.2f before, %.2f/%.2f/%.2f after\n",
+	fmt.Fprintf(out, "registrar benchmark %s: %d pods, %d ServiceRegistries, %d namespaces, %d CPUs, offered %.0f transitions/s (API writes achieved "+
+		"%.0f/s, %d failed); load average %.2f/%.2f/%.2f before, %.2f/%.2f/%.2f after\n",
 		r.Date.Format(time.RFC3339), r.Pods, r.Registries, r.Namespaces, r.CPUs, r.OfferedRate, r.WriteRate, r.WriteErrors,
 		r.Machine.LoadBefore[0], r.Machine.LoadBefore[1], r.Machine.LoadBefore[2], r.Machine.LoadAfter[0], r.Machine.LoadAfter[1], r.Machine.LoadAfter[2])
-	fmt.Fprintf(out, "workers: registrar %d reconcilers, kube-controller-manager %d EndpointSlice syncs\n", r.Workers[SystemRegistrar], r.Workers[SystemEndpointSlice])
+	fmt.Fprintf(out, "workers: registrar %d reconcilers, kube-controller-manager %d EndpointSlice syncs\n",
+		r.Workers[SystemRegistrar], r.Workers[SystemEndpointSlice])
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "\t"
 	for _, s := range r.Systems {
@@ -320,7 +331,8 @@ func (r *Results) WriteTable(out io.Writer) {
 		fmt.Fprintf(out, "target %-45s %-4s %s\n", t.Name, map[bool]string{true: "MET", false: "MISS"}[t.Met], t.Value)
 	}
 	h := r.Harness
-	fmt.Fprintf(out, "harness: watchers in a separate process %v; writes sent late p99 %.1f ms (max %.1f); API write p99 %.1f ms; 10 ms sleep late p99 %.1f ms in the harness, %.1f ms in the watcher process\n",
+	fmt.Fprintf(out, "harness: watchers in a separate process %v; writes sent late p99 %.1f ms (max %.1f); API write p99 %.1f ms; 10 ms sleep late p99 "+
+		"%.1f ms in the harness, %.1f ms in the watcher process\n",
 		h.WatcherProcess, h.PaceLag.P99, h.PaceLag.Max, h.WriteRTT.P99, h.SchedLag.P99, h.WatcherSchedLag.P99)
 	fmt.Fprintf(out, "machine CPU in the measured phase (%.0f s): %.1f s busy, of which this run's processes %s, other processes %.1f s\n",
 		h.MeasuredSeconds, h.MachineBusyCPUSeconds, cpuList(h.TreeCPUSeconds), h.OtherCPUSeconds)

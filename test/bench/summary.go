@@ -121,7 +121,8 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 			systems = append(systems, name)
 		}
 	}
-	lag := Table{ID: tableID, Title: fmt.Sprintf("%s: lag from the API write to the change seen by a separate watcher, median (min–max) of %d runs", command, len(runs)),
+	lag := Table{ID: tableID, Title: fmt.Sprintf("%s: lag from the API write to the change seen by a separate watcher, median (min–max) of %d runs",
+		command, len(runs)),
 		Columns: append([]string{""}, systems...)}
 	for _, f := range lagFigures {
 		row := []string{f.label}
@@ -162,7 +163,8 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 	lag.Rows = append(lag.Rows, row)
 	lag.Notes = append(lag.Notes, p.harnessNotes()...)
 
-	ratio := Table{ID: tableID + "-ratios", Title: fmt.Sprintf("%s: each system against registrar (its median over registrar's median, %d runs); figures whose ranges over the runs overlap are within noise", command, len(runs)),
+	ratio := Table{ID: tableID + "-ratios", Title: fmt.Sprintf("%s: each system against registrar (its median over registrar's median, %d runs); "+
+		"figures whose ranges over the runs overlap are within noise", command, len(runs)),
 		Columns: []string{"system"}}
 	for _, f := range lagFigures {
 		ratio.Columns = append(ratio.Columns, f.label, "vs registrar")
@@ -178,7 +180,8 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 				cells = append(cells, "-")
 			case s.Overlaps(reg):
 				cells = append(cells, fmt.Sprintf("%s, within noise", times(s.Median/reg.Median)))
-				p.Noise = append(p.Noise, fmt.Sprintf("%s %s: %s and registrar are within noise (%s vs %s)", sys, strings.TrimSuffix(f.label, " (ms)"), sys, s.cell("%.0f"), reg.cell("%.0f")))
+				p.Noise = append(p.Noise, fmt.Sprintf("%s %s: %s and registrar are within noise (%s vs %s)",
+					sys, strings.TrimSuffix(f.label, " (ms)"), sys, s.cell("%.0f"), reg.cell("%.0f")))
 			default:
 				cells = append(cells, times(s.Median/reg.Median))
 			}
@@ -197,7 +200,8 @@ func harnessTable(tableID, command string, runs []*Results) Table {
 	t := Table{ID: tableID + "-harness",
 		Title: fmt.Sprintf("%s: the floor and the harness, per run (dereg / reg p99 in ms)", command),
 		Columns: []string{"run", "apiwatch (watcher process)", "apiwatch-inproc (harness, own connection)", "apiwatch-shared (harness, writers' connection)",
-			"writes/s achieved", "writes sent late p99 (ms)", "API write p99 (ms)", "sleep late p99 harness / watcher (ms)", "other processes (cores)", "load before → after"}}
+			"writes/s achieved", "writes sent late p99 (ms)", "API write p99 (ms)", "sleep late p99 harness / watcher (ms)", "other processes (cores)",
+			"load before → after"}}
 	for i, r := range runs {
 		p99 := func(sys string) string {
 			s, ok := r.System(sys)
@@ -215,7 +219,8 @@ func harnessTable(tableID, command string, runs []*Results) Table {
 			fmt.Sprintf("%.0f / %.0f", r.Harness.SchedLag.P99, r.Harness.WatcherSchedLag.P99), other,
 			fmt.Sprintf("%.1f → %.1f", r.Machine.LoadBefore[0], r.Machine.LoadAfter[0])})
 	}
-	t.Notes = []string{"apiwatch-inproc and apiwatch-shared are diagnostics, not peers: the same pod watch as apiwatch, run inside the harness process (the old harness timed its floor and the EndpointSlices on the writers' connection)",
+	t.Notes = []string{"apiwatch-inproc and apiwatch-shared are diagnostics, not peers: the same pod watch as apiwatch, run inside the harness process " +
+		"(the old harness timed its floor and the EndpointSlices on the writers' connection)",
 		"other processes: CPU the rest of the shared machine used during the measured phase (machine busy time minus this run's processes), in cores"}
 	return t
 }
@@ -248,7 +253,11 @@ func usageSpread(runs []*Results, get func(*Results) (float64, bool)) Spread {
 // harnessNotes state the conditions of the runs: workers, achieved rate, the harness's own
 // lag, the machine's load, and every warning.
 func (p *Publication) harnessNotes() []string {
-	var rates, loads, hl, wl, other []string
+	rates := make([]string, 0, len(p.Runs))
+	loads := make([]string, 0, len(p.Runs))
+	hl := make([]string, 0, len(p.Runs))
+	wl := make([]string, 0, len(p.Runs))
+	other := make([]string, 0, len(p.Runs))
 	for _, r := range p.Runs {
 		rates = append(rates, fmt.Sprintf("%.0f", r.WriteRate))
 		loads = append(loads, fmt.Sprintf("%.1f→%.1f", r.Machine.LoadBefore[0], r.Machine.LoadAfter[0]))
@@ -258,10 +267,13 @@ func (p *Publication) harnessNotes() []string {
 	}
 	r0 := p.Runs[0]
 	n := []string{
-		fmt.Sprintf("%d pods, %d ServiceRegistries, offered %.0f transitions/s; achieved per run: %s/s", r0.Pods, r0.Registries, r0.OfferedRate, strings.Join(rates, ", ")),
-		fmt.Sprintf("workers: registrar %d reconcilers, kube-controller-manager %d EndpointSlice syncs", r0.Workers[SystemRegistrar], r0.Workers[SystemEndpointSlice]),
+		fmt.Sprintf("%d pods, %d ServiceRegistries, offered %.0f transitions/s; achieved per run: %s/s",
+			r0.Pods, r0.Registries, r0.OfferedRate, strings.Join(rates, ", ")),
+		fmt.Sprintf("workers: registrar %d reconcilers, kube-controller-manager %d EndpointSlice syncs",
+			r0.Workers[SystemRegistrar], r0.Workers[SystemEndpointSlice]),
 		fmt.Sprintf("harness: writes sent late p99 per run %s ms; watcher process 10 ms sleep late p99 %s ms", strings.Join(hl, ", "), strings.Join(wl, ", ")),
-		fmt.Sprintf("shared %d-core machine: 1-min load average before→after per run %s; CPU seconds used by other processes in each measured phase %s", r0.Machine.Cores, strings.Join(loads, ", "), strings.Join(other, ", ")),
+		fmt.Sprintf("shared %d-core machine: 1-min load average before→after per run %s; CPU seconds used by other processes in each measured phase %s",
+			r0.Machine.Cores, strings.Join(loads, ", "), strings.Join(other, ", ")),
 	}
 	for i, r := range p.Runs {
 		for _, w := range r.Warnings {

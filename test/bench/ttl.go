@@ -47,7 +47,7 @@ func (r *ttlRegistry) register(ctx context.Context, p benchPod) error {
 		return fmt.Errorf("grant lease for %s: %w", p.ID(), err)
 	}
 	value, _ := json.Marshal(map[string]any{"service": p.Service, "namespace": p.Namespace, "pod": p.Name,
-		"address": p.IP, "ports": map[string]int{"http": 8080}})
+		"address": p.IP, "ports": map[string]int{portName: 8080}})
 	key := r.prefix + p.Service + "/" + p.Namespace + "/" + p.Name
 	if _, err := r.cli.Put(callCtx, key, string(value), clientv3.WithLease(lease.ID)); err != nil {
 		return fmt.Errorf("register %s: %w", key, err)

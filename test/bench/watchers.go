@@ -129,7 +129,7 @@ func (v *sliceView) apply(slice string, pods map[string]bool) (added, removed []
 
 // watchSlices feeds EndpointSlice changes from resourceVersion rv into t.
 func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView, rv string, t observer) error {
-	return retryWatch(ctx, "EndpointSlices", rv, func(o metav1.ListOptions) (watch.Interface, error) {
+	return retryWatch(ctx, "EndpointSlices", rv, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		o.LabelSelector = managedBy
 		return kube.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 	}, func(ev watch.Event) { sliceEvent(view, ev, t, time.Now()) })
@@ -137,8 +137,8 @@ func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView
 
 // retryWatch runs a watch from resourceVersion rv that resumes after errors, handing every
 // event to handle, until ctx ends or the watch closes.
-func retryWatch(ctx context.Context, what, rv string, watchFunc cache.WatchFunc, handle func(watch.Event)) error {
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFunc: watchFunc})
+func retryWatch(ctx context.Context, what, rv string, watchFunc cache.WatchFuncWithContext, handle func(watch.Event)) error {
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFunc})
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", what, err)
 	}
@@ -195,7 +195,7 @@ func listSlices(ctx context.Context, kube kubernetes.Interface) (*sliceView, str
 // watchPods feeds the API server's pod watch into t: the baseline every controller pays (the
 // write committed, then delivered to a watcher). Ready pods count as registered.
 func watchPods(ctx context.Context, kube kubernetes.Interface, rv string, t observer) error {
-	return retryWatch(ctx, "pods", rv, func(o metav1.ListOptions) (watch.Interface, error) {
+	return retryWatch(ctx, "pods", rv, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return kube.CoreV1().Pods("").Watch(ctx, o)
 	}, func(ev watch.Event) { podEvent(ev, t, time.Now()) })
 }

@@ -51,9 +51,10 @@ type watcherSpec struct {
 }
 
 func (s watcherSpec) args() []string {
-	out := []string{WatcherArg, "-kubeconfig=" + s.Kubeconfig, "-store=" + s.StoreEndpoint,
-		"-store-revision=" + strconv.FormatInt(s.StoreRevision, 10),
-		"-pods=" + strconv.FormatBool(s.Pods), "-slices=" + strconv.FormatBool(s.Slices)}
+	out := make([]string, 0, 6+len(s.Prefixes))
+	out = append(out, WatcherArg, "-kubeconfig="+s.Kubeconfig, "-store="+s.StoreEndpoint,
+		"-store-revision="+strconv.FormatInt(s.StoreRevision, 10),
+		"-pods="+strconv.FormatBool(s.Pods), "-slices="+strconv.FormatBool(s.Slices))
 	for name, prefix := range s.Prefixes {
 		out = append(out, "-prefix="+name+"="+prefix)
 	}
@@ -300,7 +301,7 @@ func startTimingWatchers(ctx context.Context, exe, logDir string, spec watcherSp
 		}
 		h.pid = cmd.Process.Pid
 		lines = stdout
-		exited := make(chan error, 1)
+		exited := make(chan struct{})
 		h.stop = func() {
 			_ = stdin.Close()
 			select {
@@ -313,7 +314,7 @@ func startTimingWatchers(ctx context.Context, exe, logDir string, spec watcherSp
 		go func() {
 			err := h.read(lines)
 			werr := cmd.Wait()
-			exited <- werr
+			close(exited)
 			h.done <- errors.Join(err, werr)
 		}()
 	} else {

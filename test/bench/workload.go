@@ -108,13 +108,20 @@ func (cl *cluster) createObjects(ctx context.Context, l layout, withServices boo
 	})
 }
 
+const (
+	// appLabel is the pod label the benchmark Services and ServiceRegistries select on.
+	appLabel = "app"
+	// portName is the name of the benchmark pods' one port.
+	portName = "http"
+)
+
 func (cl *cluster) createService(ctx context.Context, s benchPod, withService bool) error {
-	sel := map[string]string{"app": s.Service}
+	sel := map[string]string{appLabel: s.Service}
 	reg := &v1alpha1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Service},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: sel},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}},
+			Ports:    []v1alpha1.ServicePort{{Name: portName, Port: ptr.To[int32](8080)}},
 		},
 	}
 	if err := cl.client.Create(ctx, reg); err != nil {
@@ -126,7 +133,7 @@ func (cl *cluster) createService(ctx context.Context, s benchPod, withService bo
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Service},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: sel,
-			Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
+			Ports: []corev1.ServicePort{{Name: portName, Port: 8080}}},
 	}
 	if _, err := cl.kube.CoreV1().Services(s.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create Service %s/%s: %w", s.Namespace, s.Service, err)
@@ -136,11 +143,11 @@ func (cl *cluster) createService(ctx context.Context, s benchPod, withService bo
 
 func (cl *cluster) createPod(ctx context.Context, p benchPod) error {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: map[string]string{"app": p.Service}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: map[string]string{appLabel: p.Service}},
 		Spec: corev1.PodSpec{
 			NodeName: p.Node,
 			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}},
+				Ports: []corev1.ContainerPort{{Name: portName, ContainerPort: 8080}}}},
 		},
 	}
 	created, err := cl.kube.CoreV1().Pods(p.Namespace).Create(ctx, pod, metav1.CreateOptions{})

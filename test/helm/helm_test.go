@@ -177,7 +177,7 @@ func TestTemplateRejects(t *testing.T) {
 	}{
 		{map[string]string{"webhook.certificate.mode": "selfSigned"}, "one replica only"},
 		{map[string]string{"webhook.certificate.mode": "vault"}, "'certManager', 'selfSigned', 'secret'"}, // values.schema.json
-		{map[string]string{"replicas": "3"}, "additional properties 'replicas' not allowed"},           // a misspelt value
+		{map[string]string{"replicas": "3"}, "additional properties 'replicas' not allowed"},              // a misspelt value
 		{map[string]string{"xds.bindAddress": "18000"}, "/xds/bindAddress"},
 		{map[string]string{"webhook.certificate.mode": "secret", "webhook.certificate.secretName": "x"}, "caBundle"},
 		{map[string]string{"leaderElection.enabled": "false"}, "needs leaderElection.enabled"},

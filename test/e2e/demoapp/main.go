@@ -103,7 +103,8 @@ func run(args []string) error {
 }
 
 // selfRegister connects to etcd and registers the pod once.
-func selfRegister(ctx context.Context, endpoints, prefix, pod, address, listen string, ttl, keepalive time.Duration, logger *log.Logger) (*SelfRegistration, error) {
+func selfRegister(ctx context.Context, endpoints, prefix, pod, address, listen string,
+	ttl, keepalive time.Duration, logger *log.Logger) (*SelfRegistration, error) {
 	if address == "" {
 		_, port, err := net.SplitHostPort(listen)
 		if err != nil || os.Getenv("POD_IP") == "" {

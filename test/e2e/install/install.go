@@ -58,7 +58,7 @@ func Registrar(ctx context.Context, c client.Client, cfg *rest.Config, path, sto
 				return err
 			}
 		}
-		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("registrar-install"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("registrar-install"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
