@@ -98,7 +98,9 @@ func New(cfg Config) *App {
 	if cfg.CrashStateFile != "" {
 		if n := readCrashes(cfg.CrashStateFile); n > 0 {
 			// A restart inside a crash loop: one crash fewer to come, and this run crashes too.
-			writeCrashes(cfg.CrashStateFile, n-1)
+			if err := writeCrashes(cfg.CrashStateFile, n-1); err != nil {
+				cfg.Log.Printf("crash loop: cannot record the remaining crashes in %s: %v", cfg.CrashStateFile, err)
+			}
 			a.oomArmed = true
 			cfg.Log.Printf("crash loop: this run crashes after %d work requests (%d more to come)", cfg.OOMAfterRequests, n-1)
 		}
@@ -244,7 +246,7 @@ func writeCrashes(path string, n int) error {
 // it stops at 1 GiB and exits with 137 (what an OOM kill reports), saying so in the log.
 func allocateUntilKilled(logger *log.Logger) func() {
 	return func() {
-		var hold [][]byte
+		hold := make([][]byte, 0, 64)
 		for range 64 {
 			b := make([]byte, 16<<20)
 			for i := 0; i < len(b); i += 4096 {
