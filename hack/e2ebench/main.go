@@ -76,6 +76,12 @@ type envelope struct {
 	Tables  []table           `json:"tables"`
 }
 
+// The scenario and setup ids of test/e2e/compare_test.go that the tables treat apart.
+const (
+	scenarioRollout = "rollout"
+	setupRegistrar  = "registrar"
+)
+
 var scenarioNames = map[string]string{
 	"sigkill":   "SIGKILL (kubelet restarts it)",
 	"hang":      "hung process (15 s)",
@@ -149,8 +155,8 @@ func tables(runs []run) []table {
 			byKey[k] = append(byKey[k], res)
 		}
 	}
-	var loads []string
-	var wall []string
+	loads := make([]string, 0, len(runs))
+	wall := make([]string, 0, len(runs))
 	for i, r := range runs {
 		loads = append(loads, fmt.Sprintf("run %d: %v → %v", i+1, r.LoadBefore, r.LoadAfter))
 		wall = append(wall, (time.Duration(r.WallSeconds) * time.Second).String())
@@ -159,24 +165,37 @@ func tables(runs []run) []table {
 		fmt.Sprintf("%d runs; each cell is the median, (min–max) the spread over the runs. Wall time of a run: %s.", len(runs), strings.Join(wall, ", ")),
 		"Load average (1, 5, 15 min) before → after each run: " + strings.Join(loads, "; ") +
 			". This is a shared 2-core machine under other work: figures are from a loaded machine, not a quiet one.",
-		"All setups run at the same time on the same single-node cluster, each with its own 3 replicas and its own two callers (50 req/s each, round robin over what the setup's discovery source lists; 2 s timeout). Requests counts the plain caller's requests sent.",
+		"All setups run at the same time on the same single-node cluster, each with its own 3 replicas " +
+			"and its own two callers (50 req/s each, round robin over what the setup's discovery source " +
+			"lists; 2 s timeout). Requests counts the plain caller's requests sent.",
 	}
 	rollout := table{ID: "e2e-rollout", Title: "Graceful rolling update under load (3 replicas, maxSurge 1)",
 		Columns: []string{"setup", "requests", "failed", "failed, retry once", "reached a pod after its SIGTERM"},
 		Notes: append(common,
-			"After its SIGTERM a pod still serves for 5 s in every setup (registrar's drain, the EndpointSlice preStop sleep, the TTL app's shutdown grace after it deregistered), so a request that reaches it then succeeds.")}
+			"After its SIGTERM a pod still serves for 5 s in every setup (registrar's drain, the "+
+				"EndpointSlice preStop sleep, the TTL app's shutdown grace after it deregistered), so a request "+
+				"that reaches it then succeeds.")}
 	failures := table{ID: "e2e-failures", Title: "Failures under load",
-		Columns: []string{"scenario", "setup", "failed", "failed, retry once", "fault → caller stops picking the address", "fault → last failed request", "back after recovery"},
+		Columns: []string{"scenario", "setup", "failed", "failed, retry once",
+			"fault → caller stops picking the address", "fault → last failed request", "back after recovery"},
 		Notes: append(common,
-			"fault → caller stops picking: from the fault to the first moment the address left the caller's list (exact, from the caller's watch events); 'never' when it stayed listed until it answered again. For the lost node it is the last of the 3 addresses.",
-			"fault → last failed request: from the fault to the plain caller's last failed request to that address: how long callers kept meeting the fault, whichever way it ended (exclusion or recovery).",
-			"back after recovery: runs in which the address was listed again and answered after the fault was over, and the median time from the fault (a lost node is restored once every setup has dropped it, or after 150 s).",
-			"Lost node: all 3 replicas run on the one node, so after exclusion every setup has no address left to send to until the node returns; those requests are not sent and not counted as failed (no_target in the raw runs).")}
+			"fault → caller stops picking: from the fault to the first moment the address left the caller's "+
+				"list (exact, from the caller's watch events); 'never' when it stayed listed until it answered "+
+				"again. For the lost node it is the last of the 3 addresses.",
+			"fault → last failed request: from the fault to the plain caller's last failed request to that "+
+				"address: how long callers kept meeting the fault, whichever way it ended (exclusion or "+
+				"recovery).",
+			"back after recovery: runs in which the address was listed again and answered after the fault "+
+				"was over, and the median time from the fault (a lost node is restored once every setup has "+
+				"dropped it, or after 150 s).",
+			"Lost node: all 3 replicas run on the one node, so after exclusion every setup has no address "+
+				"left to send to until the node returns; those requests are not sent and not counted as failed "+
+				"(no_target in the raw runs).")}
 	for _, k := range order {
 		rs := byKey[k]
 		f := spread(rs, func(r result) (float64, bool) { return float64(r.Failed), true }, "%.0f")
 		fr := spread(rs, func(r result) (float64, bool) { return float64(r.RetryFailed), true }, "%.0f")
-		if k.scenario == "rollout" {
+		if k.scenario == scenarioRollout {
 			req := spread(rs, func(r result) (float64, bool) { return float64(r.Requests), true }, "%.0f")
 			as := spread(rs, func(r result) (float64, bool) { return float64(r.AfterSigterm), true }, "%.0f")
 			rollout.Rows = append(rollout.Rows, []string{rs[0].SetupName, req, f, fr, as})
@@ -219,7 +238,7 @@ func tables(runs []run) []table {
 
 // headlineSetups are the README matrix's columns, in order.
 var headlineSetups = []struct{ id, name string }{
-	{"registrar", "registrar"},
+	{setupRegistrar, "registrar"},
 	{"endpointslice", "EndpointSlice + preStop"},
 	{"ttl", "TTL 15 s, deregister on SIGTERM"},
 	{"ttl-eureka", "TTL, Eureka defaults"},
@@ -245,7 +264,7 @@ func headline(order []key, byKey map[key][]result, runs int) table {
 	}
 	for _, sc := range scenarios {
 		name := scenarioNames[sc]
-		if sc == "rollout" {
+		if sc == scenarioRollout {
 			name = "graceful rolling update"
 		}
 		if name == "" {
@@ -260,7 +279,7 @@ func headline(order []key, byKey map[key][]result, runs int) table {
 			}
 			f := median(rs, func(r result) (float64, bool) { return float64(r.Failed), true })
 			cell := fmt.Sprintf("%.0f failed", f)
-			if sc != "rollout" {
+			if sc != scenarioRollout {
 				ex := median(rs, func(r result) (float64, bool) {
 					if r.ExclusionMS == nil {
 						return 0, false
@@ -331,13 +350,13 @@ func republishFile(path string) error {
 func noise(order []key, byKey map[key][]result) []string {
 	var notes []string
 	for _, k := range order {
-		if k.setup != "registrar" || k.scenario == "rollout" {
+		if k.setup != setupRegistrar || k.scenario == scenarioRollout {
 			continue
 		}
 		rlo, rhi := minMax(byKey[k])
 		var same, differ []string
 		for _, o := range order {
-			if o.scenario != k.scenario || o.setup == "registrar" {
+			if o.scenario != k.scenario || o.setup == setupRegistrar {
 				continue
 			}
 			lo, hi := minMax(byKey[o])
