@@ -33,6 +33,19 @@ import (
 // "edge" in self-signed mode) get RBAC that lets each manager patch only its own webhook
 // configuration. cert-manager's CRDs are stand-ins (schemaless) so its objects are accepted.
 func TestHelmInstall(t *testing.T) {
+	c, kube := startAPIServerForHelm(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	crd := checkDefaultInstall(ctx, t, c, kube)
+	checkUpgrade(ctx, t, c, kube)
+	checkSecondRelease(ctx, t, c, kube)
+	checkUninstall(ctx, t, c, kube, crd)
+}
+
+// startAPIServerForHelm starts envtest's kube-apiserver with cert-manager's stand-in CRDs and
+// returns a client and the helm flags that reach it as an admin.
+func startAPIServerForHelm(t *testing.T) (client.Client, []string) {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test` or `make test-chart`, which build kube-apiserver and etcd")
 	}
@@ -61,10 +74,13 @@ func TestHelmInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	kube := []string{"--kubeconfig", kubeconfig}
+	return c, []string{"--kubeconfig", kubeconfig}
+}
 
+// checkDefaultInstall installs the release with the default values and checks what
+// config/default would install; it returns the CRD it read.
+func checkDefaultInstall(ctx context.Context, t *testing.T, c client.Client, kube []string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
 	// The default values: what config/default installs.
 	if out, err := helm(t, append([]string{"install", release, chartDir, "--namespace", ns, "--create-namespace"}, kube...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -93,7 +109,12 @@ func TestHelmInstall(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "registrar-serving-cert"}, cert); err != nil {
 		t.Errorf("cert-manager Certificate: %v", err)
 	}
+	return crd
+}
 
+// checkUpgrade upgrades the release with the metrics Service and the xDS server on.
+func checkUpgrade(ctx context.Context, t *testing.T, c client.Client, kube []string) {
+	t.Helper()
 	// An upgrade that turns on the metrics Service and the xDS server.
 	if out, err := helm(t, append([]string{"upgrade", release, chartDir, "--namespace", ns, "--set", "metrics.service.enabled=true",
 		"--set", "xds.bindAddress=:18000", "--set", "xds.service.enabled=true"}, kube...)...); err != nil {
@@ -104,13 +125,19 @@ func TestHelmInstall(t *testing.T) {
 			t.Errorf("Service %s after the upgrade: %v", name, err)
 		}
 	}
+	d := &appsv1.Deployment{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "registrar-controller-manager"}, d); err != nil {
 		t.Fatal(err)
 	}
 	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--xds-bind-address=:18000") {
 		t.Errorf("args after the upgrade %v lack --xds-bind-address=:18000", args)
 	}
+}
 
+// checkSecondRelease installs a second, self-signed release beside the first and checks that
+// each manager may patch only its own webhook configuration.
+func checkSecondRelease(ctx context.Context, t *testing.T, c client.Client, kube []string) {
+	t.Helper()
 	// A second release, self-signed (what make test-e2e installs), in its own namespace.
 	if out, err := helm(t, append([]string{"install", "edge", chartDir, "--namespace", "edge-system", "--create-namespace",
 		"--set", "webhook.certificate.mode=selfSigned", "--set", "replicaCount=1"}, kube...)...); err != nil {
@@ -155,13 +182,17 @@ func TestHelmInstall(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Name: "edge-registrar-manager-role"}, role); err != nil {
 		t.Fatal(err)
 	}
+}
 
+// checkUninstall uninstalls the first release: its objects go, the CRD stays.
+func checkUninstall(ctx context.Context, t *testing.T, c client.Client, kube []string, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
 	// Uninstall removes what the release made, but not the CRD (helm leaves crds/ alone, so
 	// ServiceRegistries survive).
 	if out, err := helm(t, append([]string{"uninstall", release, "--namespace", ns, "--wait"}, kube...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "registrar-controller-manager"}, &appsv1.Deployment{})
 		return apierrors.IsNotFound(err), nil
 	})
