@@ -66,6 +66,7 @@ type config struct {
 	stores                  storesConfig
 	webhook                 webhookConfig
 	xds                     xdsConfig
+	selfmon                 selfMonConfig
 }
 
 func parseFlags(args []string) (config, zap.Options, error) {
@@ -126,6 +127,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	bindStoreFlags(fs, &c.stores)
 	bindWebhookFlags(fs, &c.webhook)
 	bindXDSFlags(fs, &c.xds)
+	bindSelfMonFlags(fs, &c.selfmon)
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil { // registered by controller-runtime
 		fs.Var(kc.Value, kc.Name, kc.Usage)
 	}
@@ -301,6 +303,10 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	if err != nil {
 		return err
 	}
+	health, err := setupSelfMonitoring(mgr, cfg, cli, endpoints, resync("store health changed"))
+	if err != nil {
+		return err
+	}
 	xdsServer, err := setupXDS(mgr, cfg.xds)
 	if err != nil {
 		return err
@@ -322,6 +328,9 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	}
 	if xdsServer != nil {
 		r.Publisher = xdsServer
+	}
+	if len(health) > 0 {
+		r.StoreHealth = health
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,

@@ -84,6 +84,50 @@ const (
 	//     it is not served; the message says why.
 	//   - Unknown: not used.
 	ConditionXDSPublished = "XDSPublished"
+
+	// ConditionStoreHealthy reports the health of the stores the registry publishes to, as
+	// registrar's self-monitoring sees them (issue 19): the etcd cluster's consensus and
+	// storage layers, and the canary that writes a synthetic endpoint and reads it back
+	// through the callers' path. The same verdict for every registry of a store; the
+	// operator-wide summary is the metric registrar_store_healthy. Absent until the first
+	// probe, and for stores registrar does not monitor (ZooKeeper).
+	//
+	//   - True (StoreHealthy): leader present, quorum held with a member to spare (or a
+	//     single member), no alarm, database below 95% of its quota, canary succeeding.
+	//   - False (StoreUnreachable, QuorumLost, NoLeader, StoreAlarm, CanaryFailing,
+	//     QuorumAtRisk, DatabaseNearQuota): the message names the store and what to do.
+	//   - Unknown: not used.
+	ConditionStoreHealthy = "StoreHealthy"
+)
+
+// Reasons of the StoreHealthy condition (besides StoreUnreachable).
+const (
+	// ReasonStoreHealthy: the store's cluster and canary are healthy.
+	// Used by: StoreHealthy.
+	ReasonStoreHealthy = "StoreHealthy"
+	// ReasonQuorumLost: fewer etcd members answer than quorum needs; writes fail until
+	// members return.
+	// Used by: StoreHealthy.
+	ReasonQuorumLost = "QuorumLost"
+	// ReasonNoLeader: no etcd member reports a leader; writes wait for an election.
+	// Used by: StoreHealthy.
+	ReasonNoLeader = "NoLeader"
+	// ReasonStoreAlarm: an etcd alarm (NOSPACE, CORRUPT) is raised; with NOSPACE every
+	// write is refused until the database is compacted, defragmented and the alarm disarmed.
+	// Used by: StoreHealthy.
+	ReasonStoreAlarm = "StoreAlarm"
+	// ReasonCanaryFailing: consecutive canary rounds failed: a synthetic endpoint was not
+	// written, or not seen through the callers' path in time; callers may not see changes.
+	// Used by: StoreHealthy.
+	ReasonCanaryFailing = "CanaryFailing"
+	// ReasonQuorumAtRisk: a member of a multi-member etcd cluster is down and one more
+	// failure would lose quorum; restore the member.
+	// Used by: StoreHealthy.
+	ReasonQuorumAtRisk = "QuorumAtRisk"
+	// ReasonDatabaseNearQuota: the etcd database is above 95% of its quota; compact and
+	// defragment, or raise the quota.
+	// Used by: StoreHealthy.
+	ReasonDatabaseNearQuota = "DatabaseNearQuota"
 )
 
 // Reasons of the ServiceRegistry's conditions and of status.endpoints[].reason.
@@ -118,7 +162,7 @@ const (
 	ReasonSynced = "Synced"
 	// ReasonStoreUnreachable: a store call failed (down, unreachable, timed out, refused).
 	// Also the reason of the Warning Event when deletion waits for the store.
-	// Used by: StoreSynced, Reconciling, Stalled, Events.
+	// Used by: StoreSynced, StoreHealthy, Reconciling, Stalled, Events.
 	ReasonStoreUnreachable = "StoreUnreachable"
 	// ReasonDrainCoversCallers: spec.drain.seconds covers the callers' staleness.
 	// Used by: DrainSufficient.

@@ -74,6 +74,9 @@ type ServiceRegistryReconciler struct {
 	// Publisher, when set, follows every reconcile's verdicts besides the store (the xDS
 	// server); nil publishes nowhere else.
 	Publisher publish.Publisher
+	// StoreHealth, when set, feeds the StoreHealthy condition (storehealth.go); nil leaves
+	// the condition out.
+	StoreHealth StoreHealthSource
 
 	known   *knownRecords
 	owners  *ownerIndex
@@ -421,6 +424,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 		Now:       r.Clock.Now(),
 	})
 	s.reg.Status.Stores = r.storeStatuses(s)
+	r.storeHealthCondition(s)
 	r.publish(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {

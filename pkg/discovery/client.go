@@ -54,8 +54,10 @@ type Client struct {
 	subsMu     sync.Mutex
 	subs       map[*Subscription]struct{}
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started time.Time
+	hb      *heartbeatWatch // nil with Config.IgnoreHeartbeat (staleness.go)
 
 	// Owned by the run goroutine.
 	rev      int64
@@ -104,6 +106,8 @@ func newWithClock(cfg Config, now func() time.Time) (*Client, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	c.started = now()
+	c.startHeartbeat(ctx)
 	go c.run(ctx)
 	return c, nil
 }
@@ -129,6 +133,7 @@ func dial(cfg Config) (*clientv3.Client, error) {
 func (c *Client) Close() error {
 	c.cancel()
 	<-c.done
+	c.stopHeartbeat()
 	if c.brk != nil && c.brk.coord != nil {
 		c.brk.coord.stop()
 	}

@@ -84,6 +84,15 @@ type Config struct {
 	// breakers for the service and for each endpoint; see BreakerConfig).
 	Breaker BreakerConfig
 
+	// StaleAfter is how long without the operator's heartbeat advancing (or without the
+	// store confirming the list) makes the client report its list stale (default
+	// DefaultStaleAfter). The list is kept and served either way; see Client.Freshness.
+	StaleAfter time.Duration
+	// IgnoreHeartbeat stops the client from following the operator's heartbeat
+	// ({prefix}/.registrar/heartbeat): for stores no registrar operator writes. Staleness
+	// then comes from the watch alone.
+	IgnoreHeartbeat bool
+
 	// OnReconnect, when set, is called from the client's goroutine each time it schedules a
 	// reconnect; it must not block. Use it to log or count store outages.
 	OnReconnect func(Reconnect)
@@ -113,6 +122,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.BackoffBase, 500*time.Millisecond)
 	setDefault(&c.BackoffMax, 30*time.Second)
 	setDefault(&c.EjectionTime, 30*time.Second)
+	setDefault(&c.StaleAfter, DefaultStaleAfter)
 	if c.FailureThreshold <= 0 {
 		c.FailureThreshold = 1
 	}

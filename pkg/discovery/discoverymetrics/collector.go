@@ -22,6 +22,7 @@ type Collector struct {
 	state, transitions, rejected, probes                  *prometheus.Desc
 	shared, fallback, fallbacks, writes, errors, undecode *prometheus.Desc
 	reports                                               *prometheus.Desc
+	stale, heartbeatAge                                   *prometheus.Desc
 }
 
 // NewCollector returns a Collector of clients; the metrics are labelled by service, so give
@@ -47,13 +48,16 @@ func NewCollector(clients ...*discovery.Client) *Collector {
 		errors:      d("breaker_store_errors_total", "Failed store writes of the coordinated breaker."),
 		undecode:    d("breaker_undecodable_total", "Breaker keys in the store whose value did not decode (ignored)."),
 		reports:     d("breaker_reports", "Callers with a live failure report for the service."),
+		stale: d("stale", "1 while the client considers its list stale (the operator's heartbeat or the store's "+
+			"confirmation older than StaleAfter); the last known-good list is kept and served."),
+		heartbeatAge: d("heartbeat_age_seconds", "Seconds since the client last saw the operator's heartbeat advance."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.instances, c.ejected, c.connected, c.state, c.transitions, c.rejected, c.probes,
-		c.shared, c.fallback, c.fallbacks, c.writes, c.errors, c.undecode, c.reports} {
+		c.shared, c.fallback, c.fallbacks, c.writes, c.errors, c.undecode, c.reports, c.stale, c.heartbeatAge} {
 		ch <- d
 	}
 }
@@ -67,6 +71,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.instances, gauge, float64(st.Instances), svc)
 		ch <- prometheus.MustNewConstMetric(c.ejected, gauge, float64(st.Ejected), svc)
 		ch <- prometheus.MustNewConstMetric(c.connected, gauge, b2f(st.Connected), svc)
+		fr := cl.Freshness()
+		ch <- prometheus.MustNewConstMetric(c.stale, gauge, b2f(fr.Stale), svc)
+		ch <- prometheus.MustNewConstMetric(c.heartbeatAge, gauge, fr.HeartbeatAge.Seconds(), svc)
 		bs := cl.BreakerStats()
 		if !bs.Enabled {
 			continue

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/registrar-dev/registrar/internal/monitor"
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+)
+
+// selfMonConfig configures registrar's self-monitoring (issue 19; docs/operations.md).
+type selfMonConfig struct {
+	heartbeatInterval   time.Duration
+	healthInterval      time.Duration
+	healthTimeout       time.Duration
+	canaryInterval      time.Duration
+	canaryTimeout       time.Duration
+	canaryStoreEndpoint string
+}
+
+func bindSelfMonFlags(fs *flag.FlagSet, c *selfMonConfig) {
+	fs.DurationVar(&c.heartbeatInterval, "heartbeat-interval", monitor.DefaultHeartbeatInterval, "How often the leader writes {prefix}/.registrar/heartbeat (one small write, whatever the number of registries); pkg/discovery reports its list stale when it stops advancing. 0 disables it.")
+	fs.DurationVar(&c.healthInterval, "store-health-interval", monitor.DefaultProbeInterval, "How often the leader probes the etcd cluster of each store (members, leader, raft term, database size against quota, alarms) for the registrar_store_* metrics and the StoreHealthy condition. 0 disables it (and the condition).")
+	fs.DurationVar(&c.healthTimeout, "store-health-timeout", monitor.DefaultProbeTimeout, "Timeout of each call of the store health probe.")
+	fs.DurationVar(&c.canaryInterval, "canary-interval", monitor.DefaultCanaryInterval, "How often the leader writes a synthetic endpoint under {prefix}/.registrar/canary/ and reads it back through the callers' path (registrar_canary_* metrics; failing rounds turn StoreHealthy False). 0 disables it.")
+	fs.DurationVar(&c.canaryTimeout, "canary-timeout", 0, "How long a canary round may wait for its write and, separately, for the endpoint to become visible; 0 uses --canary-interval.")
+	fs.StringVar(&c.canaryStoreEndpoint, "canary-store-endpoints", "", "Comma-separated etcd client URLs the canary reads through, as callers do (e.g. the address callers are given); empty uses the store's. TLS uses the --store-*-file flags.")
+}
+
+// setupSelfMonitoring adds the heartbeat, the store probers and the canary (leader-only
+// Runnables) and returns the probers by store name for the StoreHealthy condition. onChange
+// is called when a store's verdict changes (it resyncs every registry).
+func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string, onChange func()) (monitor.Set, error) {
+	sm := cfg.selfmon
+	log := ctrl.Log.WithName("selfmon")
+	if sm.heartbeatInterval > 0 {
+		if err := mgr.Add(&monitor.Heartbeat{KV: cli, Prefix: cfg.storePrefix, Writer: identity(),
+			Interval: sm.heartbeatInterval, Timeout: cfg.storeTimeout, Log: log}); err != nil {
+			return nil, fmt.Errorf("add heartbeat: %w", err)
+		}
+	}
+	set := monitor.Set{}
+	if sm.healthInterval <= 0 {
+		return set, nil
+	}
+	names, err := cfg.stores.names()
+	if err != nil {
+		return nil, err
+	}
+	changed := func(prev, cur monitor.Health) {
+		if prev.Reason != "" || !cur.OK { // the first healthy verdict changes nothing
+			onChange()
+		}
+	}
+	newProber := func(name string, c *clientv3.Client) *monitor.Prober {
+		return &monitor.Prober{Store: name, Cluster: c, Interval: sm.healthInterval, Timeout: sm.healthTimeout, OnChange: changed, Log: log}
+	}
+	if slices.Contains(names, storeEtcd) {
+		p := newProber(storeEtcd, cli)
+		if sm.canaryInterval > 0 {
+			readerEndpoints := endpoints
+			if sm.canaryStoreEndpoint != "" {
+				readerEndpoints = strings.Split(sm.canaryStoreEndpoint, ",")
+			}
+			reader, err := etcdstore.NewClient(etcdstore.ClientConfig{
+				Endpoints: readerEndpoints, CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("canary reader: %w", err)
+			}
+			path, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: cfg.storePrefix, Reader: reader,
+				Namespace: fenceName(cfg), Name: "canary"})
+			if err != nil {
+				_ = reader.Close()
+				return nil, err
+			}
+			closeOnStop(mgr, func() { _ = path.Close(); _ = reader.Close() })
+			p.Canary = &monitor.Canary{Store: storeEtcd, Path: path, Interval: sm.canaryInterval, Timeout: sm.canaryTimeout,
+				OnRound: p.Wake, Log: log}
+			if err := mgr.Add(p.Canary); err != nil {
+				return nil, fmt.Errorf("add canary: %w", err)
+			}
+		}
+		set[storeEtcd] = p
+	}
+	if slices.Contains(names, storeCoreDNS) {
+		switch {
+		case cfg.stores.corednsEndpoints != "":
+			c, err := etcdstore.NewClient(etcdstore.ClientConfig{
+				Endpoints: strings.Split(cfg.stores.corednsEndpoints, ","), CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("coredns store health client: %w", err)
+			}
+			closeOnStop(mgr, func() { _ = c.Close() })
+			set[storeCoreDNS] = newProber(storeCoreDNS, c)
+		case set[storeEtcd] != nil:
+			set[storeCoreDNS] = set[storeEtcd] // the same etcd cluster: probed once
+		default:
+			set[storeCoreDNS] = newProber(storeCoreDNS, cli)
+		}
+	}
+	for _, n := range names {
+		p, ok := set[n]
+		if !ok || (n == storeCoreDNS && p == set[storeEtcd]) {
+			continue
+		}
+		if err := mgr.Add(p); err != nil {
+			return nil, fmt.Errorf("add store health probe: %w", err)
+		}
+	}
+	return set, nil
+}
