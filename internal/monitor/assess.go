@@ -130,8 +130,8 @@ func Assess(store string, o Observation) Health {
 			store, h.MaxDBSize, h.Quota, 100*float64(h.MaxDBSize)/float64(h.Quota))
 	default:
 		h.OK, h.Reason = true, v1alpha1.ReasonStoreHealthy
-		h.Message = fmt.Sprintf("store %s: %d of %d etcd members healthy, leader present, database %d%% of quota",
-			store, h.Healthy, h.Members, 100*h.MaxDBSize/h.Quota)
+		h.Message = fmt.Sprintf("store %s: %d of %d etcd members healthy, leader present, database %.0f%% of quota",
+			store, h.Healthy, h.Members, 100*float64(h.MaxDBSize)/float64(h.Quota))
 	}
 	return h
 }
