@@ -1,0 +1,153 @@
+package discovery_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/registrar-dev/registrar/pkg/discovery"
+	"github.com/registrar-dev/registrar/pkg/discovery/discoverymetrics"
+	"github.com/registrar-dev/registrar/pkg/wire"
+)
+
+// heartbeater writes the heartbeat as the operator does, until stopped.
+type heartbeater struct {
+	cli    *clientv3.Client
+	prefix string
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (h *heartbeater) start(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop = cancel
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		for seq := int64(1); ctx.Err() == nil; seq++ {
+			v, _ := wire.EncodeHeartbeat(wire.Heartbeat{Writer: "test", Time: time.Now(), Seq: seq, IntervalSeconds: 0.1})
+			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			_, _ = h.cli.Put(pctx, wire.HeartbeatKey(h.prefix), string(v))
+			pcancel()
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(h.halt)
+}
+
+func (h *heartbeater) halt() {
+	if h.stop != nil {
+		h.stop()
+	}
+	h.wg.Wait()
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStaleWhenHeartbeatStops: while the heartbeat advances the list is fresh; when the
+// writer stops the client reports Stale (reason heartbeat, metric 1) and keeps serving the
+// last known-good list; when it writes again the client recovers.
+func TestStaleWhenHeartbeatStops(t *testing.T) {
+	srv := requireServer(t)
+	cli := storeClient(t, srv)
+	prefix := fmt.Sprintf("/stale-test/%d", time.Now().UnixNano())
+	val, _ := json.Marshal(endpoint("svc", "p1", "10.0.0.1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, prefix+"/svc/ns/p1", string(val)); err != nil {
+		t.Fatal(err)
+	}
+	hb := &heartbeater{cli: cli, prefix: prefix}
+	hb.start(t)
+	c := newClient(t, discovery.Config{Endpoints: []string{srv.Endpoint()}, Prefix: prefix, Service: "svc", StaleAfter: time.Second})
+	if err := c.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(discoverymetrics.NewCollector(c))
+	staleMetric := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "registrar_discovery_stale" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no registrar_discovery_stale")
+		return -1
+	}
+	waitUntil(t, 10*time.Second, "heartbeat seen", func() bool { f := c.Freshness(); return f.HeartbeatRevision > 0 && !f.Stale })
+	if f := c.Freshness(); f.Writer != "test" || f.HeartbeatAge > time.Second {
+		t.Fatalf("fresh: %+v", f)
+	}
+	if staleMetric() != 0 {
+		t.Fatal("registrar_discovery_stale = 1 while the heartbeat advances")
+	}
+	hb.halt()
+	stopped := time.Now()
+	waitUntil(t, 10*time.Second, "stale after the heartbeat stopped", c.Stale)
+	// The last heartbeat may precede the halt by one interval (100ms).
+	if took := time.Since(stopped); took < time.Second-200*time.Millisecond {
+		t.Errorf("stale %s after the heartbeat stopped, well before StaleAfter (1s)", took)
+	}
+	f := c.Freshness()
+	if f.Reason != "heartbeat" || f.HeartbeatAge <= time.Second || staleMetric() != 1 {
+		t.Errorf("stale: %+v, metric %v", f, staleMetric())
+	}
+	if all := c.All(); len(all) != 1 || all[0].Pod != "p1" {
+		t.Errorf("last known-good list not kept while stale: %v", all)
+	}
+	if _, err := c.Pick(); err != nil {
+		t.Errorf("Pick while stale: %v", err)
+	}
+	hb.start(t)
+	waitUntil(t, 10*time.Second, "fresh again once the heartbeat advances", func() bool { return !c.Stale() })
+	if staleMetric() != 0 {
+		t.Error("registrar_discovery_stale stays 1 after recovery")
+	}
+}
+
+// TestStaleWithoutHeartbeat: with no operator heartbeat ever, the client reports stale once
+// StaleAfter passed since it started; IgnoreHeartbeat turns that off.
+func TestStaleWithoutHeartbeat(t *testing.T) {
+	srv := requireServer(t)
+	prefix := fmt.Sprintf("/stale-test/none-%d", time.Now().UnixNano())
+	c := newClient(t, discovery.Config{Endpoints: []string{srv.Endpoint()}, Prefix: prefix, Service: "svc", StaleAfter: 500 * time.Millisecond})
+	ig := newClient(t, discovery.Config{Endpoints: []string{srv.Endpoint()}, Prefix: prefix, Service: "svc", StaleAfter: 500 * time.Millisecond, IgnoreHeartbeat: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ig.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "stale without a heartbeat", c.Stale)
+	if f := c.Freshness(); f.Reason != "heartbeat" || f.HeartbeatRevision != 0 {
+		t.Errorf("freshness %+v", f)
+	}
+	time.Sleep(time.Second) // longer than StaleAfter: a check of what does not happen
+	if f := ig.Freshness(); f.Stale || f.HeartbeatAge != 0 {
+		t.Errorf("IgnoreHeartbeat client: %+v", f)
+	}
+}
