@@ -156,7 +156,7 @@ named in its help.
 		SilenceUsage:  true,
 		// Only reached without a command: unknown commands are rejected by cobra first.
 		RunE: func(*cobra.Command, []string) error {
-			return errors.New("a command is required: list, get, watch, lag or breakers")
+			return errors.New("a command is required: list, get, watch, lag, breakers or health")
 		},
 	}
 	if name != env.Name {
@@ -253,6 +253,7 @@ named in its help.
 			ValidArgsFunction: r.completeServices,
 			RunE:              run(r.breakers),
 		},
+		healthCommand(r, run),
 	)
 	return root
 }

@@ -65,6 +65,9 @@ func seed() error {
 		{".registrar/breakers/payments/reports/orders-7d9f-4", `{"caller":"orders-7d9f-4","reason":"failure rate 0.60 >= 0.50 over 10 calls","at":"2026-11-29T18:59:00Z"}`},
 		{".registrar/breakers/orders/state", `{"state":"Closed","by":"web-1","reason":"probe succeeded","at":"2026-11-29T17:00:00Z"}`},
 		{".registrar/breakers/broken/state", `{"state":"Sideways"}`},
+		// The operator's self-monitoring keys (issue 19).
+		{".registrar/heartbeat", `{"writer":"registrar-7f9c-0","time":"2026-11-29T18:59:58Z","seq":42,"intervalSeconds":5,"revision":17}`},
+		{".registrar/canary/registrar-system/canary", `{"service":"canary","namespace":"registrar-system","pod":"canary","uid":"canary-7","address":"192.0.2.1","ports":{},"node":"","zone":"","cluster":"","owner":"registrar-canary","registeredAt":"2026-11-29T18:59:56Z"}`},
 	}
 	for _, v := range values {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -147,6 +150,9 @@ func TestOutputFormats(t *testing.T) {
 		{"breakers-json.golden", []string{"breakers", "-o", "json"}},
 		{"breakers-yaml.golden", []string{"breakers", "payments", "-o", "yaml"}},
 		{"breakers-payments.golden", []string{"breakers", "payments"}},
+		{"health.golden", []string{"health"}},
+		{"health-json.golden", []string{"health", "-o", "json"}},
+		{"health-stale.golden", []string{"health", "--stale-after", "1s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -476,5 +482,14 @@ func TestBreakersFromLiveCallers(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// TestHealthWithoutHeartbeat: a prefix no operator writes: exit 3, saying why.
+func TestHealthWithoutHeartbeat(t *testing.T) {
+	requireServer(t)
+	code, stdout, stderr := run(context.Background(), []string{"health", "--store-prefix", "/nobody/here"}, storeVars())
+	if code != ctl.ExitNotFound || !strings.Contains(stderr, "no heartbeat at /nobody/here/.registrar/heartbeat") || strings.Contains(stdout, "heartbeat ") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

@@ -1,0 +1,129 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/registrar-dev/registrar/pkg/discovery"
+	"github.com/registrar-dev/registrar/pkg/wire"
+)
+
+// healthView is the operator's self-monitoring keys as the store has them.
+type healthView struct {
+	Heartbeat *heartbeatView `json:"heartbeat,omitempty"`
+	Canaries  []canaryView   `json:"canaries,omitempty"`
+}
+
+type heartbeatView struct {
+	Writer   string    `json:"writer"`
+	Time     time.Time `json:"time"`
+	Age      string    `json:"age"`
+	Interval string    `json:"interval"`
+	Seq      int64     `json:"seq"`
+	Revision int64     `json:"revision"`
+	// Stale is true when the heartbeat is older than --stale-after (by this machine's
+	// clock against the writer's: pkg/discovery uses the revision advancing instead).
+	Stale bool `json:"stale"`
+}
+
+type canaryView struct {
+	Name         string    `json:"name"`
+	Address      string    `json:"address"`
+	RegisteredAt time.Time `json:"registeredAt"`
+	Revision     int64     `json:"revision"`
+}
+
+// health prints the operator's heartbeat (writer, age, whether callers would call it stale)
+// and its canary endpoints; exit 3 when there is no heartbeat under the prefix.
+func (r *runner) health(ctx context.Context, staleAfter time.Duration) int {
+	cli, err := r.connect()
+	if err != nil {
+		return r.fail(ExitError, "%v", err)
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
+	defer cancel()
+	hbKey, canaries := wire.HeartbeatKey(r.opts.prefix), wire.CanaryPrefix(r.opts.prefix)
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(hbKey), clientv3.OpGet(canaries, clientv3.WithPrefix())).Commit()
+	if err != nil {
+		code := storeCode(err)
+		if code == ExitUnreachable {
+			return r.fail(code, "store %s unreachable: %v", r.opts.endpoints, err)
+		}
+		return r.fail(code, "read %s: %v", hbKey, err)
+	}
+	var v healthView
+	now := r.env.Now()
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		hb, err := wire.DecodeHeartbeat(kv.Value)
+		if err != nil {
+			fmt.Fprintf(r.env.Stderr, "registrarctl: skipping %s: %v\n", kv.Key, err)
+			continue
+		}
+		v.Heartbeat = &heartbeatView{Writer: hb.Writer, Time: hb.Time, Age: age(now, hb.Time),
+			Interval: (time.Duration(hb.IntervalSeconds * float64(time.Second))).String(), Seq: hb.Seq,
+			Revision: kv.ModRevision, Stale: now.Sub(hb.Time) > staleAfter}
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		inst, err := discovery.DecodeInstance(string(kv.Key), kv.Value, kv.ModRevision)
+		if err != nil {
+			fmt.Fprintf(r.env.Stderr, "registrarctl: skipping %s: %v\n", kv.Key, err)
+			continue
+		}
+		v.Canaries = append(v.Canaries, canaryView{Name: inst.Namespace + "/" + inst.Pod, Address: inst.Address,
+			RegisteredAt: inst.RegisteredAt, Revision: kv.ModRevision})
+	}
+	if err := r.printHealth(v, now); err != nil {
+		return r.fail(ExitError, "%v", err)
+	}
+	if v.Heartbeat == nil {
+		return r.fail(ExitNotFound, "no heartbeat at %s: no registrar operator leads for this prefix, or it runs with --heartbeat-interval=0", hbKey)
+	}
+	return ExitOK
+}
+
+func (r *runner) printHealth(v healthView, now time.Time) error {
+	if ok, err := r.writeData(v); ok {
+		return err
+	}
+	tw := tabwriter.NewWriter(r.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tAGE\tREVISION\tSTATE\tDETAIL")
+	if hb := v.Heartbeat; hb != nil {
+		state := "Fresh"
+		if hb.Stale {
+			state = "Stale"
+		}
+		fmt.Fprintf(tw, "heartbeat\t%s\t%s\t%d\t%s\tevery %s, seq %d\n", dash(hb.Writer), hb.Age, hb.Revision, state, hb.Interval, hb.Seq)
+	}
+	for _, c := range v.Canaries {
+		fmt.Fprintf(tw, "canary\t%s\t%s\t%d\t-\t%s\n", c.Name, age(now, c.RegisteredAt), c.Revision, c.Address)
+	}
+	return tw.Flush()
+}
+
+// healthCommandLong is the health command's help.
+var healthCommandLong = strings.Join([]string{
+	"Show the operator's heartbeat ({prefix}/.registrar/heartbeat: writer, age, interval) and",
+	"whether a caller would call its list stale (heartbeat older than --stale-after), and the",
+	"canary's synthetic endpoints (exit 3 when there is no heartbeat).",
+}, "\n")
+
+// healthCommand is `registrarctl health`.
+func healthCommand(r *runner, run func(func(context.Context, []string) int) func(*cobra.Command, []string) error) *cobra.Command {
+	var staleAfter time.Duration
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "The operator's heartbeat and canary: is the registry being kept current?",
+		Long:  healthCommandLong,
+		Args:  argsRange(0, 0),
+		RunE:  run(func(ctx context.Context, _ []string) int { return r.health(ctx, staleAfter) }),
+	}
+	cmd.Flags().DurationVar(&staleAfter, "stale-after", discovery.DefaultStaleAfter, "heartbeat age beyond which the state is Stale (pkg/discovery's default StaleAfter)")
+	return cmd
+}
