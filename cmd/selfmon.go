@@ -22,14 +22,16 @@ type selfMonConfig struct {
 	canaryInterval      time.Duration
 	canaryTimeout       time.Duration
 	canaryStoreEndpoint string
+	canaryDNSServer     string
 }
 
 func bindSelfMonFlags(fs *flag.FlagSet, c *selfMonConfig) {
 	fs.DurationVar(&c.heartbeatInterval, "heartbeat-interval", monitor.DefaultHeartbeatInterval, "How often the leader writes {prefix}/.registrar/heartbeat (one small write, whatever the number of registries); pkg/discovery reports its list stale when it stops advancing. 0 disables it.")
-	fs.DurationVar(&c.healthInterval, "store-health-interval", monitor.DefaultProbeInterval, "How often the leader probes the etcd cluster of each store (members, leader, raft term, database size against quota, alarms) for the registrar_store_* metrics and the StoreHealthy condition. 0 disables it (and the condition).")
+	fs.DurationVar(&c.healthInterval, "store-health-interval", monitor.DefaultProbeInterval, "How often the leader probes the etcd cluster of each store (members, leader, raft term, database size against quota, alarms) for the registrar_store_* metrics and the StoreHealthy condition. 0 disables it, the condition and the canaries.")
 	fs.DurationVar(&c.healthTimeout, "store-health-timeout", monitor.DefaultProbeTimeout, "Timeout of each call of the store health probe.")
 	fs.DurationVar(&c.canaryInterval, "canary-interval", monitor.DefaultCanaryInterval, "How often the leader writes a synthetic endpoint under {prefix}/.registrar/canary/ and reads it back through the callers' path (registrar_canary_* metrics; failing rounds turn StoreHealthy False). 0 disables it.")
 	fs.DurationVar(&c.canaryTimeout, "canary-timeout", 0, "How long a canary round may wait for its write and, separately, for the endpoint to become visible; 0 uses --canary-interval.")
+	fs.StringVar(&c.canaryDNSServer, "canary-dns-server", "", "host:port of the CoreDNS that callers query (e.g. its Service's cluster IP:53): with the coredns store, the canary writes _canary._registrar.<zone> and resolves it there. Empty: no DNS canary.")
 	fs.StringVar(&c.canaryStoreEndpoint, "canary-store-endpoints", "", "Comma-separated etcd client URLs the canary reads through, as callers do (e.g. the address callers are given); empty uses the store's. TLS uses the --store-*-file flags.")
 }
 
@@ -53,11 +55,7 @@ func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, end
 	if err != nil {
 		return nil, err
 	}
-	changed := func(prev, cur monitor.Health) {
-		if prev.Reason != "" || !cur.OK { // the first healthy verdict changes nothing
-			onChange()
-		}
-	}
+	changed := func(_, _ monitor.Health) { onChange() } // the first verdict too: it adds the condition
 	newProber := func(name string, c *clientv3.Client) *monitor.Prober {
 		return &monitor.Prober{Store: name, Cluster: c, Interval: sm.healthInterval, Timeout: sm.healthTimeout, OnChange: changed, Log: log}
 	}
@@ -90,25 +88,30 @@ func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, end
 		set[storeEtcd] = p
 	}
 	if slices.Contains(names, storeCoreDNS) {
-		switch {
-		case cfg.stores.corednsEndpoints != "":
-			c, err := etcdstore.NewClient(etcdstore.ClientConfig{
+		// Its own prober even on the etcd store's cluster: its verdict carries the DNS canary.
+		c := cli
+		if cfg.stores.corednsEndpoints != "" {
+			if c, err = etcdstore.NewClient(etcdstore.ClientConfig{
 				Endpoints: strings.Split(cfg.stores.corednsEndpoints, ","), CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
-			})
-			if err != nil {
+			}); err != nil {
 				return nil, fmt.Errorf("coredns store health client: %w", err)
 			}
 			closeOnStop(mgr, func() { _ = c.Close() })
-			set[storeCoreDNS] = newProber(storeCoreDNS, c)
-		case set[storeEtcd] != nil:
-			set[storeCoreDNS] = set[storeEtcd] // the same etcd cluster: probed once
-		default:
-			set[storeCoreDNS] = newProber(storeCoreDNS, cli)
 		}
+		p := newProber(storeCoreDNS, c)
+		if sm.canaryInterval > 0 && sm.canaryDNSServer != "" {
+			path := monitor.NewDNSPath(c, cfg.stores.corednsPath, cfg.stores.corednsZone, sm.canaryDNSServer)
+			p.Canary = &monitor.Canary{Store: storeCoreDNS, Path: path, Interval: sm.canaryInterval, Timeout: sm.canaryTimeout,
+				OnRound: p.Wake, Log: log}
+			if err := mgr.Add(p.Canary); err != nil {
+				return nil, fmt.Errorf("add DNS canary: %w", err)
+			}
+		}
+		set[storeCoreDNS] = p
 	}
 	for _, n := range names {
 		p, ok := set[n]
-		if !ok || (n == storeCoreDNS && p == set[storeEtcd]) {
+		if !ok {
 			continue
 		}
 		if err := mgr.Add(p); err != nil {

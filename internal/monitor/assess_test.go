@@ -12,7 +12,9 @@ func up(name string, leader, term uint64) MemberStatus {
 	return MemberStatus{Name: name, Leader: leader, Term: term, DBSize: 1 << 20, DBQuota: 1 << 30}
 }
 
-func down(name string) MemberStatus { return MemberStatus{Name: name, Err: errors.New("deadline exceeded")} }
+func down(name string) MemberStatus {
+	return MemberStatus{Name: name, Err: errors.New("deadline exceeded")}
+}
 
 func TestAssess(t *testing.T) {
 	full := func(size int64) MemberStatus { m := up("m0", 1, 2); m.DBSize = size; return m }
