@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/test/support/netproxy"
 )
@@ -47,9 +48,10 @@ func (o *operator) waitMetric(name string, want float64) {
 	}
 }
 
-// TestStoreQuorumMonitoring: a member of the three-member store cluster stops: the quorum
+// TestStoreQuorumMonitoring: the leader of the three-member store cluster stops: the quorum
 // metrics move (3 → 2 healthy, tolerance 1 → 0) and the registry's StoreHealthy turns False
-// (QuorumAtRisk); the member returns and both recover. Registration is unaffected.
+// (QuorumAtRisk); the raft term change is counted; the member returns and both recover.
+// Registration is unaffected.
 func TestStoreQuorumMonitoring(t *testing.T) {
 	ms := startCluster(t)
 	s := newScenario(t, endpointsOf(ms))
@@ -64,25 +66,61 @@ func TestStoreQuorumMonitoring(t *testing.T) {
 	op.waitMetric("registrar_store_leader_present", 1)
 	s.waitStoreHealthy(metav1.ConditionTrue, v1alpha1.ReasonStoreHealthy)
 
-	ms[0].kill()
+	// Stop the leader: quorum drops to one spare less and the survivors elect a new leader
+	// (a raft term change).
+	leader := leaderOf(t, ms)
+	termBefore, _ := op.metric("registrar_store_raft_term")
+	leader.kill()
 	lost := time.Now()
 	op.waitMetric("registrar_store_members_healthy", 2)
 	op.waitMetric("registrar_store_failure_tolerance", 0)
 	metricAfter := time.Since(lost)
 	s.waitStoreHealthy(metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk)
 	condAfter := time.Since(lost)
-	if c := s.storeHealthy(); !strings.Contains(c.Message, "m0") {
-		t.Errorf("StoreHealthy message %q does not name the stopped member m0", c.Message)
+	if c := s.storeHealthy(); !strings.Contains(c.Message, leader.name) {
+		t.Errorf("StoreHealthy message %q does not name the stopped member %s", c.Message, leader.name)
+	}
+	if !waitFor(time.Minute, func() bool { v, _ := op.metric("registrar_store_leader_changes_total"); return v >= 1 }) {
+		t.Error("registrar_store_leader_changes_total did not move after the leader stopped")
+	}
+	if term, _ := op.metric("registrar_store_raft_term"); term <= termBefore {
+		t.Errorf("registrar_store_raft_term %v, was %v before the leader stopped", term, termBefore)
 	}
 	s.addReady() // one member down: writes still commit
 	s.converge(time.Now())
 
-	ms[0].start()
+	leader.start()
 	op.waitMetric("registrar_store_members_healthy", 3)
 	s.waitStoreHealthy(metav1.ConditionTrue, v1alpha1.ReasonStoreHealthy)
-	s.finish("13. self-monitoring: 1 of 3 store members stopped", 0,
-		fmt.Sprintf("registrar_store_members_healthy 3→2 after %s, StoreHealthy=False/QuorumAtRisk after %s; both back when the member returns",
-			metricAfter.Round(100*time.Millisecond), condAfter.Round(100*time.Millisecond)))
+	s.finish("13. self-monitoring: the leader of 3 store members stopped", 0,
+		fmt.Sprintf("leader %s stopped: registrar_store_members_healthy 3→2 after %s, term changed, StoreHealthy=False/QuorumAtRisk after %s; both back when the member returns",
+			leader.name, metricAfter.Round(100*time.Millisecond), condAfter.Round(100*time.Millisecond)))
+}
+
+// leaderOf is the member the cluster's members agree leads.
+func leaderOf(t *testing.T, ms []*member) *member {
+	t.Helper()
+	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: endpointsOf(ms)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var found *member
+	if !waitFor(time.Minute, func() bool {
+		for _, m := range ms {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			st, err := cli.Status(ctx, m.clientURL)
+			cancel()
+			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
+				found = m
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no member leads")
+	}
+	return found
 }
 
 // TestCanaryPathBroken: the callers' path to the store (the canary's reader, through a
