@@ -21,9 +21,10 @@ const DefaultStaleAfter = 15 * time.Second
 // serving its last known-good list whatever Freshness says: a stale list of instances is
 // more useful to a caller than none.
 type Freshness struct {
-	// Stale is true when the operator's heartbeat has not advanced for StaleAfter (the
-	// operator is stopped, cut off from the store, or the client's watch is stuck), or the
-	// store has not confirmed the list for StaleAfter (see Client.Staleness).
+	// Stale is true when the operator's heartbeat has not advanced for StaleAfter, or three
+	// of the operator's heartbeat intervals when that is longer (the operator is stopped,
+	// cut off from the store, or the client's watch is stuck), or the store has not
+	// confirmed the list for StaleAfter (see Client.Staleness).
 	Stale bool
 	// Reason says why, when Stale: "heartbeat" or "watch".
 	Reason string
@@ -44,6 +45,7 @@ type heartbeatWatch struct {
 	key      string
 	advanced atomic.Int64 // unix nanoseconds the heartbeat was last seen advancing
 	rev      atomic.Int64
+	interval atomic.Int64 // the writer's heartbeat interval, nanoseconds
 	mu       sync.Mutex
 	writer   string
 	done     chan struct{}
@@ -83,7 +85,8 @@ func (c *Client) Freshness() Freshness {
 	c.hb.mu.Lock()
 	f.Writer = c.hb.writer
 	c.hb.mu.Unlock()
-	if f.HeartbeatAge > c.cfg.StaleAfter && !f.Stale {
+	// An operator that writes less often than StaleAfter/3 gets three of its intervals.
+	if f.HeartbeatAge > max(c.cfg.StaleAfter, 3*time.Duration(c.hb.interval.Load())) && !f.Stale {
 		f.Stale, f.Reason = true, "heartbeat"
 	}
 	return f
@@ -176,6 +179,7 @@ func (c *Client) observeHeartbeat(rev int64, value []byte, read bool) {
 		c.hb.advanced.Store(n)
 	}
 	if err == nil {
+		c.hb.interval.Store(int64(hb.IntervalSeconds * float64(time.Second)))
 		c.hb.mu.Lock()
 		c.hb.writer = hb.Writer
 		c.hb.mu.Unlock()

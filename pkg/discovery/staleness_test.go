@@ -151,3 +151,27 @@ func TestStaleWithoutHeartbeat(t *testing.T) {
 		t.Errorf("IgnoreHeartbeat client: %+v", f)
 	}
 }
+
+// TestStaleAfterFollowsWriterInterval: an operator that writes every 2s is given three of
+// its intervals even when the client's StaleAfter is shorter.
+func TestStaleAfterFollowsWriterInterval(t *testing.T) {
+	srv := requireServer(t)
+	cli := storeClient(t, srv)
+	prefix := fmt.Sprintf("/stale-test/slow-%d", time.Now().UnixNano())
+	c := newClient(t, discovery.Config{Endpoints: []string{srv.Endpoint()}, Prefix: prefix, Service: "svc", StaleAfter: 500 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := wire.EncodeHeartbeat(wire.Heartbeat{Writer: "slow", Time: time.Now(), Seq: 1, IntervalSeconds: 2})
+	if _, err := cli.Put(ctx, wire.HeartbeatKey(prefix), string(v)); err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	waitUntil(t, 10*time.Second, "heartbeat seen", func() bool { return c.Freshness().HeartbeatRevision > 0 })
+	waitUntil(t, 20*time.Second, "stale once three writer intervals passed", c.Stale)
+	if took := time.Since(written); took < 6*time.Second-100*time.Millisecond {
+		t.Errorf("stale %s after the only heartbeat, before three 2s intervals", took)
+	}
+}
