@@ -73,7 +73,7 @@ func (c *Canary) Start(ctx context.Context) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for seq := int64(1); ; seq++ {
-		c.Round(ctx, seq, timeout)
+		_ = c.Round(ctx, seq, timeout) // recorded in the metrics and State
 		select {
 		case <-ctx.Done():
 			cctx, cancel := context.WithTimeout(context.Background(), timeout)
