@@ -39,7 +39,8 @@ type Canary struct {
 	// Interval between rounds (DefaultCanaryInterval when zero); Timeout bounds a round's
 	// write and, separately, its wait for visibility (the interval when zero or larger).
 	Interval, Timeout time.Duration
-	// OnRound, when set, is called after every round (e.g. Prober.Wake).
+	// OnRound, when set, is called after a round that made the canary start or stop
+	// counting as failing (CanaryFailAfter rounds in a row), e.g. Prober.Wake.
 	OnRound func()
 	Log     logr.Logger
 
@@ -144,7 +145,8 @@ func (c *Canary) record(_ context.Context, stage string, err error, took time.Du
 			c.Log.Info("canary succeeds again", "store", c.Store, "failedRounds", was)
 		}
 	}
-	if c.OnRound != nil {
+	now := c.State().ConsecutiveFailures
+	if c.OnRound != nil && (was >= CanaryFailAfter) != (now >= CanaryFailAfter) {
 		c.OnRound()
 	}
 }
