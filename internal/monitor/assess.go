@@ -26,7 +26,7 @@ type MemberStatus struct {
 	Name     string
 	ID       uint64
 	Endpoint string
-	// Err is set when Status did not answer in time (or answered with errors).
+	// Err is set when Status did not answer in time.
 	Err error
 	// From a successful Status.
 	Leader, Term             uint64

@@ -183,9 +183,8 @@ func (p *Prober) status(ctx context.Context, ms *MemberStatus) {
 		ms.Err = err
 		return
 	}
-	if len(st.Errors) > 0 {
-		ms.Err = fmt.Errorf("member %s reports %v", ms.Name, st.Errors)
-	}
+	// st.Errors carries the member's raised alarms ("alarm:NOSPACE"): it still answers, and
+	// the alarms are reported from AlarmList; it is not a down member.
 	ms.Leader, ms.Term = st.Leader, st.RaftTerm
 	ms.DBSize, ms.DBInUse, ms.DBQuota = st.DbSize, st.DbSizeInUse, st.DbSizeQuota
 }
