@@ -87,8 +87,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		return fmt.Errorf("add store anti-entropy: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ServiceRegistry{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod)).
+		For(&v1alpha1.ServiceRegistry{}, builder.WithPredicates(inShards(opts.Shards))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod), builder.WithPredicates(inShards(opts.Shards))).
 		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(r.registriesOfService))
 	if r.NodeLeaseTimeout > 0 {
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),

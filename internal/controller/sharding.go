@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -82,6 +83,12 @@ func shardedOptions(o controller.Options, shards Shards, list func(ctx context.C
 		return q
 	}
 	return o
+}
+
+// inShards passes the events of objects in this replica's shards (all without sharding), so
+// that a pod event of another replica's namespace costs no mapping to registries here.
+func inShards(shards Shards) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return shards == nil || shards.Owns(o.GetNamespace()) })
 }
 
 // shardGuarded runs a reconcile only while its namespace's shard is this replica's, and

@@ -29,9 +29,11 @@ type Fences interface {
 	Acquire(ctx context.Context, shard int, alive func(holder string) bool) (ok bool, err error)
 	// Release gives the fence up: writes guarded by it fail from now on.
 	Release(ctx context.Context, shard int) error
-	// Holds reports whether this replica holds the shard's fence (false once a write found
-	// it taken by someone else).
+	// Holds reports whether this replica holds the shard's fence (false once a write or
+	// Verify found it taken by someone else).
 	Holds(shard int) bool
+	// Verify re-reads the fences this replica holds and forgets those taken by someone else.
+	Verify(ctx context.Context) error
 }
 
 // Config configures a Coordinator.
@@ -196,6 +198,9 @@ func (c *Coordinator) tick(ctx context.Context) {
 		members = nil
 	}
 	c.mu.Unlock()
+	if err := c.cfg.Fences.Verify(ctx); err != nil {
+		log.Error(err, "verify shard fences")
+	}
 	alive := func(holder string) bool {
 		if holder == c.cfg.Identity {
 			return false // an earlier run of this member: it is gone
@@ -205,7 +210,10 @@ func (c *Coordinator) tick(ctx context.Context) {
 				return true
 			}
 		}
-		return false
+		// Not a member by this tick's view, which may predate the holder's Lease: a member
+		// creates its Lease before it takes any fence, and this read of its Lease comes after
+		// the read of the fence, so a holder that just started is seen here.
+		return c.leaseFresh(ctx, holder)
 	}
 	var gained, lost []int
 	for s := range c.cfg.Shards {
@@ -386,6 +394,24 @@ func (c *Coordinator) renew(ctx context.Context) error {
 		return fmt.Errorf("renew Lease %s: %w", key, err)
 	}
 	return nil
+}
+
+// leaseFresh reads holder's Lease and reports whether it was renewed less than its duration
+// ago (by its renewTime: first sight, as in Membership), or could not be read (then the
+// holder is given the benefit of the doubt).
+func (c *Coordinator) leaseFresh(ctx context.Context, holder string) bool {
+	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.RenewPeriod, time.Second))
+	defer cancel()
+	var lease coordinationv1.Lease
+	err := c.cfg.Reader.Get(ctx, client.ObjectKey{Namespace: c.cfg.Namespace, Name: LeaseName(c.cfg.Ring, holder)}, &lease)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil || lease.Spec.RenewTime == nil || lease.Spec.LeaseDurationSeconds == nil {
+		return err != nil
+	}
+	d := time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	return c.cfg.Clock.Since(lease.Spec.RenewTime.Time) < d
 }
 
 func (c *Coordinator) list(ctx context.Context) ([]Lease, error) {

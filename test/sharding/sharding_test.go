@@ -315,7 +315,20 @@ func (h *harness) waitStore(what string) time.Duration {
 		}
 		time.Sleep(50 * time.Millisecond) // polling with a deadline
 	}
-	h.t.Fatalf("%s: the store did not converge within %s: holds %d keys, want %d", what, waitLimit, len(got), len(h.want))
+	h.mu.Lock()
+	var missing, extra []string
+	for k, ok := range h.want {
+		if ok && !slices.Contains(got, k) {
+			missing = append(missing, k)
+		}
+	}
+	for _, k := range got {
+		if !h.want[k] {
+			extra = append(extra, k)
+		}
+	}
+	h.mu.Unlock()
+	h.t.Fatalf("%s: the store did not converge within %s: missing %v, extra %v; fence holders %v", what, waitLimit, missing, extra, h.holders())
 	return 0
 }
 

@@ -138,6 +138,33 @@ func (f *ShardFences) Release(ctx context.Context, shard int) error {
 	return nil
 }
 
+// Verify reads every shard fence of the installation (one range read) and forgets the
+// shards whose fence moved on since this replica took it: another member took it (this one
+// was thought dead, or took it on a stale view). A replica learns it so within a tick, even
+// when it has nothing to write.
+func (f *ShardFences) Verify(ctx context.Context) error {
+	dir := ShardFenceKey(f.prefix, f.name, 0)
+	dir = dir[:strings.LastIndex(dir, "/")+1]
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	resp, err := f.kv.Get(ctx, dir, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("read shard fences %s: %w", dir, err)
+	}
+	current := make(map[string]int64, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		current[string(kv.Key)] = kv.ModRevision
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for shard, rev := range f.revs {
+		if current[f.Key(shard)] != rev {
+			delete(f.revs, shard)
+		}
+	}
+	return nil
+}
+
 // Holds reports whether this replica holds shard's fence.
 func (f *ShardFences) Holds(shard int) bool {
 	f.mu.Lock()

@@ -93,4 +93,22 @@ func TestShardFencesHandOver(t *testing.T) {
 	if _, err := a.Apply(ctx(t), scope, store.Changes{Create: []store.Endpoint{ep("web-2")}}); err != nil {
 		t.Errorf("a's write after taking over: %v", err)
 	}
+
+	// b takes the fence on a stale view (a not yet a member): a, with nothing to write,
+	// learns it from Verify.
+	if ok, err := fb.Acquire(ctx(t), 0, alive()); !ok || err != nil {
+		t.Fatalf("b takes the fence on a stale view: ok=%v err=%v", ok, err)
+	}
+	if !fa.Holds(0) {
+		t.Fatal("a forgot the shard before verifying")
+	}
+	if err := fa.Verify(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if fa.Holds(0) || !fb.Holds(0) {
+		t.Errorf("after Verify: a holds %v (want false), b holds %v (want true)", fa.Holds(0), fb.Holds(0))
+	}
+	if err := fb.Verify(ctx(t)); err != nil || !fb.Holds(0) {
+		t.Errorf("the holder's own Verify: err %v, holds %v", err, fb.Holds(0))
+	}
 }
