@@ -31,19 +31,18 @@ type shardingConfig struct {
 }
 
 func bindShardingFlags(fs *flag.FlagSet, c *shardingConfig) {
-	host, _ := os.Hostname()
 	fs.StringVar(&c.mode, "sharding", shardingNone, "How replicas share the ServiceRegistries: none (leader election: one replica writes) or lease (every replica writes the namespaces of its shards; membership by one Lease per replica; replaces --leader-elect). See docs/sharding.md.")
 	fs.IntVar(&c.count, "shard-count", 32, "Number of shards namespaces are hashed into (with --sharding=lease); the same on every replica, changed only with all replicas stopped.")
-	fs.StringVar(&c.id, "shard-id", host, "This replica's member name in the shard ring (default: the host name, the pod's name in a cluster); unique among the replicas.")
+	fs.StringVar(&c.id, "shard-id", "", "This replica's member name in the shard ring (default: the host name, the pod's name in a cluster); unique among the replicas.")
 	fs.StringVar(&c.leaseNamespace, "shard-lease-namespace", "", "Namespace of the member Leases (default: as --leader-election-namespace).")
 	fs.DurationVar(&c.leaseDuration, "shard-lease-duration", 15*time.Second, "How long a replica counts as a member after its last renewal; a replica that dies is taken over after about this long (one that stops cleanly at once).")
 	fs.DurationVar(&c.renewPeriod, "shard-renew-period", 2*time.Second, "How often a replica renews its Lease, reads the members and hands shards over (at most a third of --shard-lease-duration).")
 }
 
-func (c shardingConfig) enabled() bool { return c.mode == shardingLease }
+func (c *shardingConfig) enabled() bool { return c.mode == shardingLease }
 
 // validate checks the flags, and turns leader election off when sharding replaces it.
-func (c shardingConfig) validate(cfg *config) error {
+func (c *shardingConfig) validate(cfg *config) error {
 	switch c.mode {
 	case shardingNone, "":
 		return nil
@@ -53,6 +52,9 @@ func (c shardingConfig) validate(cfg *config) error {
 	}
 	if c.count < 1 || c.count > 4096 {
 		return fmt.Errorf("--shard-count=%d: want 1 to 4096", c.count)
+	}
+	if c.id == "" {
+		c.id, _ = os.Hostname()
 	}
 	if c.id == "" {
 		return fmt.Errorf("--sharding=lease needs --shard-id (no host name)")
