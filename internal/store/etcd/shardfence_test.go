@@ -14,30 +14,35 @@ func TestShardFenceKey(t *testing.T) {
 	}
 }
 
+// shardReplica is one replica's Store guarded by its ShardFences, with one shard (every
+// namespace in shard 0).
+func shardReplica(t *testing.T, f fixture, id string) (*etcd.Store, *etcd.ShardFences) {
+	t.Helper()
+	cli := newClient(t, requireServer(t))
+	fences := etcd.NewShardFences(cli, f.prefix, "ring", id, 1, 0)
+	return etcd.New(cli, etcd.Options{Prefix: f.prefix, Guard: fences}), fences
+}
+
+// alive is a member set.
+func alive(members ...string) func(string) bool {
+	return func(h string) bool {
+		for _, m := range members {
+			if m == h {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // TestShardFencesHandOver walks one shard through its hand-overs with real etcd: a live
 // holder keeps it, a release lets the next member take it, a holder that is no longer a
 // member loses it to the next one (whose writes then go through while the old holder's are
 // refused), and a shard never held refuses writes.
 func TestShardFencesHandOver(t *testing.T) {
 	f := newFixture(t, etcd.Options{})
-	const shards = 1 // every namespace in shard 0
-	replica := func(id string) (*etcd.Store, *etcd.ShardFences) {
-		cli := newClient(t, requireServer(t))
-		fences := etcd.NewShardFences(cli, f.prefix, "ring", id, shards, 0)
-		return etcd.New(cli, etcd.Options{Prefix: f.prefix, Guard: fences}), fences
-	}
-	alive := func(members ...string) func(string) bool {
-		return func(h string) bool {
-			for _, m := range members {
-				if m == h {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	a, fa := replica("a")
-	b, fb := replica("b")
+	a, fa := shardReplica(t, f, "a")
+	b, fb := shardReplica(t, f, "b")
 
 	if _, err := a.Apply(ctx(t), scope, store.Changes{Create: []store.Endpoint{ep("web-0")}}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("write before any fence is held: err = %v, want ErrFenced", err)
@@ -94,8 +99,17 @@ func TestShardFencesHandOver(t *testing.T) {
 		t.Errorf("a's write after taking over: %v", err)
 	}
 
-	// b takes the fence on a stale view (a not yet a member): a, with nothing to write,
-	// learns it from Verify.
+}
+
+// TestShardFencesVerify: b takes the fence on a stale view (a not yet a member); a, with
+// nothing to write, learns it from Verify.
+func TestShardFencesVerify(t *testing.T) {
+	f := newFixture(t, etcd.Options{})
+	_, fa := shardReplica(t, f, "a")
+	_, fb := shardReplica(t, f, "b")
+	if ok, err := fa.Acquire(ctx(t), 0, alive()); !ok || err != nil {
+		t.Fatalf("a takes the fence: ok=%v err=%v", ok, err)
+	}
 	if ok, err := fb.Acquire(ctx(t), 0, alive()); !ok || err != nil {
 		t.Fatalf("b takes the fence on a stale view: ok=%v err=%v", ok, err)
 	}
