@@ -67,6 +67,7 @@ type config struct {
 	webhook                 webhookConfig
 	xds                     xdsConfig
 	selfmon                 selfMonConfig
+	sharding                shardingConfig
 }
 
 func parseFlags(args []string) (config, zap.Options, error) {
@@ -74,6 +75,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	zopts := zap.Options{Development: false}
 	fs := newFlagSet(&c, &zopts)
 	if err := fs.Parse(args); err != nil {
+		return c, zopts, err
+	}
+	if err := c.sharding.validate(&c); err != nil {
 		return c, zopts, err
 	}
 	if c.leaderElect && (c.retryPeriod <= 0 || c.retryPeriod >= c.renewDeadline || c.renewDeadline >= c.leaseDuration) {
@@ -128,6 +132,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	bindWebhookFlags(fs, &c.webhook)
 	bindXDSFlags(fs, &c.xds)
 	bindSelfMonFlags(fs, &c.selfmon)
+	bindShardingFlags(fs, &c.sharding)
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil { // registered by controller-runtime
 		fs.Var(kc.Value, kc.Name, kc.Usage)
 	}
@@ -174,15 +179,34 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	fence := etcdstore.NewFence(cli, etcdstore.FenceKey(cfg.storePrefix, fenceName(cfg)), identity(), cfg.storeTimeout)
-	if err := mgr.Add(fence); err != nil { // needs leader election: taken once this replica leads
-		return fmt.Errorf("add write fence: %w", err)
+	var (
+		guard  etcdstore.WriteGuard
+		shards controller.Shards
+		fence  *etcdstore.Fence
+	)
+	if cfg.sharding.enabled() {
+		coord, fences, err := setupSharding(mgr, cfg, cli)
+		if err != nil {
+			return err
+		}
+		guard, shards = fences, coord
+	} else {
+		fence = etcdstore.NewFence(cli, etcdstore.FenceKey(cfg.storePrefix, fenceName(cfg)), identity(), cfg.storeTimeout)
+		if err := mgr.Add(fence); err != nil { // needs leader election: taken once this replica leads
+			return fmt.Errorf("add write fence: %w", err)
+		}
+		guard = fence
 	}
-	if err := setupControllers(mgr, cfg, cli, fence, endpoints); err != nil {
+	if err := setupControllers(mgr, cfg, cli, guard, shards, endpoints); err != nil {
 		return err
 	}
 	if err := setupWebhook(mgr, cfg.webhook); err != nil {
 		return err
+	}
+	if fence == nil {
+		setupLog.Info("starting manager", "store", endpoints, "prefix", cfg.storePrefix, "sharding", cfg.sharding.mode,
+			"shardID", cfg.sharding.id, "shards", cfg.sharding.count)
+		return mgr.Start(ctx)
 	}
 	go func() {
 		select {
@@ -282,7 +306,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence *etcdstore.Fence, endpoints []string) error {
+func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard etcdstore.WriteGuard, shards controller.Shards, endpoints []string) error {
 	recovered := make(chan event.GenericEvent, 1)
 	resync := func(why string) func() {
 		return func() {
@@ -294,7 +318,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 		}
 	}
 	etcdOpts := etcdstore.Options{
-		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout, Fence: fence,
+		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout, Guard: guard,
 		OnRecover: resync("store reachable again"),
 		LeaseTTL:  cfg.storeLeaseTTL, Leases: cli, LeaseKey: etcdstore.LeaseKey(cfg.storePrefix, fenceName(cfg)),
 		OnLeaseLost: resync("endpoint lease expired"),
@@ -334,11 +358,11 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
-		StoreRecovered: recovered, ResyncInterval: cfg.storeResyncInterval,
+		StoreRecovered: recovered, ResyncInterval: cfg.storeResyncInterval, Shards: shards,
 	}); err != nil {
 		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
 	}
-	d := &controller.DeploymentReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("registrar")}
+	d := &controller.DeploymentReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("registrar"), Shards: shards}
 	if err := d.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up Deployment controller: %w", err)
 	}

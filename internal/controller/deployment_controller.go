@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -42,6 +43,8 @@ type DeploymentReconciler struct {
 	client.Client
 	// Recorder emits Events on Deployments.
 	Recorder recorder.EventRecorder
+	// Shards, when set (--sharding=lease), limits the controller to this replica's shards.
+	Shards Shards
 
 	// warned remembers the last Warning per Deployment where no owned registry records it
 	// (in its config-error annotation), so that a Deployment's status updates repeat none.
@@ -282,7 +285,8 @@ func (r *DeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(deploymentOfRegistry),
 			builder.WithPredicates(registryChanged())).
 		Named("deployment").
-		Complete(r)
+		WithOptions(shardedOptions(controller.Options{}, r.Shards, listAnnotatedDeployments(mgr.GetClient()))).
+		Complete(sharded(r, r.Shards))
 }
 
 // deploymentOfRegistry maps a ServiceRegistry to the Deployment of the same name, the only

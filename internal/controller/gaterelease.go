@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -48,12 +49,13 @@ func waitingGate(o client.Object) bool {
 	return c == nil || c.Status != corev1.ConditionTrue
 }
 
-func (g *gateReleaser) setup(mgr ctrl.Manager) error {
+func (g *gateReleaser) setup(mgr ctrl.Manager, shards Shards) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gaterelease").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(waitingGate))).
 		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(g.waitingPodsOf)).
-		Complete(g)
+		WithOptions(shardedOptions(controller.Options{}, shards, listWaitingPods(mgr.GetClient()))).
+		Complete(sharded(g, shards))
 }
 
 // waitingPodsOf maps a ServiceRegistry event (old and new object) to the waiting gated pods

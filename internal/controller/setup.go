@@ -40,6 +40,8 @@ type Options struct {
 	// against what the reconciler knows, the backstop of the stores' watches;
 	// DefaultResyncInterval when zero.
 	ResyncInterval time.Duration
+	// Shards, when set (--sharding=lease), limits every controller to this replica's shards.
+	Shards Shards
 }
 
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
@@ -71,19 +73,22 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		return fmt.Errorf("index pods by node: %w", err)
 	}
 	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate}
-	if err := releaser.setup(mgr); err != nil {
+	if err := releaser.setup(mgr, opts.Shards); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
 	}
 	if opts.ResyncInterval <= 0 {
 		opts.ResyncInterval = DefaultResyncInterval
+	}
+	if opts.Shards != nil {
+		opts.Shards.OnRelease(r.known.forgetNamespaces)
 	}
 	repairs := make(chan event.GenericEvent, 256)
 	if err := mgr.Add(&antiEntropy{r: r, interval: opts.ResyncInterval, enqueue: repairs}); err != nil {
 		return fmt.Errorf("add store anti-entropy: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ServiceRegistry{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod)).
+		For(&v1alpha1.ServiceRegistry{}, builder.WithPredicates(inShards(opts.Shards))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod), builder.WithPredicates(inShards(opts.Shards))).
 		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(r.registriesOfService))
 	if r.NodeLeaseTimeout > 0 {
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
@@ -94,12 +99,12 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries)))
 	}
 	return b.
-		WithOptions(controller.Options{
+		WithOptions(shardedOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),
-		}).
+		}, opts.Shards, listRegistries(mgr.GetClient()))).
 		Named("serviceregistry").
-		Complete(r)
+		Complete(sharded(r, opts.Shards))
 }
 
 // registriesForPod maps a pod to the ServiceRegistries of its namespace that select it.

@@ -32,6 +32,9 @@ type Options struct {
 	// Fence, when set, guards every transaction: writes fail with store.ErrFenced once
 	// another leader took the fence, and wait until this process has taken it.
 	Fence *Fence
+	// Guard, when set, guards every transaction instead of Fence (ShardFences: the fence
+	// of the scope's shard).
+	Guard WriteGuard
 	// ProbeTimeout bounds each call while the store is known to be unreachable, so that a
 	// reconcile reports the outage fast instead of waiting out Timeout every time; it is
 	// also the timeout of Start's probes. DefaultProbeTimeout when zero.
@@ -232,12 +235,13 @@ func (s *Store) commit(ctx context.Context, scope store.Scope, batch []op) (int6
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout()) // also bounds the wait for the fence
 	defer cancel()
 	var elses []clientv3.Op
-	if f := s.opts.Fence; f != nil {
-		guard, err := f.guard(ctx)
+	g := s.writeGuard()
+	if g != nil {
+		guard, read, err := g.Guard(ctx, scope)
 		if err != nil {
 			return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), err)
 		}
-		cmps, elses = append(cmps, guard), []clientv3.Op{clientv3.OpGet(f.key)}
+		cmps, elses = append(cmps, guard), []clientv3.Op{read}
 	}
 	resp, err := s.kv.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
 	s.observe(ctx, err)
@@ -245,10 +249,21 @@ func (s *Store) commit(ctx context.Context, scope store.Scope, batch []op) (int6
 		return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), err)
 	}
 	if !resp.Succeeded {
-		if s.opts.Fence != nil && s.opts.Fence.check(resp) {
+		if g != nil && g.Fenced(scope, resp) {
 			return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), store.ErrFenced)
 		}
 		return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), store.ErrConflict)
 	}
 	return resp.Header.Revision, nil
+}
+
+// writeGuard is Options.Guard, else Options.Fence, else nil.
+func (s *Store) writeGuard() WriteGuard {
+	if s.opts.Guard != nil {
+		return s.opts.Guard
+	}
+	if s.opts.Fence != nil {
+		return s.opts.Fence
+	}
+	return nil
 }

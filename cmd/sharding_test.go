@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestShardingFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, c config)
+	}{
+		{name: "default is leader election", args: []string{"--leader-elect=true"}, check: func(t *testing.T, c config) {
+			if c.sharding.enabled() || !c.leaderElect {
+				t.Errorf("sharding %v, leader election %v", c.sharding.enabled(), c.leaderElect)
+			}
+		}},
+		{name: "lease replaces leader election", args: []string{"--leader-elect=true", "--sharding=lease", "--shard-id=r-0"}, check: func(t *testing.T, c config) {
+			if !c.sharding.enabled() || c.leaderElect || c.sharding.id != "r-0" || c.sharding.count != 32 {
+				t.Errorf("sharding %v, leader election %v, id %q, count %d", c.sharding.enabled(), c.leaderElect, c.sharding.id, c.sharding.count)
+			}
+		}},
+		{name: "id defaults to the host name", args: []string{"--sharding=lease"}, check: func(t *testing.T, c config) {
+			if c.sharding.id == "" {
+				t.Error("no shard id")
+			}
+		}},
+		{name: "unknown mode", args: []string{"--sharding=ring"}, wantErr: "want none or lease"},
+		{name: "renew too slow", args: []string{"--sharding=lease", "--shard-lease-duration=3s", "--shard-renew-period=2s"}, wantErr: "--shard-renew-period"},
+		{name: "no shards", args: []string{"--sharding=lease", "--shard-count=0"}, wantErr: "--shard-count"},
+		{name: "lease backstop refused", args: []string{"--sharding=lease", "--store-lease-ttl=30s"}, wantErr: "--store-lease-ttl"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, err := parseFlags(tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
