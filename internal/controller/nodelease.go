@@ -127,7 +127,7 @@ func (r *ServiceRegistryReconciler) registriesForLease(ctx context.Context, leas
 	seen := map[reconcile.Request]bool{}
 	var reqs []reconcile.Request
 	for i := range pods.Items {
-		for _, req := range r.registriesForPod(ctx, &pods.Items[i]) {
+		for _, req := range r.registriesForPod(&pods.Items[i]) {
 			if !seen[req] {
 				seen[req] = true
 				reqs = append(reqs, req)

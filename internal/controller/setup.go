@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
+	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
 // Options tune the controller.
@@ -49,6 +52,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	r.acks = newGateAcks()
 	r.leasesSeen = newLeaseObservations()
 	r.owners = newOwnerIndex()
+	r.index = selindex.New()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
 		return fmt.Errorf("add warm-up tracker: %w", err)
@@ -83,7 +87,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ServiceRegistry{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod)).
+		Watches(&corev1.Pod{}, r.podEvents()).
 		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(r.registriesOfService))
 	if r.NodeLeaseTimeout > 0 {
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
@@ -102,22 +106,40 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		Complete(r)
 }
 
-// registriesForPod maps a pod to the ServiceRegistries of its namespace that select it.
-// controller-runtime calls it with both the old and the new pod of an update, so a pod
-// whose labels stop matching still reaches the registry it left.
-func (r *ServiceRegistryReconciler) registriesForPod(ctx context.Context, pod client.Object) []reconcile.Request {
-	var regs v1alpha1.ServiceRegistryList
-	// Read-only (selectors and names), and called twice per pod update: no deep copies.
-	if err := r.List(ctx, &regs, client.InNamespace(pod.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "list ServiceRegistries for pod", "pod", client.ObjectKeyFromObject(pod))
-		return nil
-	}
-	var reqs []reconcile.Request
-	podLabels := labels.Set(pod.GetLabels())
-	for i := range regs.Items {
-		if selectsPod(&regs.Items[i].Spec.Selector, podLabels) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])})
+// podEvents records each pod event in the selector index, then enqueues the registries
+// that selected the pod before it or select it now (a pod whose labels change reaches both
+// the registries it left and those it joined). The index is updated in the handler that
+// enqueues, before it enqueues, so no reconcile reads an index older than its trigger; and
+// the controller starts its workers only once this handler has seen every pod of the
+// initial list. The work is the registries anchored under the pod's labels, not the
+// namespace's (internal/selindex).
+func (r *ServiceRegistryReconciler) podEvents() handler.EventHandler {
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], ns string, regs []string) {
+		for _, name := range regs {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object.GetNamespace(), r.index.SetPod(e.Object.GetNamespace(), e.Object.GetName(), e.Object.GetLabels()))
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			o := e.ObjectNew
+			enqueue(q, o.GetNamespace(), r.index.SetPod(o.GetNamespace(), o.GetName(), o.GetLabels()))
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object.GetNamespace(), r.index.DeletePod(e.Object.GetNamespace(), e.Object.GetName()))
+		},
+	}
+}
+
+// registriesForPod returns the ServiceRegistries that select a pod, as the selector index
+// knows them.
+func (r *ServiceRegistryReconciler) registriesForPod(pod client.Object) []reconcile.Request {
+	regs := r.index.RegistriesOf(pod.GetNamespace(), pod.GetName())
+	reqs := make([]reconcile.Request, len(regs))
+	for i, name := range regs {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: name}}
 	}
 	return reqs
 }
@@ -139,21 +161,7 @@ func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.
 }
 
 // selectsPod reports whether a registry's selector matches a pod's labels; an empty or
-// invalid selector matches nothing. Plain matchLabels, the common case, is compared directly
-// rather than building a labels.Selector for every registry of the namespace, twice per pod
-// event (docs/development.md, "Benchmark history").
+// invalid selector matches nothing (selindex.Selects).
 func selectsPod(ls *metav1.LabelSelector, podLabels labels.Set) bool {
-	if len(ls.MatchExpressions) > 0 {
-		sel, err := metav1.LabelSelectorAsSelector(ls)
-		return err == nil && !sel.Empty() && sel.Matches(podLabels)
-	}
-	if len(ls.MatchLabels) == 0 {
-		return false
-	}
-	for k, v := range ls.MatchLabels {
-		if got, ok := podLabels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+	return selindex.Selects(ls, podLabels)
 }

@@ -61,6 +61,9 @@ type Stats struct {
 	SelectorsEvaluated int64
 	// PodsListed is how many pod names PodsOf returned.
 	PodsListed int64
+	// PodEvents is how many times SetPod and DeletePod were called, and Reached the sum of
+	// the registries they returned (those a pod event enqueues).
+	PodEvents, Reached int64
 }
 
 type namespace struct {
@@ -73,7 +76,7 @@ type namespace struct {
 	// byLabel holds the pods carrying each label pair.
 	byLabel map[pair]set
 
-	evaluated, listed atomic.Int64
+	evaluated, listed, events, reached atomic.Int64
 }
 
 type registry struct {
@@ -114,6 +117,7 @@ func (x *Index) SetPod(ns, name string, podLabels map[string]string) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.namespace(ns)
+	n.events.Add(1)
 	p, ok := n.pods[name]
 	var before []string
 	if ok {
@@ -121,6 +125,7 @@ func (x *Index) SetPod(ns, name string, podLabels map[string]string) []string {
 			// Same labels, same registries (a changed selector updates p.regs itself):
 			// a status-only pod event costs no selector evaluation.
 			p.labels = podLabels
+			n.reached.Add(int64(len(p.regs)))
 			return slices.Clone(p.regs)
 		}
 		before = p.regs
@@ -142,7 +147,9 @@ func (x *Index) SetPod(ns, name string, podLabels map[string]string) []string {
 		n.regs[r].pods[name] = struct{}{}
 	}
 	p.regs = now
-	return union(before, now)
+	out := union(before, now)
+	n.reached.Add(int64(len(out)))
+	return out
 }
 
 // DeletePod forgets a pod and returns, sorted, the registries that selected it.
@@ -153,10 +160,12 @@ func (x *Index) DeletePod(ns, name string) []string {
 	if !ok {
 		return nil
 	}
+	n.events.Add(1)
 	p, ok := n.pods[name]
 	if !ok {
 		return nil
 	}
+	n.reached.Add(int64(len(p.regs)))
 	for _, r := range p.regs {
 		delete(n.regs[r].pods, name)
 	}
@@ -276,7 +285,8 @@ func (x *Index) Stats(ns string) Stats {
 	if !ok {
 		return Stats{}
 	}
-	return Stats{SelectorsEvaluated: n.evaluated.Load(), PodsListed: n.listed.Load()}
+	return Stats{SelectorsEvaluated: n.evaluated.Load(), PodsListed: n.listed.Load(),
+		PodEvents: n.events.Load(), Reached: n.reached.Load()}
 }
 
 // selecting returns, sorted, the registries whose selectors select the labels: those
