@@ -74,6 +74,10 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {
 		return fmt.Errorf("index pods by node: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ServiceRegistry{}, registryServiceField,
+		registryServiceName); err != nil {
+		return fmt.Errorf("index ServiceRegistries by service name: %w", err)
+	}
 	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate}
 	if err := releaser.setup(mgr); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)

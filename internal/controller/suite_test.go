@@ -91,6 +91,7 @@ type runningOperator struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	etcd   *clientv3.Client
+	r      *controller.ServiceRegistryReconciler
 }
 
 // startOperator starts a manager wired like cmd/main.go, against the suite's store.
@@ -127,7 +128,7 @@ func startOperator() *runningOperator {
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("registrar"),
 	}).SetupWithManager(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &runningOperator{cancel: cancel, done: make(chan struct{}), etcd: cli}
+	op := &runningOperator{cancel: cancel, done: make(chan struct{}), etcd: cli, r: r}
 	go func() {
 		defer GinkgoRecover()
 		defer close(op.done)
