@@ -59,18 +59,18 @@ var _ = Describe("Work per pod event", func() {
 		Expect(after.SelectorsEvaluated-before.SelectorsEvaluated).To(BeZero(), "a status-only event evaluates no selector")
 		// web's reconciles read web-0 only (a namespace-wide scan would read 151 pods each);
 		// a few reconciles follow the change (the event, then web's own status write).
-		Expect(after.PodsListed-before.PodsListed).To(BeNumerically("<=", 5))
+		Expect(after.PodsListed - before.PodsListed).To(BeNumerically("<=", 5))
 
 		By("a label change: the old and the new registry enqueued, one selector evaluated")
 		before = after
 		Expect(k8sClient.Patch(ctx, &corev1.Pod{ObjectMeta: pod.ObjectMeta}, client.RawPatch("application/merge-patch+json",
 			[]byte(`{"metadata":{"labels":{"app":"other-3"}}}`)))).To(Succeed())
 		after = settled(ns)
-		Expect(after.PodEvents-before.PodEvents).To(Equal(int64(1)))
+		Expect(after.PodEvents - before.PodEvents).To(Equal(int64(1)))
 		Expect(after.Reached-before.Reached).To(Equal(int64(2)), "web (which it left) and other-3 (which it joined)")
 		Expect(after.SelectorsEvaluated-before.SelectorsEvaluated).To(Equal(int64(1)), "only other-3 is anchored under app=other-3")
 		// other-3's reconciles read its 5 pods and web-0; web's read none.
-		Expect(after.PodsListed-before.PodsListed).To(BeNumerically("<=", 3*(otherPods/others+1)))
+		Expect(after.PodsListed - before.PodsListed).To(BeNumerically("<=", 3*(otherPods/others+1)))
 
 		By("the registry it joined registers it once it is ready")
 		setPodStatus(pod, corev1.PodRunning, "10.0.0.1", true)

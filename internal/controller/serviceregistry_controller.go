@@ -385,13 +385,16 @@ func errEmptySelector(sel labels.Selector) error {
 	return nil
 }
 
-// zoneOf reads the zone label of the pod's node; empty when unknown.
+// zoneOf reads the zone label of the pod's node; empty when unknown. Only the node's
+// metadata is read, so the cache holds nodes as metadata only (a metadata-only watch):
+// a Node's status (images, conditions, capacity) is large and never read.
 func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, pod *corev1.Pod) string {
 	if pod.Spec.NodeName == "" {
 		return ""
 	}
-	var node corev1.Node
-	if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, &node); err != nil {
+	node := &metav1.PartialObjectMetadata{}
+	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node, client.UnsafeDisableDeepCopy); err != nil {
 		return ""
 	}
 	return node.Labels[ZoneLabel]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
+	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
@@ -43,6 +46,18 @@ type Options struct {
 	// against what the reconciler knows, the backstop of the stores' watches;
 	// DefaultResyncInterval when zero.
 	ResyncInterval time.Duration
+}
+
+// CacheByObject is the informer cache configuration of the objects the operator caches in
+// bulk: pods and Deployments are trimmed to what it reads of them (internal/leancache), on
+// top of the default transform that strips managedFields. Nodes are read as metadata only
+// (zoneOf), so their informer is a metadata-only watch. cmd/main.go adds the Lease
+// namespace; the envtest suites use it as is.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:        {Transform: leancache.TransformPod},
+		&appsv1.Deployment{}: {Transform: leancache.TransformDeployment},
+	}
 }
 
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
