@@ -93,7 +93,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		registryServiceName); err != nil {
 		return fmt.Errorf("index ServiceRegistries by service name: %w", err)
 	}
-	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate}
+	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index}
 	if err := releaser.setup(mgr); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
 	}

@@ -276,6 +276,38 @@ func (x *Index) PodsOf(ns, name string) ([]string, bool) {
 	return out, true
 }
 
+// Matching returns, sorted, the pods of a namespace that a selector selects, without
+// recording the selector: the pods carrying its anchor pair are evaluated (every pod of the
+// namespace for a selector of matchExpressions only; none for an empty one).
+func (x *Index) Matching(ns string, sel *metav1.LabelSelector) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n, ok := x.ns[ns]
+	if !ok {
+		return nil
+	}
+	var out []string
+	check := func(name string, p *pod) {
+		n.evaluated.Add(1)
+		if Selects(sel, p.labels) {
+			out = append(out, name)
+		}
+	}
+	switch {
+	case len(sel.MatchLabels) > 0:
+		k := slices.Min(slices.Collect(maps.Keys(sel.MatchLabels)))
+		for name := range n.byLabel[pair{k, sel.MatchLabels[k]}] {
+			check(name, n.pods[name])
+		}
+	case len(sel.MatchExpressions) > 0:
+		for name, p := range n.pods {
+			check(name, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Stats returns the work counted in a namespace since it was first indexed (zero once the
 // namespace holds nothing any more).
 func (x *Index) Stats(ns string) Stats {

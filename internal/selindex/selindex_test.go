@@ -220,6 +220,17 @@ func TestMatchesBruteForce(t *testing.T) {
 				t.Fatalf("step %d: PodsOf(%s) = %v, want %v", step, r, got, want)
 			}
 		}
+		probe := randSelector()
+		var wantMatching []string
+		for p, l := range pods {
+			if Selects(probe, l) {
+				wantMatching = append(wantMatching, p)
+			}
+		}
+		slices.Sort(wantMatching)
+		if got := x.Matching("ns", probe); !slices.Equal(got, wantMatching) {
+			t.Fatalf("step %d: Matching(%v) = %v, want %v", step, probe, got, wantMatching)
+		}
 		for p, l := range pods {
 			var want []string
 			for r, s := range regs {
