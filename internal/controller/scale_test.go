@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
@@ -46,6 +47,16 @@ var _ = Describe("Work per pod event", func() {
 		newRegistry(ns, "web", "web")
 		pod := readyPod(ns, "web-0", map[string]string{"app": "web"}, "10.0.0.1")
 		eventuallyStored("web", ns).Should(ConsistOf("web-0"))
+		// Every registry reconciled once (its status written after its pods were read), so
+		// none of the first reconciles falls into the counts below.
+		Eventually(func(g Gomega) {
+			var regs v1alpha1.ServiceRegistryList
+			g.Expect(k8sClient.List(ctx, &regs, client.InNamespace(ns))).To(Succeed())
+			g.Expect(regs.Items).To(HaveLen(others + 1))
+			for _, r := range regs.Items {
+				g.Expect(r.Status.ObservedGeneration).To(Equal(r.Generation), "registry %s not reconciled yet", r.Name)
+			}
+		}).WithTimeout(60 * time.Second).Should(Succeed())
 		before := settled(ns)
 		Expect(before.PodEvents).To(BeNumerically(">=", otherPods+1), "the index saw the namespace's pods")
 
@@ -59,7 +70,7 @@ var _ = Describe("Work per pod event", func() {
 		Expect(after.SelectorsEvaluated-before.SelectorsEvaluated).To(BeZero(), "a status-only event evaluates no selector")
 		// web's reconciles read web-0 only (a namespace-wide scan would read 151 pods each);
 		// a few reconciles follow the change (the event, then web's own status write).
-		Expect(after.PodsListed - before.PodsListed).To(BeNumerically("<=", 5))
+		Expect(after.PodsListed - before.PodsListed).To(BeNumerically("<=", 10))
 
 		By("a label change: the old and the new registry enqueued, one selector evaluated")
 		before = after

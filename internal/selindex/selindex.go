@@ -278,7 +278,8 @@ func (x *Index) PodsOf(ns, name string) ([]string, bool) {
 
 // Matching returns, sorted, the pods of a namespace that a selector selects, without
 // recording the selector: the pods carrying its anchor pair are evaluated (every pod of the
-// namespace for a selector of matchExpressions only; none for an empty one).
+// namespace for a selector of matchExpressions only; none for an empty one). It is not
+// counted in Stats, which count the work of pod events and reconciles.
 func (x *Index) Matching(ns string, sel *metav1.LabelSelector) []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -288,7 +289,6 @@ func (x *Index) Matching(ns string, sel *metav1.LabelSelector) []string {
 	}
 	var out []string
 	check := func(name string, p *pod) {
-		n.evaluated.Add(1)
 		if Selects(sel, p.labels) {
 			out = append(out, name)
 		}
