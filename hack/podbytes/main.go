@@ -61,7 +61,7 @@ func main() {
 	}
 	machine := bench.MachineFacts()
 	machine.LoadBefore = bench.LoadAvg()
-	var runs []run
+	runs := make([]run, 0, len(variants)+1)
 	for _, v := range variants {
 		heap, one := measure(raw, v.keep)
 		j, err := json.Marshal(one)
@@ -99,9 +99,11 @@ func main() {
 			"columns": []string{"cached as", "heap bytes per pod", "MiB per 20,000 pods", "JSON bytes", "protobuf bytes"},
 			"rows":    rows,
 			"notes": []string{
-				fmt.Sprintf("%d pods of a realistic Deployment (leancache.SamplePod: managedFields of 3 managers, 10 env vars, 3 volumes, probes, a native sidecar, container statuses), decoded from JSON one by one and held; live heap after GC, divided by the pods.", *n),
+				fmt.Sprintf("%d pods of a realistic Deployment (leancache.SamplePod: managedFields of 3 managers, 10 env vars, 3 volumes, "+
+					"probes, a native sidecar, container statuses), decoded from JSON one by one and held; live heap after GC, divided by the pods.", *n),
 				"Heap figures do not depend on the machine's load; the informer's own per-object overhead (store index entries, the key) is not included.",
-				"selector index entry: what internal/selindex adds per pod (5 labels, one registry per 10 pods; the labels map is the cache's, shared), on top of the cached pod.",
+				"selector index entry: what internal/selindex adds per pod (5 labels, one registry per 10 pods; " +
+					"the labels map is the cache's, shared), on top of the cached pod.",
 			},
 		}},
 	}

@@ -161,7 +161,7 @@ func TestDecisionsUnchanged(t *testing.T) {
 				d.Lag, d.LagOK = eligibility.DeregistrationLag(p, d.Decision.Verdict, now)
 				return d
 			}
-			if d := decide(full); name == "ready" && (d.PortErr != "" || len(d.Ports) != 3 || !d.Decision.Verdict.Eligible()) {
+			if d := decide(full); name == "ready" && (d.PortErr != "" || len(d.Ports) != 3 || !d.Decision.Eligible()) {
 				t.Fatalf("the sample pod is not a registrable pod: %+v", d)
 			}
 			if diff := cmp.Diff(decide(full), decide(lean)); diff != "" {

@@ -34,7 +34,7 @@ func SamplePod(i int) *corev1.Pod {
 	mounts := []corev1.VolumeMount{
 		{Name: "config", MountPath: "/etc/checkout", ReadOnly: true},
 		{Name: "tls", MountPath: "/etc/tls", ReadOnly: true},
-		{Name: "kube-api-access-x7k2p", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true},
+		{Name: tokenVolume, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true},
 	}
 	probe := func(path string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstrFromString("http"), Scheme: corev1.URISchemeHTTP}},
@@ -50,7 +50,7 @@ func SamplePod(i int) *corev1.Pod {
 			Image: "registry.example.com/shop/" + n + ":1.42.0", ImageID: "registry.example.com/shop/" + n + "@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 			ContainerID: "containerd://4b5c2a1e9f0d8c7b6a5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0918",
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}},
-			VolumeMounts: []corev1.VolumeMountStatus{{Name: "kube-api-access-x7k2p", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount",
+			VolumeMounts: []corev1.VolumeMountStatus{{Name: tokenVolume, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount",
 				ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyDisabled)}}}
 	}
 	return &corev1.Pod{
@@ -58,7 +58,7 @@ func SamplePod(i int) *corev1.Pod {
 			Name: name, GenerateName: "checkout-7d9f8b6c5d-", Namespace: "shop",
 			UID:             types.UID(fmt.Sprintf("6f1c2d3e-4b5a-4c6d-8e7f-%012d", i)),
 			ResourceVersion: fmt.Sprintf("%d", 1000000+i), CreationTimestamp: t,
-			Labels: map[string]string{"app": "checkout", "app.kubernetes.io/name": "checkout", "app.kubernetes.io/part-of": "shop",
+			Labels: map[string]string{"app": app, "app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "shop",
 				"pod-template-hash": "7d9f8b6c5d", "version": "1.42.0"},
 			Annotations: map[string]string{
 				"kubectl.kubernetes.io/restartedAt": "2026-11-30T11:58:00Z", "prometheus.io/scrape": "true", "prometheus.io/port": "9090",
@@ -67,33 +67,33 @@ func SamplePod(i int) *corev1.Pod {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-7d9f8b6c5d",
 				UID: "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 			ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t, FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(managedSpec)}},
-				{Manager: "registrar", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t, FieldsType: "FieldsV1",
-					FieldsV1:    &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{"k:{\"type\":\"registrar.dev/ready\"}":{".":{},"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{},"f:type":{}}}}}`)},
+				{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t, FieldsType: fieldsType,
+					FieldsV1: metav1.NewFieldsV1(managedSpec)},
+				{Manager: "registrar", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t, FieldsType: fieldsType,
+					FieldsV1:    metav1.NewFieldsV1(`{"f:status":{"f:conditions":{"k:{\"type\":\"registrar.dev/ready\"}":{".":{},"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{},"f:type":{}}}}}`),
 					Subresource: "status"},
-				{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t, FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(managedStatus)}, Subresource: "status"},
+				{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t, FieldsType: fieldsType,
+					FieldsV1: metav1.NewFieldsV1(managedStatus), Subresource: "status"},
 			},
 		},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{
 				{Name: "migrate", Image: "registry.example.com/shop/checkout-migrate:1.42.0", Command: []string{"/migrate", "--wait"}, Env: env[:4],
-					Resources: resources, TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+					Resources: resources, TerminationMessagePath: corev1.TerminationMessagePathDefault, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 					ImagePullPolicy: corev1.PullIfNotPresent},
 				{Name: "mesh-proxy", Image: "registry.example.com/mesh/proxy:2.3.1", RestartPolicy: &always,
 					Ports: []corev1.ContainerPort{{Name: "proxy-admin", ContainerPort: 15000, Protocol: corev1.ProtocolTCP}},
 					Args:  []string{"proxy", "--config", "/etc/mesh/config.yaml"}, Resources: resources,
-					TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent},
+					TerminationMessagePath: corev1.TerminationMessagePathDefault, TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent},
 			},
 			Containers: []corev1.Container{{
-				Name: "checkout", Image: "registry.example.com/shop/checkout:1.42.0",
+				Name: app, Image: "registry.example.com/shop/checkout:1.42.0",
 				Args: []string{"--config=/etc/checkout/config.yaml", "--listen=:8080"},
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
 					{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}, {Name: "grpc", ContainerPort: 9000, Protocol: corev1.ProtocolTCP}},
 				Env: env, Resources: resources, VolumeMounts: mounts, LivenessProbe: probe("/healthz"), ReadinessProbe: probe("/ready"),
 				Lifecycle:              &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 20}}},
-				TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				TerminationMessagePath: corev1.TerminationMessagePathDefault, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
 					ReadOnlyRootFilesystem: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
@@ -102,7 +102,7 @@ func SamplePod(i int) *corev1.Pod {
 				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "checkout-config"}, DefaultMode: ptr.To[int32](420)}}},
 				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "checkout-tls", DefaultMode: ptr.To[int32](420)}}},
-				{Name: "kube-api-access-x7k2p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](420),
+				{Name: tokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](420),
 					Sources: []corev1.VolumeProjection{
 						{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
 						{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
@@ -112,7 +112,7 @@ func SamplePod(i int) *corev1.Pod {
 					}}}},
 			},
 			RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: ptr.To[int64](50),
-			DNSPolicy: corev1.DNSClusterFirst, ServiceAccountName: "checkout", DeprecatedServiceAccount: "checkout",
+			DNSPolicy: corev1.DNSClusterFirst, ServiceAccountName: app, DeprecatedServiceAccount: app,
 			NodeName: fmt.Sprintf("node-%03d", i%100), SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](2000)},
 			SchedulerName: corev1.DefaultSchedulerName, Priority: ptr.To[int32](0), EnableServiceLinks: ptr.To(true),
 			PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority),
@@ -134,10 +134,16 @@ func SamplePod(i int) *corev1.Pod {
 				{Type: "registrar.dev/ready", Status: corev1.ConditionTrue, Reason: "Registered", Message: "registered in the store", LastTransitionTime: t},
 			},
 			InitContainerStatuses: []corev1.ContainerStatus{running("migrate", false), running("mesh-proxy", true)},
-			ContainerStatuses:     []corev1.ContainerStatus{running("checkout", true)},
+			ContainerStatuses:     []corev1.ContainerStatus{running(app, true)},
 		},
 	}
 }
+
+const (
+	app         = "checkout"
+	tokenVolume = "kube-api-access-x7k2p"
+	fieldsType  = "FieldsV1"
+)
 
 // managedSpec and managedStatus are the kind of fieldsV1 kube-controller-manager and the
 // kubelet write on a Deployment's pod (abridged to the fields of SamplePod).
