@@ -29,7 +29,7 @@ func TestPodKeepsExactlyWhatRegistrarReads(t *testing.T) {
 		},
 		Spec: corev1.PodSpec{
 			NodeName:       "node-007",
-			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "registrar.dev/ready"}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}},
 			InitContainers: []corev1.Container{{Name: "mesh-proxy", RestartPolicy: &always,
 				Ports: []corev1.ContainerPort{{Name: "proxy-admin", ContainerPort: 15000, Protocol: corev1.ProtocolTCP}}}},
 			Containers: []corev1.Container{{Name: "checkout", Ports: []corev1.ContainerPort{
@@ -112,12 +112,14 @@ func TestDecisionsUnchanged(t *testing.T) {
 	states := map[string]func(*corev1.Pod){
 		"ready":              func(*corev1.Pod) {},
 		"containers unready": func(p *corev1.Pod) { setCond(p, corev1.ContainersReady, corev1.ConditionFalse, "") },
-		"gate warming":       func(p *corev1.Pod) { setCond(p, v1alpha1.ReadinessGate, corev1.ConditionFalse, "WarmingUp") },
-		"gate warmed":        func(p *corev1.Pod) { setCond(p, v1alpha1.ReadinessGate, corev1.ConditionFalse, v1alpha1.GateWarmedUp) },
-		"terminating":        func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &del, ptr.To[int64](50) },
-		"no IP":              func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "", nil },
-		"failed":             func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
-		"ungated":            func(p *corev1.Pod) { p.Spec.ReadinessGates = nil },
+		"gate warming": func(p *corev1.Pod) {
+			setCond(p, v1alpha1.ReadinessGate, corev1.ConditionFalse, v1alpha1.ReasonWarmingUp)
+		},
+		"gate warmed": func(p *corev1.Pod) { setCond(p, v1alpha1.ReadinessGate, corev1.ConditionFalse, v1alpha1.GateWarmedUp) },
+		"terminating": func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &del, ptr.To[int64](50) },
+		"no IP":       func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "", nil },
+		"failed":      func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
+		"ungated":     func(p *corev1.Pod) { p.Spec.ReadinessGates = nil },
 	}
 	reg := &v1alpha1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout", UID: "reg"},
