@@ -242,6 +242,10 @@ bench-large: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## 5,000 p
 		-out $(BENCH_LARGE_OUT) -kind bench-large -table-id bench-large \
 		-command "make bench-large BENCH_RUNS=$(BENCH_RUNS) BENCH_LARGE_OUT=$(BENCH_LARGE_OUT) BENCH_ARGS='$(BENCH_ARGS)'" $(BENCH_ARGS)
 
+.PHONY: bench-cache
+bench-cache: ## Heap bytes per cached pod: whole, managedFields stripped, and trimmed by internal/leancache (5,000 realistic pods): docs/bench/cache-bytes.json.
+	go run ./hack/podbytes -pods 5000 -out docs/bench/cache-bytes.json -command "make bench-cache"
+
 $(ENVTEST_ASSETS)/kube-controller-manager:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) \
 		KUBE_EXTRA_BINARIES=kube-controller-manager hack/envtest-assets.sh

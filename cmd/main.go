@@ -277,10 +277,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		Scheme: scheme,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
-			// Only the kubelets' node Leases matter, not every Lease of the cluster.
-			ByObject: map[client.Object]cache.ByObject{
-				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{controller.NodeLeaseNamespace: {}}},
-			},
+			ByObject:         cacheByObject(),
 		},
 		Metrics:                       metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress:        cfg.probeAddr,
@@ -304,6 +301,15 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
 	return mgr, nil
+}
+
+// cacheByObject trims the cached pods and Deployments to what registrar reads of them
+// (controller.CacheByObject), and caches only the kubelets' node Leases, not every Lease of
+// the cluster.
+func cacheByObject() map[client.Object]cache.ByObject {
+	by := controller.CacheByObject()
+	by[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{controller.NodeLeaseNamespace: {}}}
+	return by
 }
 
 func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard etcdstore.WriteGuard, shards controller.Shards, endpoints []string) error {

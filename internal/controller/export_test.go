@@ -8,7 +8,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/selindex"
 )
+
+// IndexStats returns the work the selector index counted in a namespace.
+func (r *ServiceRegistryReconciler) IndexStats(ns string) selindex.Stats { return r.index.Stats(ns) }
 
 // StatusWriter exposes the status writer to the envtest suite.
 type StatusWriter struct{ w *statusWriter }

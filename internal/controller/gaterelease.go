@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -24,6 +25,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/annotations"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
 // gateReleaser is a pod-level reconciler for gated pods whose gate is not True: when no
@@ -37,6 +39,8 @@ type gateReleaser struct {
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
 	setGate  func(ctx context.Context, pod *corev1.Pod, status corev1.ConditionStatus, reason, msg, resourceVersion string) error
+	// index, when set, finds a registry's pods without reading the namespace's.
+	index *selindex.Index
 }
 
 // waitingGate passes pods that carry the gate, not True, and are not terminating.
@@ -69,13 +73,23 @@ func (g *gateReleaser) waitingPodsOf(ctx context.Context, obj client.Object) []r
 	if c.Selector == nil {
 		return nil
 	}
+	var reqs []reconcile.Request
+	if g.index != nil {
+		for _, name := range g.index.Matching(reg.Namespace, &reg.Spec.Selector) {
+			pod := &corev1.Pod{}
+			key := types.NamespacedName{Namespace: reg.Namespace, Name: name}
+			if err := g.Get(ctx, key, pod, client.UnsafeDisableDeepCopy); err == nil && waitingGate(pod) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: key})
+			}
+		}
+		return reqs
+	}
 	var pods corev1.PodList
 	if err := g.List(ctx, &pods, client.InNamespace(reg.Namespace), client.MatchingLabelsSelector{Selector: c.Selector},
 		client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "list pods of a ServiceRegistry", "serviceRegistry", client.ObjectKeyFromObject(reg))
 		return nil
 	}
-	var reqs []reconcile.Request
 	for i := range pods.Items {
 		if waitingGate(&pods.Items[i]) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})

@@ -120,14 +120,14 @@ func (r *ServiceRegistryReconciler) leaseRequeue(s *reconcileScope) ctrl.Result 
 // registriesForLease maps a node Lease to the registries selecting pods on that node.
 func (r *ServiceRegistryReconciler) registriesForLease(ctx context.Context, lease client.Object) []reconcile.Request {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.MatchingFields{podNodeNameField: lease.GetName()}); err != nil {
+	if err := r.List(ctx, &pods, client.MatchingFields{podNodeNameField: lease.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "list pods of node", "node", lease.GetName())
 		return nil
 	}
 	seen := map[reconcile.Request]bool{}
 	var reqs []reconcile.Request
 	for i := range pods.Items {
-		for _, req := range r.registriesForPod(ctx, &pods.Items[i]) {
+		for _, req := range r.registriesForPod(&pods.Items[i]) {
 			if !seen[req] {
 				seen[req] = true
 				reqs = append(reqs, req)

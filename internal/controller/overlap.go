@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,11 +39,11 @@ type claim struct {
 // service name, at least one store in common, not being deleted (a registry stuck
 // finalizing claims nothing), with a usable selector.
 func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alpha1.ServiceRegistry) ([]claim, error) {
-	var regs v1alpha1.ServiceRegistryList
 	// Read-only (names, creation times, selectors, once per reconcile): no deep copies
 	// (docs/development.md, "Benchmark history").
-	if err := r.List(ctx, &regs, client.InNamespace(reg.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list ServiceRegistries of %s: %w", reg.Namespace, err)
+	regs, err := r.sameService(ctx, reg.Namespace, reg.ResolvedServiceName(), client.UnsafeDisableDeepCopy)
+	if err != nil {
+		return nil, err
 	}
 	self := eligibility.ClaimantOf(reg)
 	var out []claim
@@ -84,8 +85,8 @@ func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj
 	if !ok {
 		return nil
 	}
-	var regs v1alpha1.ServiceRegistryList
-	if err := r.List(ctx, &regs, client.InNamespace(changed.Namespace)); err != nil {
+	regs, err := r.sameService(ctx, changed.Namespace, changed.ResolvedServiceName(), client.UnsafeDisableDeepCopy)
+	if err != nil {
 		log.FromContext(ctx).Error(err, "list ServiceRegistries of a service", "namespace", changed.Namespace)
 		return nil
 	}
@@ -96,4 +97,34 @@ func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj
 		}
 	}
 	return reqs
+}
+
+// registryServiceField indexes ServiceRegistries by the service name they publish, so that
+// the registries of one service are found without reading the namespace's.
+const registryServiceField = "registrar.dev/service-name"
+
+func registryServiceName(o client.Object) []string {
+	reg, ok := o.(*v1alpha1.ServiceRegistry)
+	if !ok {
+		return nil
+	}
+	return []string{reg.ResolvedServiceName()}
+}
+
+// sameService lists the ServiceRegistries of a namespace publishing a service name: through
+// the cache's index under a manager, else (no index: a plain client) by listing the
+// namespace's and keeping those of the service.
+func (r *ServiceRegistryReconciler) sameService(ctx context.Context, ns, service string, opts ...client.ListOption) (*v1alpha1.ServiceRegistryList, error) {
+	var regs v1alpha1.ServiceRegistryList
+	opts = append(opts, client.InNamespace(ns))
+	if r.index != nil {
+		opts = append(opts, client.MatchingFields{registryServiceField: service})
+	}
+	if err := r.List(ctx, &regs, opts...); err != nil {
+		return nil, fmt.Errorf("list ServiceRegistries of service %s/%s: %w", ns, service, err)
+	}
+	if r.index == nil {
+		regs.Items = slices.DeleteFunc(regs.Items, func(reg v1alpha1.ServiceRegistry) bool { return reg.ResolvedServiceName() != service })
+	}
+	return &regs, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/regstatus"
+	"github.com/registrar-dev/registrar/internal/selindex"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
@@ -78,8 +79,11 @@ type ServiceRegistryReconciler struct {
 	// the condition out.
 	StoreHealth StoreHealthSource
 
-	known   *knownRecords
-	owners  *ownerIndex
+	known  *knownRecords
+	owners *ownerIndex
+	// index maps pods to the registries selecting them and back (nil outside a manager:
+	// pods are then listed from the client by selector).
+	index   *selindex.Index
 	warmups *warmupTracker
 	status  *statusWriter
 	lags    lagWindows
@@ -165,6 +169,9 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 // forget drops what the operator keeps about a registry that no longer exists.
 func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	r.known.forget(name)
+	if r.index != nil {
+		r.index.DeleteRegistry(name.Namespace, name.Name)
+	}
 	r.warmups.sync(name, nil)
 	r.status.forget(name)
 	forgetEndpointStates(name)
@@ -207,6 +214,11 @@ func (r *ServiceRegistryReconciler) ensureFinalizer(ctx context.Context, reg *v1
 
 // selectPods lists the registry's pods from the cache and classifies them.
 func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcileScope) error {
+	if r.index != nil {
+		// Pod events reach the registry by this selector from now on (also an unusable one:
+		// see selindex.Selects), and its pods are those the index holds for it.
+		r.index.SetRegistry(s.reg.Namespace, s.reg.Name, &s.reg.Spec.Selector)
+	}
 	sel, err := metav1.LabelSelectorAsSelector(&s.reg.Spec.Selector)
 	if err != nil || sel.Empty() {
 		s.selErr = errors.Join(err, errEmptySelector(sel))
@@ -216,17 +228,14 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	if err != nil {
 		return err
 	}
-	// Read-only: the pods are classified and referenced, never modified (a warm-up copies
-	// its pod when it starts), so the cache's objects are listed without deep copies (the
-	// profiles behind this: docs/development.md, "Benchmark history").
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(s.reg.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("list pods of %s/%s: %w", s.reg.Namespace, s.reg.Name, err)
+	pods, err := r.podsOf(ctx, s.reg, sel)
+	if err != nil {
+		return err
 	}
-	s.desired = make(map[string]store.Endpoint, len(pods.Items))
-	s.byName = make(map[string]selectedPod, len(pods.Items))
-	for i := range pods.Items {
-		p := r.decide(ctx, s, &pods.Items[i], older)
+	s.desired = make(map[string]store.Endpoint, len(pods))
+	s.byName = make(map[string]selectedPod, len(pods))
+	for _, pod := range pods {
+		p := r.decide(ctx, s, pod, older)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		}
@@ -234,6 +243,42 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 		s.byName[p.pod.Name] = p
 	}
 	return nil
+}
+
+// podsOf reads the registry's pods from the cache: those the selector index holds for it,
+// each read by name (so a reconcile reads its own pods, not the namespace's), and kept if the
+// cached pod still matches (the cache may be a pod event ahead of the index: that event
+// brings the registry back). Without an index, the pods are listed by selector. Read-only:
+// the pods are classified and referenced, never modified (a warm-up copies its pod when it
+// starts), so the cache's objects are read without deep copies (docs/development.md,
+// "Benchmark history").
+func (r *ServiceRegistryReconciler) podsOf(ctx context.Context, reg *v1alpha1.ServiceRegistry, sel labels.Selector) ([]*corev1.Pod, error) {
+	if r.index == nil {
+		var list corev1.PodList
+		if err := r.List(ctx, &list, client.InNamespace(reg.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list pods of %s/%s: %w", reg.Namespace, reg.Name, err)
+		}
+		pods := make([]*corev1.Pod, len(list.Items))
+		for i := range list.Items {
+			pods[i] = &list.Items[i]
+		}
+		return pods, nil
+	}
+	names, _ := r.index.PodsOf(reg.Namespace, reg.Name)
+	pods := make([]*corev1.Pod, 0, len(names))
+	for _, name := range names {
+		pod := &corev1.Pod{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: name}, pod, client.UnsafeDisableDeepCopy); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("get pod %s/%s of %s: %w", reg.Namespace, name, reg.Name, err)
+		}
+		if sel.Matches(labels.Set(pod.Labels)) {
+			pods = append(pods, pod)
+		}
+	}
+	return pods, nil
 }
 
 // selectRegisteredPods is selectPods for a registry whose selector cannot be used (invalid,
@@ -343,13 +388,16 @@ func errEmptySelector(sel labels.Selector) error {
 	return nil
 }
 
-// zoneOf reads the zone label of the pod's node; empty when unknown.
+// zoneOf reads the zone label of the pod's node; empty when unknown. Only the node's
+// metadata is read, so the cache holds nodes as metadata only (a metadata-only watch):
+// a Node's status (images, conditions, capacity) is large and never read.
 func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, pod *corev1.Pod) string {
 	if pod.Spec.NodeName == "" {
 		return ""
 	}
-	var node corev1.Node
-	if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, &node); err != nil {
+	node := &metav1.PartialObjectMetadata{}
+	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node, client.UnsafeDisableDeepCopy); err != nil {
 		return ""
 	}
 	return node.Labels[ZoneLabel]

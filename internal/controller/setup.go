@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -21,6 +25,8 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
+	"github.com/registrar-dev/registrar/internal/leancache"
+	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
 // Options tune the controller.
@@ -44,6 +50,18 @@ type Options struct {
 	Shards Shards
 }
 
+// CacheByObject is the informer cache configuration of the objects the operator caches in
+// bulk: pods and Deployments are trimmed to what it reads of them (internal/leancache), on
+// top of the default transform that strips managedFields. Nodes are read as metadata only
+// (zoneOf), so their informer is a metadata-only watch. cmd/main.go adds the Lease
+// namespace; the envtest suites use it as is.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:        {Transform: leancache.TransformPod},
+		&appsv1.Deployment{}: {Transform: leancache.TransformDeployment},
+	}
+}
+
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
 // event enqueuing the registries of its namespace whose selector matches the pod.
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
@@ -51,6 +69,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	r.acks = newGateAcks()
 	r.leasesSeen = newLeaseObservations()
 	r.owners = newOwnerIndex()
+	r.index = selindex.New()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
 		return fmt.Errorf("add warm-up tracker: %w", err)
@@ -72,7 +91,11 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {
 		return fmt.Errorf("index pods by node: %w", err)
 	}
-	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ServiceRegistry{}, registryServiceField,
+		registryServiceName); err != nil {
+		return fmt.Errorf("index ServiceRegistries by service name: %w", err)
+	}
+	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index}
 	if err := releaser.setup(mgr, opts.Shards); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
 	}
@@ -88,7 +111,9 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ServiceRegistry{}, builder.WithPredicates(inShards(opts.Shards))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.registriesForPod), builder.WithPredicates(inShards(opts.Shards))).
+		// Every pod event reaches the selector index, whatever its shard: a shard taken over
+		// later must find its pods indexed. Requests of other shards are dropped at the queue.
+		Watches(&corev1.Pod{}, r.podEvents()).
 		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(r.registriesOfService))
 	if r.NodeLeaseTimeout > 0 {
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
@@ -107,22 +132,40 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		Complete(sharded(r, opts.Shards))
 }
 
-// registriesForPod maps a pod to the ServiceRegistries of its namespace that select it.
-// controller-runtime calls it with both the old and the new pod of an update, so a pod
-// whose labels stop matching still reaches the registry it left.
-func (r *ServiceRegistryReconciler) registriesForPod(ctx context.Context, pod client.Object) []reconcile.Request {
-	var regs v1alpha1.ServiceRegistryList
-	// Read-only (selectors and names), and called twice per pod update: no deep copies.
-	if err := r.List(ctx, &regs, client.InNamespace(pod.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "list ServiceRegistries for pod", "pod", client.ObjectKeyFromObject(pod))
-		return nil
-	}
-	var reqs []reconcile.Request
-	podLabels := labels.Set(pod.GetLabels())
-	for i := range regs.Items {
-		if selectsPod(&regs.Items[i].Spec.Selector, podLabels) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])})
+// podEvents records each pod event in the selector index, then enqueues the registries
+// that selected the pod before it or select it now (a pod whose labels change reaches both
+// the registries it left and those it joined). The index is updated in the handler that
+// enqueues, before it enqueues, so no reconcile reads an index older than its trigger; and
+// the controller starts its workers only once this handler has seen every pod of the
+// initial list. The work is the registries anchored under the pod's labels, not the
+// namespace's (internal/selindex).
+func (r *ServiceRegistryReconciler) podEvents() handler.EventHandler {
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], ns string, regs []string) {
+		for _, name := range regs {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object.GetNamespace(), r.index.SetPod(e.Object.GetNamespace(), e.Object.GetName(), e.Object.GetLabels()))
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			o := e.ObjectNew
+			enqueue(q, o.GetNamespace(), r.index.SetPod(o.GetNamespace(), o.GetName(), o.GetLabels()))
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object.GetNamespace(), r.index.DeletePod(e.Object.GetNamespace(), e.Object.GetName()))
+		},
+	}
+}
+
+// registriesForPod returns the ServiceRegistries that select a pod, as the selector index
+// knows them.
+func (r *ServiceRegistryReconciler) registriesForPod(pod client.Object) []reconcile.Request {
+	regs := r.index.RegistriesOf(pod.GetNamespace(), pod.GetName())
+	reqs := make([]reconcile.Request, len(regs))
+	for i, name := range regs {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: name}}
 	}
 	return reqs
 }
@@ -144,21 +187,7 @@ func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.
 }
 
 // selectsPod reports whether a registry's selector matches a pod's labels; an empty or
-// invalid selector matches nothing. Plain matchLabels, the common case, is compared directly
-// rather than building a labels.Selector for every registry of the namespace, twice per pod
-// event (docs/development.md, "Benchmark history").
+// invalid selector matches nothing (selindex.Selects).
 func selectsPod(ls *metav1.LabelSelector, podLabels labels.Set) bool {
-	if len(ls.MatchExpressions) > 0 {
-		sel, err := metav1.LabelSelectorAsSelector(ls)
-		return err == nil && !sel.Empty() && sel.Matches(podLabels)
-	}
-	if len(ls.MatchLabels) == 0 {
-		return false
-	}
-	for k, v := range ls.MatchLabels {
-		if got, ok := podLabels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+	return selindex.Selects(ls, podLabels)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -91,6 +92,7 @@ type runningOperator struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	etcd   *clientv3.Client
+	r      *controller.ServiceRegistryReconciler
 }
 
 // startOperator starts a manager wired like cmd/main.go, against the suite's store.
@@ -98,6 +100,7 @@ func startOperator() *runningOperator {
 	GinkgoHelper()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: controller.CacheByObject()},
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -127,7 +130,7 @@ func startOperator() *runningOperator {
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("registrar"),
 	}).SetupWithManager(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &runningOperator{cancel: cancel, done: make(chan struct{}), etcd: cli}
+	op := &runningOperator{cancel: cancel, done: make(chan struct{}), etcd: cli, r: r}
 	go func() {
 		defer GinkgoRecover()
 		defer close(op.done)

@@ -1,0 +1,118 @@
+// Package leancache holds the informer-cache transforms that keep only what registrar reads
+// of the objects it caches in bulk (issue 16, item 2). A cluster's pods are most of the
+// operator's memory: a Deployment's pod carries managedFields, env, volumes, tolerations,
+// container statuses and more, none of which registrar reads. The transforms build a new,
+// small object from the few fields it does read; every other field is left out of the cache.
+//
+// What registrar reads of a Pod (audited with grep over internal/, cmd/ — eligibility,
+// controller, gates, warm-ups, events, the gate releaser):
+//
+//   - metadata: name, namespace, uid, resourceVersion (gate patches' guard, Event
+//     references), creationTimestamp (the gate releaser's grace), deletionTimestamp and
+//     deletionGracePeriodSeconds (draining), labels (selectors), ownerReferences, and the
+//     registrar.dev/ annotations (registrar.dev/injected: injection status);
+//   - spec: nodeName (endpoint node, zone, node Lease), readinessGates (the gate), the
+//     containers' names and ports, and the native sidecars' (init containers with
+//     restartPolicy Always: named targetPorts resolve to them too);
+//   - status: phase, podIP, podIPs, conditions (ContainersReady, Ready, the gate; with their
+//     times, reasons and messages).
+//
+// Of a Deployment it reads the metadata (annotations configure a registry; name, uid,
+// generation, creationTimestamp, ownerReferences) and spec.selector.
+//
+// Nothing writes an object read from the cache back whole (gate patches are built from
+// scratch, registries are patched with merge patches), so a trimmed object never reaches
+// the API server.
+package leancache
+
+import (
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AnnotationPrefix is the prefix of the pod annotations kept: registrar's own.
+const AnnotationPrefix = "registrar.dev/"
+
+// Pod returns the part of a pod registrar reads (see the package comment). The result
+// shares maps and slices with pod, which must not be modified afterwards (an informer's
+// freshly decoded object is not).
+func Pod(pod *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+			Labels:                     pod.Labels, OwnerReferences: pod.OwnerReferences,
+			Annotations: registrarAnnotations(pod.Annotations),
+		},
+		Spec: corev1.PodSpec{
+			NodeName:       pod.Spec.NodeName,
+			ReadinessGates: pod.Spec.ReadinessGates,
+			Containers:     containerPorts(pod.Spec.Containers, false),
+			InitContainers: containerPorts(pod.Spec.InitContainers, true),
+		},
+		Status: corev1.PodStatus{
+			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
+			Conditions: pod.Status.Conditions,
+		},
+	}
+	return out
+}
+
+// containerPorts keeps each container's name and ports (and restartPolicy); of init
+// containers, only the native sidecars (restartPolicy Always), the only ones whose ports
+// a Service's targetPort resolves to.
+func containerPorts(cs []corev1.Container, sidecarsOnly bool) []corev1.Container {
+	var out []corev1.Container
+	for i := range cs {
+		c := &cs[i]
+		if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+			continue
+		}
+		out = append(out, corev1.Container{Name: c.Name, Ports: c.Ports, RestartPolicy: c.RestartPolicy})
+	}
+	return out
+}
+
+func registrarAnnotations(in map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		if strings.HasPrefix(k, AnnotationPrefix) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Deployment returns the part of a Deployment registrar reads: its metadata without
+// managedFields, and spec.selector.
+func Deployment(d *appsv1.Deployment) *appsv1.Deployment {
+	out := &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
+	out.ManagedFields = nil
+	out.Spec.Selector = d.Spec.Selector
+	return out
+}
+
+// TransformPod is Pod as an informer transform (cache.ByObject.Transform); objects other
+// than pods pass unchanged.
+func TransformPod(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return Pod(pod), nil
+	}
+	return obj, nil
+}
+
+// TransformDeployment is Deployment as an informer transform.
+func TransformDeployment(obj any) (any, error) {
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		return Deployment(d), nil
+	}
+	return obj, nil
+}
