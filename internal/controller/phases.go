@@ -76,7 +76,7 @@ func (r *ServiceRegistryReconciler) reconcileStore(ctx context.Context, s *recon
 		r.acks.forget(s.reg.UID) // unknown: no other registry's gate flip counts on this one
 		return ctrl.Result{}, s.storeErr
 	}
-	return conflictRequeue(s, r.leaseRequeue(s)), nil
+	return conflictRequeue(s, soonest(r.leaseRequeue(s), r.rampRequeue(s))), nil
 }
 
 // reconcileGates sets the readiness gates (gates.go). A failed flip keeps the requeue the

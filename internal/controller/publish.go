@@ -26,8 +26,12 @@ func (r *ServiceRegistryReconciler) publish(s *reconcileScope) {
 		reg.Ports = append(reg.Ports, p.Name)
 	}
 	reg.Pods = make([]publish.Pod, len(s.selected))
+	now := r.Clock.Now()
 	for i, p := range s.selected {
 		reg.Pods[i] = publish.Pod{Name: p.pod.Name, State: p.verdict.State, Endpoint: p.endpoint}
+		if p.verdict.State == v1alpha1.EndpointRegistered {
+			reg.Pods[i].Endpoint.Weight = xdsWeight(s, p.pod.Name, now)
+		}
 	}
 	res := r.Publisher.Publish(reg)
 	c := v1.Condition{Type: v1alpha1.ConditionXDSPublished, Status: v1.ConditionTrue, Reason: v1alpha1.ReasonXDSPublished,

@@ -19,7 +19,8 @@ type Pod struct {
 	// pods are not; Draining pods are terminating (they left the store).
 	State v1alpha1.EndpointState
 	// Endpoint is the store value of a Registered pod (also set for WarmingUp pods, whose
-	// ports serve the warm-up); zero otherwise.
+	// ports serve the warm-up); zero otherwise. Its Weight is the slow-start weight (0:
+	// none, full weight).
 	Endpoint store.Endpoint
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/publish"
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // MetadataNamespace is the filter_metadata key of each endpoint's metadata (pod name).
@@ -83,7 +84,7 @@ func buildEndpoints(reg publish.Registry, port string, before map[string]endpoin
 				continue
 			}
 			out[p.Name] = endpointState{pod: p.Name, address: p.Endpoint.Address, port: uint32(num),
-				zone: p.Endpoint.Zone, health: corev3.HealthStatus_HEALTHY, weight: 1}
+				zone: p.Endpoint.Zone, health: corev3.HealthStatus_HEALTHY, weight: weightOf(p.Endpoint.Weight)}
 		case v1alpha1.EndpointDraining:
 			if was, ok := before[p.Name]; ok {
 				was.health = corev3.HealthStatus_DRAINING
@@ -92,6 +93,15 @@ func buildEndpoints(reg publish.Registry, port string, before map[string]endpoin
 		}
 	}
 	return out
+}
+
+// weightOf is an endpoint's load_balancing_weight: its slow-start weight (1 to 100), or 1
+// for a registry without slow start (every endpoint alike). Never 0: gRPC rejects it.
+func weightOf(w int32) uint32 {
+	if w <= 0 {
+		return 1
+	}
+	return uint32(min(w, wire.FullWeight))
 }
 
 // loadAssignment is the ClusterLoadAssignment: one locality per zone (sorted), endpoints

@@ -440,3 +440,41 @@ func TestVersionPrefixPerProcess(t *testing.T) {
 		t.Fatalf("prefixes %q and %q", a.VersionPrefix(), b.VersionPrefix())
 	}
 }
+
+// TestSlowStartWeights: a registered pod's slow-start weight is its load_balancing_weight
+// (a registry without slow start publishes 1 for every endpoint), the locality's weight
+// is the sum of its HEALTHY endpoints' weights, and a weight step is one changed
+// ClusterLoadAssignment.
+func TestSlowStartWeights(t *testing.T) {
+	var published []xds.Published
+	s := xds.New(xds.Config{Log: testr.New(t), OnPublished: func(p xds.Published) { published = append(published, p) }})
+	weighted := func(p publish.Pod, w int32) publish.Pod { p.Endpoint.Weight = w; return p }
+	reg := registry("ns1", "orders",
+		weighted(pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"), 100),
+		weighted(pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a"), 10),
+		pod("c", v1alpha1.EndpointRegistered, "10.0.0.3", "zone-b"))
+	s.Publish(reg)
+	weights := func() (map[string]uint32, map[string]uint32) {
+		eps, locs := map[string]uint32{}, map[string]uint32{}
+		for _, loc := range s.LoadAssignment("orders.ns1").GetEndpoints() {
+			locs[loc.GetLocality().GetZone()] = loc.GetLoadBalancingWeight().GetValue()
+			for _, ep := range loc.GetLbEndpoints() {
+				eps[ep.GetMetadata().GetFilterMetadata()[xds.MetadataNamespace].GetFields()["pod"].GetStringValue()] = ep.GetLoadBalancingWeight().GetValue()
+			}
+		}
+		return eps, locs
+	}
+	eps, locs := weights()
+	if eps["a"] != 100 || eps["b"] != 10 || eps["c"] != 1 || locs["zone-a"] != 110 || locs["zone-b"] != 1 {
+		t.Fatalf("endpoint weights %v, locality weights %v; want a=100 b=10 c=1, zone-a=110 zone-b=1", eps, locs)
+	}
+	reg.Pods[1].Endpoint.Weight = 19 // the next step
+	s.Publish(reg)
+	s.Publish(reg) // unchanged: nothing
+	if eps, locs = weights(); eps["b"] != 19 || locs["zone-a"] != 119 {
+		t.Fatalf("after the step: endpoint weights %v, locality weights %v", eps, locs)
+	}
+	if len(published) != 2 {
+		t.Errorf("%d ClusterLoadAssignments published, want 2 (initial, one step)", len(published))
+	}
+}
