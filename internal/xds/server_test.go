@@ -442,9 +442,10 @@ func TestVersionPrefixPerProcess(t *testing.T) {
 }
 
 // TestSlowStartWeights: a registered pod's slow-start weight is its load_balancing_weight
-// (a registry without slow start publishes 1 for every endpoint), the locality's weight
-// is the sum of its HEALTHY endpoints' weights, and a weight step is one changed
-// ClusterLoadAssignment.
+// and, as each endpoint of a slow-start registry is its own locality (sub_zone = pod: gRPC
+// honours locality weights, not endpoint weights), its locality's weight; a weight step is
+// one changed ClusterLoadAssignment. A registry without slow start publishes weight 1 and
+// one locality per zone.
 func TestSlowStartWeights(t *testing.T) {
 	var published []xds.Published
 	s := xds.New(xds.Config{Log: testr.New(t), OnPublished: func(p xds.Published) { published = append(published, p) }})
@@ -457,7 +458,7 @@ func TestSlowStartWeights(t *testing.T) {
 	weights := func() (map[string]uint32, map[string]uint32) {
 		eps, locs := map[string]uint32{}, map[string]uint32{}
 		for _, loc := range s.LoadAssignment("orders.ns1").GetEndpoints() {
-			locs[loc.GetLocality().GetZone()] = loc.GetLoadBalancingWeight().GetValue()
+			locs[loc.GetLocality().GetZone()+"/"+loc.GetLocality().GetSubZone()] = loc.GetLoadBalancingWeight().GetValue()
 			for _, ep := range loc.GetLbEndpoints() {
 				eps[ep.GetMetadata().GetFilterMetadata()[xds.MetadataNamespace].GetFields()["pod"].GetStringValue()] = ep.GetLoadBalancingWeight().GetValue()
 			}
@@ -465,16 +466,23 @@ func TestSlowStartWeights(t *testing.T) {
 		return eps, locs
 	}
 	eps, locs := weights()
-	if eps["a"] != 100 || eps["b"] != 10 || eps["c"] != 1 || locs["zone-a"] != 110 || locs["zone-b"] != 1 {
-		t.Fatalf("endpoint weights %v, locality weights %v; want a=100 b=10 c=1, zone-a=110 zone-b=1", eps, locs)
+	if eps["a"] != 100 || eps["b"] != 10 || eps["c"] != 1 || len(locs) != 3 || locs["zone-a/a"] != 100 || locs["zone-a/b"] != 10 || locs["zone-b/c"] != 1 {
+		t.Fatalf("endpoint weights %v, locality weights %v; want a=100 b=10 c=1, one locality per endpoint of its weight", eps, locs)
 	}
 	reg.Pods[1].Endpoint.Weight = 19 // the next step
 	s.Publish(reg)
 	s.Publish(reg) // unchanged: nothing
-	if eps, locs = weights(); eps["b"] != 19 || locs["zone-a"] != 119 {
+	if eps, locs = weights(); eps["b"] != 19 || locs["zone-a/b"] != 19 {
 		t.Fatalf("after the step: endpoint weights %v, locality weights %v", eps, locs)
 	}
 	if len(published) != 2 {
 		t.Errorf("%d ClusterLoadAssignments published, want 2 (initial, one step)", len(published))
+	}
+	// Without slow start (no weights): one locality per zone, every weight 1.
+	plain := registry("ns1", "plain", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"), pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a"))
+	s.Publish(plain)
+	cla := s.LoadAssignment("plain.ns1")
+	if len(cla.GetEndpoints()) != 1 || cla.GetEndpoints()[0].GetLoadBalancingWeight().GetValue() != 2 || cla.GetEndpoints()[0].GetLocality().GetSubZone() != "" {
+		t.Errorf("registry without slow start: %v", cla)
 	}
 }
