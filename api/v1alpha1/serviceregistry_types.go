@@ -322,8 +322,15 @@ type DrainStatus struct {
 	// from the pod change to the store acknowledging the delete.
 	// +optional
 	DeregistrationLagMillis int64 `json:"deregistrationLagMillis,omitempty"`
-	// recommendedSeconds = callerCacheSeconds + the measured lag, rounded up: the shortest
-	// drain that keeps every caller's cached copy of a terminating pod serving.
+	// xdsPushLagMillis is the slowest push to an xDS client registrar measured recently for
+	// this registry (only with the xDS server on): from the change entering the xDS cache
+	// to the client's ACK. xDS clients keep no cache: they stop sending new requests to a
+	// terminating pod this long after its deregistration.
+	// +optional
+	XDSPushLagMillis int64 `json:"xdsPushLagMillis,omitempty"`
+	// recommendedSeconds = the measured deregistration lag + the longer of callerCacheSeconds
+	// and the xDS push lag, rounded up: the shortest drain that keeps every caller's copy of
+	// a terminating pod (cached, or pushed over xDS) serving.
 	RecommendedSeconds int32 `json:"recommendedSeconds"`
 }
 

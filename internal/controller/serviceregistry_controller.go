@@ -473,6 +473,9 @@ func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) re
 	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
 		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
 	}
+	if lr, ok := r.Publisher.(publish.LagReporter); ok {
+		d.XDSPushLag = lr.PushLag(types.NamespacedName{Namespace: reg.Namespace, Name: reg.Name})
+	}
 	return d
 }
 

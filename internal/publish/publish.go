@@ -6,6 +6,8 @@
 package publish
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -58,4 +60,13 @@ type Publisher interface {
 	// Unpublish removes everything published for the registry (it is deleted or being
 	// deleted).
 	Unpublish(types.NamespacedName)
+}
+
+// LagReporter is a Publisher that measures how late its clients follow: the drain advice
+// takes it into account (xDS clients stop new requests to a terminating pod only once the
+// push reached them).
+type LagReporter interface {
+	// PushLag is the slowest recent push of the registry's endpoints to a client (from
+	// Publish to the client's acknowledgement); 0 when none was measured.
+	PushLag(types.NamespacedName) time.Duration
 }

@@ -8,6 +8,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -206,6 +207,9 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 	for _, ack := range acks {
 		if nack == nil {
 			pushSeconds.WithLabelValues(typ).Observe(ack.At.Sub(ack.PublishedAt).Seconds())
+			if ack.TypeURL == resourcev3.EndpointType {
+				a.s.lags.add(ack.Name, ack.At.Sub(ack.PublishedAt))
+			}
 		}
 		if a.s.cfg.OnAck != nil {
 			a.s.cfg.OnAck(ack)

@@ -77,6 +77,7 @@ type Server struct {
 	changed chan struct{} // closed and replaced when seen grows
 
 	acks *ackTracker
+	lags pushLags
 
 	listening chan struct{}
 	addr      string
@@ -232,6 +233,7 @@ func (s *Server) unpublishLocked(key ktypes.NamespacedName) {
 	if s.owners[st.name] == key {
 		delete(s.owners, st.name)
 	}
+	s.lags.forget(st.name)
 	for _, t := range TypeURLs {
 		s.update(t, nil, []string{st.name}, nil)
 	}

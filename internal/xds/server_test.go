@@ -179,17 +179,27 @@ func TestADSClientFollowsVerdicts(t *testing.T) {
 		return len(acks) >= 3
 	}, "three ACKs")
 	mu.Lock()
+	var slowest time.Duration
 	for _, a := range acks {
 		if a.Node != "ads-1" || a.Name != "orders.ns1" || a.Nack != "" || a.At.Before(a.PublishedAt) {
 			t.Errorf("unexpected ack %+v", a)
 		}
+		slowest = max(slowest, a.At.Sub(a.PublishedAt))
 	}
 	mu.Unlock()
+	// The drain advice's xDS lag is the slowest measured push of the registry.
+	key := types.NamespacedName{Namespace: "ns1", Name: "orders"}
+	if got := s.PushLag(key); got != slowest || got <= 0 {
+		t.Errorf("PushLag = %v, want the slowest ACK's %v", got, slowest)
+	}
 
 	// Unpublish: the registry is deleted.
-	s.Unpublish(types.NamespacedName{Namespace: "ns1", Name: "orders"})
+	s.Unpublish(key)
 	if s.LoadAssignment("orders.ns1") != nil {
 		t.Fatal("ClusterLoadAssignment left after Unpublish")
+	}
+	if got := s.PushLag(key); got != 0 {
+		t.Errorf("PushLag after Unpublish = %v, want 0", got)
 	}
 }
 

@@ -87,5 +87,15 @@ var _ = Describe("Slow start over xDS", func() {
 			mid = mid || (s.share > first.share+0.05 && s.share < 0.4)
 		}
 		Expect(mid).To(BeTrue(), "no sample between the first share and an equal share: the share did not ramp")
+
+		// The client's ACKs were measured: the drain advice reports the xDS push lag.
+		Eventually(func() int64 {
+			cur := &v1alpha1.ServiceRegistry{}
+			Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), cur)).To(Succeed())
+			if cur.Status.Drain == nil {
+				return 0
+			}
+			return cur.Status.Drain.XDSPushLagMillis
+		}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(BeNumerically(">", 0))
 	})
 })
