@@ -322,6 +322,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, fence 
 	}
 	if xdsServer != nil {
 		r.Publisher = xdsServer
+		r.XDSGateAckTimeout = cfg.xds.gateAckTimeout
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,

@@ -74,6 +74,10 @@ type ServiceRegistryReconciler struct {
 	// Publisher, when set, follows every reconcile's verdicts besides the store (the xDS
 	// server); nil publishes nowhere else.
 	Publisher publish.Publisher
+	// XDSGateAckTimeout, when positive (and Publisher tracks ACKs: the xDS server), makes a
+	// new pod's readiness gate wait until every connected xDS client subscribed to its
+	// registry has acknowledged it, or this long after it was first pushed.
+	XDSGateAckTimeout time.Duration
 
 	known   *knownRecords
 	owners  *ownerIndex
@@ -126,6 +130,10 @@ type reconcileScope struct {
 	observed bool
 	// result is the soonest requeue the phases run so far asked for.
 	result ctrl.Result
+	// published is the Publisher's answer, once this reconcile published (nil before).
+	published *publish.Result
+	// xdsGateWait is set when a gate stays False until xDS clients acknowledge its pod.
+	xdsGateWait bool
 }
 
 // Reconcile syncs one ServiceRegistry. A registry that is gone is forgotten, one being
@@ -422,6 +430,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 	})
 	s.reg.Status.Stores = r.storeStatuses(s)
 	r.publish(s)
+	r.publishedCondition(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
 		return

@@ -70,3 +70,12 @@ type LagReporter interface {
 	// Publish to the client's acknowledgement); 0 when none was measured.
 	PushLag(types.NamespacedName) time.Duration
 }
+
+// AckWaiter is a Publisher whose clients acknowledge what they receive: a readiness gate
+// can wait until the clients have a new pod before it opens.
+type AckWaiter interface {
+	// Acknowledged reports whether every connected client subscribed to the registry has
+	// acknowledged pod as usable (and how many have not); true when nothing is waiting, and
+	// once timeout passed since the pod was first published.
+	Acknowledged(key types.NamespacedName, pod string, timeout time.Duration) (bool, int)
+}

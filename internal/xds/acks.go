@@ -58,6 +58,12 @@ type clientState struct {
 	acked   map[string]string // type URL → version last acknowledged
 	nacks   int
 	limiter *rate.Limiter
+	// edsSubs are the ClusterLoadAssignments the client subscribes to (its last EDS
+	// request's names); edsAcked maps each to the publish (cache version) of the content it
+	// last acknowledged. Both feed the readiness gate's wait for ACKs (Server.Acknowledged).
+	edsSubs  map[string]bool
+	edsAll   bool // a wildcard EDS request (no names): every ClusterLoadAssignment
+	edsAcked map[string]uint64
 }
 
 // ClientStatus is a connected client as the server sees it.
@@ -168,6 +174,13 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		a.s.log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
 		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.s.cfg.requestRate())
 	}
+	if req.GetTypeUrl() == resourcev3.EndpointType {
+		subs := make(map[string]bool, len(req.GetResourceNames()))
+		for _, n := range req.GetResourceNames() {
+			subs[n] = true
+		}
+		st.edsSubs, st.edsAll = subs, len(subs) == 0
+	}
 	sent, ok := st.pending[req.GetTypeUrl()]
 	if !ok || req.GetResponseNonce() == "" || req.GetResponseNonce() != sent.nonce {
 		a.mu.Unlock()
@@ -188,6 +201,14 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		}
 	} else {
 		st.acked[req.GetTypeUrl()] = req.GetVersionInfo()
+		if req.GetTypeUrl() == resourcev3.EndpointType {
+			if st.edsAcked == nil {
+				st.edsAcked = map[string]uint64{}
+			}
+			for _, it := range sent.items {
+				st.edsAcked[it.name] = max(st.edsAcked[it.name], it.seq)
+			}
+		}
 	}
 	for _, it := range sent.items {
 		ack := Ack{Node: node, TypeURL: req.GetTypeUrl(), Name: it.name, Seq: it.seq, PublishedAt: it.at, At: now}
@@ -268,4 +289,18 @@ func field1(b []byte) (string, bool) {
 		b = b[n:]
 	}
 	return "", false
+}
+
+// waitingFor counts the clients subscribed to the ClusterLoadAssignment name that have not
+// acknowledged its content of publish seq or later.
+func (a *ackTracker) waitingFor(name string, seq uint64) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, st := range a.streams {
+		if (st.edsAll || st.edsSubs[name]) && st.edsAcked[name] < seq {
+			n++
+		}
+	}
+	return n
 }

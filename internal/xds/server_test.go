@@ -496,3 +496,59 @@ func TestSlowStartWeights(t *testing.T) {
 		t.Errorf("registry without slow start: %v", cla)
 	}
 }
+
+// TestAcknowledged: the readiness gate's wait for ACKs. A pod is acknowledged once every
+// client subscribed to its ClusterLoadAssignment has ACKed a version holding it HEALTHY; a
+// client that only received it does not count; a registry or pod not served has nothing to
+// wait for; the timeout opens the wait whatever the clients do.
+func TestAcknowledged(t *testing.T) {
+	s := startServer(t, xds.Config{})
+	key := types.NamespacedName{Namespace: "ns1", Name: "orders"}
+	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a")))
+	if ok, n := s.Acknowledged(key, "a", time.Hour); !ok || n != 0 {
+		t.Fatalf("no client connected: Acknowledged = %v, %d; want true, 0", ok, n)
+	}
+	c := adsclient.NewADSClient(context.Background(), &corev3.Node{Id: "gate-1"}, resourcev3.EndpointType)
+	if err := c.InitConnect(dial(t, s)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Fetch() // received, not acknowledged yet
+	if err != nil || len(resp.Resources) != 1 {
+		t.Fatalf("fetch: %v, %v", resp, err)
+	}
+	if ok, n := s.Acknowledged(key, "a", time.Hour); ok || n != 1 {
+		t.Fatalf("received but not ACKed: Acknowledged = %v, %d; want false, 1", ok, n)
+	}
+	if ok, _ := s.Acknowledged(key, "a", time.Nanosecond); !ok {
+		t.Fatal("the timeout did not end the wait")
+	}
+	if err := c.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { ok, _ := s.Acknowledged(key, "a", time.Hour); return ok }, "the ACK of pod a")
+
+	// A new pod: the client has an older version; it waits until the client ACKs the next.
+	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"),
+		pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a")))
+	if ok, n := s.Acknowledged(key, "b", time.Hour); ok || n != 1 {
+		t.Fatalf("pod b pushed, not ACKed: Acknowledged = %v, %d; want false, 1", ok, n)
+	}
+	if ok, _ := s.Acknowledged(key, "a", time.Hour); !ok {
+		t.Fatal("pod a, acknowledged before, waits again")
+	}
+	if _, err := c.Fetch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { ok, _ := s.Acknowledged(key, "b", time.Hour); return ok }, "the ACK of pod b")
+
+	// Nothing to wait for: an unknown pod, an unknown registry.
+	if ok, _ := s.Acknowledged(key, "zzz", time.Hour); !ok {
+		t.Error("a pod that is not published waits")
+	}
+	if ok, _ := s.Acknowledged(types.NamespacedName{Namespace: "ns1", Name: "nope"}, "a", time.Hour); !ok {
+		t.Error("a registry that is not published waits")
+	}
+}
