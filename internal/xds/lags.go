@@ -75,5 +75,6 @@ func (s *Server) PushLag(key ktypes.NamespacedName) time.Duration {
 	}
 	return s.lags.max(st.name)
 }
+
 var _ publish.LagReporter = (*Server)(nil)
 var _ publish.AckWaiter = (*Server)(nil)
