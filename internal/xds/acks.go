@@ -158,21 +158,11 @@ func (a *ackTracker) response(_ context.Context, id int64, _ *discoveryv3.Discov
 // pending response's nonce is its ACK, or its NACK when it carries error_detail. A stream
 // sending requests faster than the per-client limit is closed.
 func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
-	now := time.Now()
 	a.mu.Lock()
 	st := a.streams[id]
 	if st == nil {
 		a.mu.Unlock()
 		return nil
-	}
-	if req.GetNode().GetId() != "" {
-		st.node = req.GetNode().GetId()
-	}
-	if !st.limiter.Allow() {
-		a.mu.Unlock()
-		rateLimited.Inc()
-		a.s.log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
-		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.s.cfg.requestRate())
 	}
 	if req.GetTypeUrl() == resourcev3.EndpointType {
 		subs := make(map[string]bool, len(req.GetResourceNames()))
@@ -181,27 +171,54 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		}
 		st.edsSubs, st.edsAll = subs, len(subs) == 0
 	}
-	sent, ok := st.pending[req.GetTypeUrl()]
-	if !ok || req.GetResponseNonce() == "" || req.GetResponseNonce() != sent.nonce {
+	if sent, ok := st.pending[req.GetTypeUrl()]; ok && req.GetErrorDetail() != nil && req.GetResponseNonce() == sent.nonce &&
+		!strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
+		// A client that rejects its first response from this server asks with no (or
+		// another server's) version, which would make the cache send the same content
+		// again at once, and again on every NACK: an error storm. Answer as if it held
+		// the rejected version, so it gets the next change instead.
+		req.VersionInfo = sent.version
+	}
+	a.mu.Unlock()
+	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetVersionInfo(),
+		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), time.Now())
+}
+
+// answer handles a request of either protocol: the first one names the node; one that
+// answers the pending response's nonce is its ACK, or its NACK when it carries an error
+// (detail). A stream sending requests faster than the per-client limit is closed.
+// keeps is the version the request names (empty for delta requests).
+func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bool, nackMsg string, now time.Time) error {
+	a.mu.Lock()
+	st := a.streams[id]
+	if st == nil {
 		a.mu.Unlock()
 		return nil
 	}
-	delete(st.pending, req.GetTypeUrl())
-	node := st.node
-	var acks []Ack
-	nack := req.GetErrorDetail()
-	if nack != nil {
+	if node != "" {
+		st.node = node
+	}
+	if !st.limiter.Allow() {
+		a.mu.Unlock()
+		rateLimited.Inc()
+		a.s.log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
+		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.s.cfg.requestRate())
+	}
+	sent, ok := st.pending[typeURL]
+	if !ok || nonce == "" || nonce != sent.nonce {
+		a.mu.Unlock()
+		return nil
+	}
+	delete(st.pending, typeURL)
+	node = st.node
+	if isNack {
 		st.nacks++
-		if !strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
-			// A client that rejects its first response from this server asks with no (or
-			// another server's) version, which would make the cache send the same content
-			// again at once, and again on every NACK: an error storm. Answer as if it held
-			// the rejected version, so it gets the next change instead.
-			req.VersionInfo = sent.version
-		}
 	} else {
-		st.acked[req.GetTypeUrl()] = req.GetVersionInfo()
-		if req.GetTypeUrl() == resourcev3.EndpointType {
+		st.acked[typeURL] = keeps
+		if keeps == "" {
+			st.acked[typeURL] = sent.version
+		}
+		if typeURL == resourcev3.EndpointType {
 			if st.edsAcked == nil {
 				st.edsAcked = map[string]uint64{}
 			}
@@ -210,23 +227,24 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 			}
 		}
 	}
+	acks := make([]Ack, 0, len(sent.items))
 	for _, it := range sent.items {
-		ack := Ack{Node: node, TypeURL: req.GetTypeUrl(), Name: it.name, Seq: it.seq, PublishedAt: it.at, At: now}
-		if nack != nil {
-			ack.Nack = nack.GetMessage()
+		ack := Ack{Node: node, TypeURL: typeURL, Name: it.name, Seq: it.seq, PublishedAt: it.at, At: now}
+		if isNack {
+			ack.Nack = nackMsg
 		}
 		acks = append(acks, ack)
 	}
 	a.mu.Unlock()
 
-	typ := shortType(req.GetTypeUrl())
-	if nack != nil {
+	typ := shortType(typeURL)
+	if isNack {
 		nacks.WithLabelValues(typ).Inc()
 		a.s.log.Info("xDS client rejected a response (NACK); it keeps the version it had",
-			"node", node, "type", req.GetTypeUrl(), "keeps", req.GetVersionInfo(), "nonce", req.GetResponseNonce(), "error", nack.GetMessage())
+			"node", node, "type", typeURL, "keeps", keeps, "nonce", nonce, "error", nackMsg)
 	}
 	for _, ack := range acks {
-		if nack == nil {
+		if !isNack {
 			pushSeconds.WithLabelValues(typ).Observe(ack.At.Sub(ack.PublishedAt).Seconds())
 			if ack.TypeURL == resourcev3.EndpointType {
 				a.s.lags.add(ack.Name, ack.At.Sub(ack.PublishedAt))
