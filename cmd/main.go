@@ -358,6 +358,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	}
 	if xdsServer != nil {
 		r.Publisher = xdsServer
+		r.XDSGateAckTimeout = cfg.xds.gateAckTimeout
 	}
 	if len(health) > 0 {
 		r.StoreHealth = health

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +19,8 @@ type xdsConfig struct {
 	certFile     string
 	keyFile      string
 	clientCAFile string
+	// gateAckTimeout, when positive, makes readiness gates wait for the xDS clients' ACKs.
+	gateAckTimeout time.Duration
 }
 
 func bindXDSFlags(fs *flag.FlagSet, c *xdsConfig) {
@@ -25,11 +28,15 @@ func bindXDSFlags(fs *flag.FlagSet, c *xdsConfig) {
 	fs.StringVar(&c.certFile, "xds-cert-file", "", "TLS certificate of the xDS server (re-read on every handshake); empty serves plaintext.")
 	fs.StringVar(&c.keyFile, "xds-key-file", "", "TLS key of the xDS server.")
 	fs.StringVar(&c.clientCAFile, "xds-client-ca-file", "", "CA bundle that xDS clients' certificates must chain to (mTLS); needs --xds-cert-file.")
+	fs.DurationVar(&c.gateAckTimeout, "xds-gate-ack-timeout", 0, "When positive, a new pod's readiness gate also waits until every connected xDS client subscribed to its registry has acknowledged the pod, for at most this long after it was pushed (a dead client cannot hold a gate longer); 0 does not wait (docs/xds.md).")
 }
 
 func (c xdsConfig) validate() error {
 	if (c.certFile == "") != (c.keyFile == "") {
 		return fmt.Errorf("--xds-cert-file and --xds-key-file go together")
+	}
+	if c.gateAckTimeout < 0 {
+		return fmt.Errorf("--xds-gate-ack-timeout must not be negative")
 	}
 	if c.clientCAFile != "" && c.certFile == "" {
 		return fmt.Errorf("--xds-client-ca-file needs --xds-cert-file and --xds-key-file")

@@ -165,6 +165,29 @@ type DrainSpec struct {
 	CallerCacheSeconds *int32 `json:"callerCacheSeconds,omitempty"`
 }
 
+// SlowStartSpec ramps a newly registered endpoint's weight up from minWeightPercent to full
+// over window (Envoy's slow_start_config, linear), in at most 10 steps, each one a rewrite of
+// the endpoint's store value (its "weight" field) and of its xDS load_balancing_weight.
+type SlowStartSpec struct {
+	// window is how long after its registration an endpoint ramps up to full weight
+	// (e.g. "60s"), from 1s to 1h. Keep it short for large scale-outs: while many new
+	// endpoints ramp, the established ones take the rest of the traffic.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be a duration between 1s and 1h"
+	// +required
+	Window *metav1.Duration `json:"window"`
+
+	// minWeightPercent is an endpoint's weight at registration, in percent of full weight
+	// (1 to 99; never 0: gRPC rejects endpoints of weight 0).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	// +kubebuilder:default=10
+	// +optional
+	MinWeightPercent *int32 `json:"minWeightPercent,omitempty"`
+}
+
 // InjectionSpec controls the pod mutating webhook for pods this registry selects.
 type InjectionSpec struct {
 	// enabled makes the webhook add the registrar.dev/ready readiness gate and the
@@ -214,6 +237,12 @@ type ServiceRegistrySpec struct {
 	// drain sets the preStop sleep of injected pods.
 	// +optional
 	Drain *DrainSpec `json:"drain,omitempty"`
+
+	// slowStart, when set, ramps each newly registered endpoint's weight up over a window
+	// (store value "weight", xDS load_balancing_weight), so a new pod is not handed its full
+	// share of requests at once.
+	// +optional
+	SlowStart *SlowStartSpec `json:"slowStart,omitempty"`
 
 	// injection controls the pod webhook for matching pods.
 	// +optional
@@ -293,8 +322,15 @@ type DrainStatus struct {
 	// from the pod change to the store acknowledging the delete.
 	// +optional
 	DeregistrationLagMillis int64 `json:"deregistrationLagMillis,omitempty"`
-	// recommendedSeconds = callerCacheSeconds + the measured lag, rounded up: the shortest
-	// drain that keeps every caller's cached copy of a terminating pod serving.
+	// xdsPushLagMillis is the slowest push to an xDS client registrar measured recently for
+	// this registry (only with the xDS server on): from the change entering the xDS cache
+	// to the client's ACK. xDS clients keep no cache: they stop sending new requests to a
+	// terminating pod this long after its deregistration.
+	// +optional
+	XDSPushLagMillis int64 `json:"xdsPushLagMillis,omitempty"`
+	// recommendedSeconds = the measured deregistration lag + the longer of callerCacheSeconds
+	// and the xDS push lag, rounded up: the shortest drain that keeps every caller's copy of
+	// a terminating pod (cached, or pushed over xDS) serving.
 	RecommendedSeconds int32 `json:"recommendedSeconds"`
 }
 

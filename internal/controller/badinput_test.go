@@ -74,6 +74,12 @@ var invalidSpecs = []invalidSpec{
 	{"warm-up timeout of 10ms", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeout":"10ms"}}`, "spec.warmup.timeout", "between 100ms and 1h"},
 	{"warm-up without ports", `{` + okSelector + `,"warmup":{"paths":["/"]}}`, "spec.warmup", "needs at least one entry in ports"},
 	{"warm-up port naming no port", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"port":"grpc"}}`, "spec.warmup.port", "must name an entry of ports"},
+	{"slow start without a window", `{` + okSelector + `,"slowStart":{"minWeightPercent":10}}`, "spec.slowStart.window", "Required value"},
+	{"slow-start window of 500ms", `{` + okSelector + `,"slowStart":{"window":"500ms"}}`, "spec.slowStart.window", "between 1s and 1h"},
+	{"slow-start window of two hours", `{` + okSelector + `,"slowStart":{"window":"2h"}}`, "spec.slowStart.window", "between 1s and 1h"},
+	{"slow-start window not a duration", `{` + okSelector + `,"slowStart":{"window":"soon"}}`, "spec.slowStart.window", ""},
+	{"slow-start minimum weight 0", `{` + okSelector + `,"slowStart":{"window":"30s","minWeightPercent":0}}`, "spec.slowStart.minWeightPercent", ""},
+	{"slow-start minimum weight 100", `{` + okSelector + `,"slowStart":{"window":"30s","minWeightPercent":100}}`, "spec.slowStart.minWeightPercent", ""},
 	{"unknown onFailure", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"onFailure":"Retry"}}`, "spec.warmup.onFailure", ""},
 }
 

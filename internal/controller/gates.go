@@ -44,6 +44,12 @@ func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileS
 					"pod", p.pod.Name, "waitingFor", waits)
 				continue
 			}
+			if wait, n := r.xdsGateWait(s, p.pod.Name); wait {
+				log.FromContext(ctx).V(1).Info("gate stays False: xDS clients have not acknowledged the pod yet",
+					"pod", p.pod.Name, "clients", n)
+				s.xdsGateWait = true
+				continue
+			}
 			msg = fmt.Sprintf("endpoint %s is in the store (service %s)", rec.Address, s.target.Service)
 		}
 		err := r.setGate(ctx, p.pod, want.Status, want.Reason, msg, p.pod.ResourceVersion)

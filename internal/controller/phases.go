@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -76,17 +77,25 @@ func (r *ServiceRegistryReconciler) reconcileStore(ctx context.Context, s *recon
 		r.acks.forget(s.reg.UID) // unknown: no other registry's gate flip counts on this one
 		return ctrl.Result{}, s.storeErr
 	}
-	return conflictRequeue(s, r.leaseRequeue(s)), nil
+	return conflictRequeue(s, soonest(r.leaseRequeue(s), r.rampRequeue(s))), nil
 }
 
 // reconcileGates sets the readiness gates (gates.go). A failed flip keeps the requeue the
 // earlier phases asked for (gateFlipFailed).
 func (r *ServiceRegistryReconciler) reconcileGates(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
+	r.publish(s) // first, so that a gate waiting for xDS ACKs waits for this reconcile's push
 	if err := r.flipGates(ctx, s); err != nil {
 		return gateFlipFailed(ctx, s.result, err)
 	}
+	if s.xdsGateWait {
+		return ctrl.Result{RequeueAfter: XDSGatePoll}, nil
+	}
 	return ctrl.Result{}, nil
 }
+
+// XDSGatePoll is how often a reconcile whose gate waits for xDS ACKs looks again (at most
+// --xds-gate-ack-timeout / XDSGatePoll reconciles per pod start).
+const XDSGatePoll = 200 * time.Millisecond
 
 // patchStatus is Reconcile's deferred status step: once the pods were observed, the status
 // is computed from the scope and submitted (submitStatus), except by a deposed leader, which

@@ -10,10 +10,11 @@ import (
 )
 
 // publish hands the reconcile's verdicts (the ones that planned the store's writes) to the
-// Publisher and reports its answer in the XDSPublished condition. Called where the status is
-// computed, from the same scope.
+// Publisher, once per reconcile: before the readiness gates when the reconcile gets there
+// (a gate may wait for the clients' ACKs), else where the status is computed, from the same
+// scope. Its answer is reported in the XDSPublished condition (publishedCondition).
 func (r *ServiceRegistryReconciler) publish(s *reconcileScope) {
-	if r.Publisher == nil {
+	if r.Publisher == nil || s.published != nil {
 		return
 	}
 	reg := publish.Registry{
@@ -26,10 +27,23 @@ func (r *ServiceRegistryReconciler) publish(s *reconcileScope) {
 		reg.Ports = append(reg.Ports, p.Name)
 	}
 	reg.Pods = make([]publish.Pod, len(s.selected))
+	now := r.Clock.Now()
 	for i, p := range s.selected {
 		reg.Pods[i] = publish.Pod{Name: p.pod.Name, State: p.verdict.State, Endpoint: p.endpoint}
+		if p.verdict.State == v1alpha1.EndpointRegistered {
+			reg.Pods[i].Endpoint.Weight = xdsWeight(s, p.pod.Name, now)
+		}
 	}
 	res := r.Publisher.Publish(reg)
+	s.published = &res
+}
+
+// publishedCondition sets XDSPublished from the reconcile's publish.
+func (r *ServiceRegistryReconciler) publishedCondition(s *reconcileScope) {
+	if s.published == nil {
+		return
+	}
+	res := *s.published
 	c := v1.Condition{Type: v1alpha1.ConditionXDSPublished, Status: v1.ConditionTrue, Reason: v1alpha1.ReasonXDSPublished,
 		Message: res.Message, ObservedGeneration: s.reg.Generation}
 	if !res.OK() {
@@ -43,4 +57,16 @@ func (r *ServiceRegistryReconciler) unpublish(name types.NamespacedName) {
 	if r.Publisher != nil {
 		r.Publisher.Unpublish(name)
 	}
+}
+
+// xdsGateWait reports whether the gate of a pod must stay False a little longer because an
+// xDS client subscribed to the registry has not acknowledged the pod yet (only with
+// XDSGateAckTimeout set and a Publisher that tracks ACKs).
+func (r *ServiceRegistryReconciler) xdsGateWait(s *reconcileScope, pod string) (wait bool, clients int) {
+	w, ok := r.Publisher.(publish.AckWaiter)
+	if r.XDSGateAckTimeout <= 0 || !ok {
+		return false, 0
+	}
+	done, n := w.Acknowledged(types.NamespacedName{Namespace: s.reg.Namespace, Name: s.reg.Name}, pod, r.XDSGateAckTimeout)
+	return !done, n
 }

@@ -78,6 +78,10 @@ type ServiceRegistryReconciler struct {
 	// StoreHealth, when set, feeds the StoreHealthy condition (storehealth.go); nil leaves
 	// the condition out.
 	StoreHealth StoreHealthSource
+	// XDSGateAckTimeout, when positive (and Publisher tracks ACKs: the xDS server), makes a
+	// new pod's readiness gate wait until every connected xDS client subscribed to its
+	// registry has acknowledged it, or this long after it was first pushed.
+	XDSGateAckTimeout time.Duration
 
 	known  *knownRecords
 	owners *ownerIndex
@@ -133,6 +137,10 @@ type reconcileScope struct {
 	observed bool
 	// result is the soonest requeue the phases run so far asked for.
 	result ctrl.Result
+	// published is the Publisher's answer, once this reconcile published (nil before).
+	published *publish.Result
+	// xdsGateWait is set when a gate stays False until xDS clients acknowledge its pod.
+	xdsGateWait bool
 }
 
 // Reconcile syncs one ServiceRegistry. A registry that is gone is forgotten, one being
@@ -474,6 +482,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 	s.reg.Status.Stores = r.storeStatuses(s)
 	r.storeHealthCondition(s)
 	r.publish(s)
+	r.publishedCondition(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
 		return
@@ -524,6 +533,9 @@ func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) re
 	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max(reg.UID)}
 	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
 		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
+	}
+	if lr, ok := r.Publisher.(publish.LagReporter); ok {
+		d.XDSPushLag = lr.PushLag(types.NamespacedName{Namespace: reg.Namespace, Name: reg.Name})
 	}
 	return d
 }

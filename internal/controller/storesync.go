@@ -92,7 +92,8 @@ func (r *ServiceRegistryReconciler) syncStore(ctx context.Context, s *reconcileS
 		res.err = storeErr(t.Name, err)
 		return res
 	}
-	p := plan.Compute(owner, s.desired, current, now)
+	weigh := weigherOf(s.reg, now)
+	p := plan.ComputeWeighted(owner, s.desired, current, now, weigh)
 	if len(p.Conflicts) > 0 {
 		// The other owner may have released its keys since they were read: read them again.
 		r.known.forgetStore(name, t.Name)
@@ -100,7 +101,7 @@ func (r *ServiceRegistryReconciler) syncStore(ctx context.Context, s *reconcileS
 			res.err = storeErr(t.Name, err)
 			return res
 		}
-		p = plan.Compute(owner, s.desired, current, now)
+		p = plan.ComputeWeighted(owner, s.desired, current, now, weigh)
 	}
 	res.plan, res.records = p, current
 	if p.Changes.Len() == 0 {
@@ -183,7 +184,9 @@ func unionChanges(results []storeResult) store.Changes {
 }
 
 // storedEverywhere are the owner's records that every store of results holds alike (nil
-// when no store answered): an endpoint counts as stored only once each store has it.
+// when no store answered): an endpoint counts as stored only once each store has it. A
+// slow-start weight that differs between stores (one wrote the next step, another failed)
+// does not make it less stored.
 func storedEverywhere(owner string, results []storeResult) map[string]store.Record {
 	if len(results) == 0 {
 		return nil
@@ -191,7 +194,7 @@ func storedEverywhere(owner string, results []storeResult) map[string]store.Reco
 	out := plan.Owned(owner, results[0].records)
 	for _, res := range results[1:] {
 		for pod, rec := range out {
-			if other, ok := res.records[pod]; !ok || other.Owner != owner || !plan.Same(other.Endpoint, rec.Endpoint) {
+			if other, ok := res.records[pod]; !ok || other.Owner != owner || !plan.SameInstance(other.Endpoint, rec.Endpoint) {
 				delete(out, pod)
 			}
 		}

@@ -25,21 +25,35 @@ type Plan struct {
 // never deleted. An update keeps the record's registeredAt unless the pod's UID changed;
 // creates and recreated pods get now.
 func Compute(owner string, desired map[string]store.Endpoint, current map[string]store.Record, now time.Time) Plan {
+	return ComputeWeighted(owner, desired, current, now, nil)
+}
+
+// Weigher is the weight of an endpoint registered at registeredAt (slow start, see
+// internal/slowstart), 1 to store.FullWeight.
+type Weigher func(registeredAt time.Time) int32
+
+// ComputeWeighted is Compute for a registry with slow start: each desired endpoint's weight
+// is weigh(its registeredAt) (now for a new or recreated pod, else the stored one), and a
+// record whose weight differs is updated. With a nil weigh the desired weights are kept
+// as they are (0: no weight written).
+func ComputeWeighted(owner string, desired map[string]store.Endpoint, current map[string]store.Record, now time.Time, weigh Weigher) Plan {
 	var p Plan
 	for _, pod := range slices.Sorted(maps.Keys(desired)) {
 		want := desired[pod]
 		have, exists := current[pod]
+		want.RegisteredAt = now
+		if exists && have.UID == want.UID {
+			want.RegisteredAt = have.RegisteredAt
+		}
+		if weigh != nil {
+			want.Weight = weigh(want.RegisteredAt)
+		}
 		switch {
 		case !exists:
-			want.RegisteredAt = now
 			p.Changes.Create = append(p.Changes.Create, want)
 		case have.Owner != owner:
 			p.Conflicts = append(p.Conflicts, pod)
 		case !Same(have.Endpoint, want):
-			want.RegisteredAt = now
-			if have.UID == want.UID {
-				want.RegisteredAt = have.RegisteredAt
-			}
 			p.Changes.Update = append(p.Changes.Update, store.Update{Old: have, New: want})
 		}
 	}
@@ -53,6 +67,12 @@ func Compute(owner string, desired map[string]store.Endpoint, current map[string
 
 // Same reports whether two endpoints carry the same content, ignoring registeredAt.
 func Same(a, b store.Endpoint) bool {
+	return SameInstance(a, b) && a.Weight == b.Weight
+}
+
+// SameInstance is Same ignoring the weight too: the same instance, whatever its share of
+// the traffic at the moment.
+func SameInstance(a, b store.Endpoint) bool {
 	return a.Service == b.Service && a.Namespace == b.Namespace && a.Pod == b.Pod &&
 		a.UID == b.UID && a.Address == b.Address && maps.Equal(a.Ports, b.Ports) &&
 		a.Node == b.Node && a.Zone == b.Zone && a.Cluster == b.Cluster && a.Owner == b.Owner

@@ -389,3 +389,42 @@ func TestOwned(t *testing.T) {
 		})
 	}
 }
+
+// TestComputeWeighted: the weight follows the registration time the plan keeps (now for a
+// new or recreated pod, the stored one otherwise); a changed weight alone is an update; an
+// unchanged one writes nothing.
+func TestComputeWeighted(t *testing.T) {
+	// weight: 10 at now, 50 for the stored registration time t0.
+	weigh := func(registeredAt time.Time) int32 {
+		if registeredAt.Equal(now) {
+			return 10
+		}
+		return 50
+	}
+	weight := func(w int32) func(*store.Endpoint) { return func(e *store.Endpoint) { e.Weight = w } }
+	for _, tc := range []struct {
+		name    string
+		desired map[string]store.Endpoint
+		current map[string]store.Record
+		want    store.Changes
+	}{
+		{"new pod: registered now, weight at now", desiredOf(ep("a")), nil,
+			store.Changes{Create: []store.Endpoint{ep("a", at(now), weight(10))}}},
+		{"stored without a weight: updated to the weight of its registration time", desiredOf(ep("a")), currentOf(rec(ep("a"), 3)),
+			store.Changes{Update: []store.Update{{Old: rec(ep("a"), 3), New: ep("a", at(t0), weight(50))}}}},
+		{"stored with that weight: nothing", desiredOf(ep("a")), currentOf(rec(ep("a", weight(50)), 3)), store.Changes{}},
+		{"recreated pod: registered now, weight at now", desiredOf(ep("a", uid("new"))), currentOf(rec(ep("a", weight(50)), 3)),
+			store.Changes{Update: []store.Update{{Old: rec(ep("a", weight(50)), 3), New: ep("a", uid("new"), at(now), weight(10))}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ComputeWeighted(me, tc.desired, tc.current, now, weigh)
+			if !reflect.DeepEqual(got.Changes, tc.want) {
+				t.Errorf("changes =\n%+v\nwant\n%+v", got.Changes, tc.want)
+			}
+		})
+	}
+	// Without a weigher the weight is not written, and a stored one is removed.
+	if got := Compute(me, desiredOf(ep("a")), currentOf(rec(ep("a", weight(50)), 3)), now); len(got.Changes.Update) != 1 || got.Changes.Update[0].New.Weight != 0 {
+		t.Errorf("Compute without slow start over a weighted record = %+v, want an update without weight", got.Changes)
+	}
+}

@@ -6,6 +6,8 @@
 package publish
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -19,7 +21,8 @@ type Pod struct {
 	// pods are not; Draining pods are terminating (they left the store).
 	State v1alpha1.EndpointState
 	// Endpoint is the store value of a Registered pod (also set for WarmingUp pods, whose
-	// ports serve the warm-up); zero otherwise.
+	// ports serve the warm-up); zero otherwise. Its Weight is the slow-start weight (0:
+	// none, full weight).
 	Endpoint store.Endpoint
 }
 
@@ -57,4 +60,22 @@ type Publisher interface {
 	// Unpublish removes everything published for the registry (it is deleted or being
 	// deleted).
 	Unpublish(types.NamespacedName)
+}
+
+// LagReporter is a Publisher that measures how late its clients follow: the drain advice
+// takes it into account (xDS clients stop new requests to a terminating pod only once the
+// push reached them).
+type LagReporter interface {
+	// PushLag is the slowest recent push of the registry's endpoints to a client (from
+	// Publish to the client's acknowledgement); 0 when none was measured.
+	PushLag(types.NamespacedName) time.Duration
+}
+
+// AckWaiter is a Publisher whose clients acknowledge what they receive: a readiness gate
+// can wait until the clients have a new pod before it opens.
+type AckWaiter interface {
+	// Acknowledged reports whether every connected client subscribed to the registry has
+	// acknowledged pod as usable (and how many have not); true when nothing is waiting, and
+	// once timeout passed since the pod was first published.
+	Acknowledged(key types.NamespacedName, pod string, timeout time.Duration) (bool, int)
 }

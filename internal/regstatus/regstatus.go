@@ -35,6 +35,9 @@ type Drain struct {
 	CallerCacheSeconds int32
 	// DeregistrationLag is the slowest recent deregistration the operator measured.
 	DeregistrationLag time.Duration
+	// XDSPushLag is the slowest recent push of the registry's endpoints to an xDS client
+	// (publish → ACK); 0 without the xDS server or before any ACK.
+	XDSPushLag time.Duration
 }
 
 // Configuration problems of a ServiceRegistry generated from Deployment annotations.
@@ -216,25 +219,36 @@ func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	}
 }
 
-// drainAdvice computes the recommended drain — callers' cache TTL plus the measured
-// deregistration lag, rounded up to a second — and the DrainSufficient condition.
+// drainAdvice computes the recommended drain — the measured deregistration lag plus the
+// longer of the callers' cache TTL and the measured xDS push lag (xDS clients keep no
+// cache, store readers get no push: the drain must cover the slower of the two kinds),
+// rounded up to a second — and the DrainSufficient condition.
 func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainStatus {
 	lag := in.Drain.DeregistrationLag.Round(10 * time.Millisecond)
-	staleness := time.Duration(in.Drain.CallerCacheSeconds)*time.Second + lag
+	push := in.Drain.XDSPushLag.Round(10 * time.Millisecond)
+	if push == 0 && in.Drain.XDSPushLag > 0 {
+		push = time.Millisecond // measured, and quick: still shown as measured
+	}
+	cache := time.Duration(in.Drain.CallerCacheSeconds) * time.Second
+	staleness := lag + max(cache, push)
 	recommended := int32((staleness + time.Second - 1) / time.Second)
 	d := &v1alpha1.DrainStatus{
 		Seconds: in.Drain.Seconds, CallerCacheSeconds: in.Drain.CallerCacheSeconds,
-		DeregistrationLagMillis: lag.Milliseconds(), RecommendedSeconds: recommended,
+		DeregistrationLagMillis: lag.Milliseconds(), XDSPushLagMillis: push.Milliseconds(), RecommendedSeconds: recommended,
+	}
+	why := fmt.Sprintf("cache %ds + deregistration lag %s", in.Drain.CallerCacheSeconds, lag)
+	if push > cache {
+		why = fmt.Sprintf("deregistration lag %s + xDS push lag %s, longer than the callers' cache of %ds", lag, push, in.Drain.CallerCacheSeconds)
 	}
 	if in.Drain.Seconds < recommended {
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, false, v1alpha1.ReasonDrainTooShort,
-			fmt.Sprintf("spec.drain.seconds is %d but callers may hold a terminating pod for %s (cache %ds + deregistration lag %s): set spec.drain.seconds to at least %d",
-				in.Drain.Seconds, staleness, in.Drain.CallerCacheSeconds, lag, recommended))
+			fmt.Sprintf("spec.drain.seconds is %d but callers may hold a terminating pod for %s (%s): set spec.drain.seconds to at least %d",
+				in.Drain.Seconds, staleness, why, recommended))
 		return d
 	}
 	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, true, v1alpha1.ReasonDrainCoversCallers,
-		fmt.Sprintf("terminating pods keep serving for %ds after deregistration; callers may hold them for %s (cache %ds + deregistration lag %s)",
-			in.Drain.Seconds, staleness, in.Drain.CallerCacheSeconds, lag))
+		fmt.Sprintf("terminating pods keep serving for %ds after deregistration; callers may hold them for %s (%s)",
+			in.Drain.Seconds, staleness, why))
 	return d
 }
 

@@ -968,14 +968,21 @@ func TestBuildDrainAdvice(t *testing.T) {
 		wantReason      string
 		wantRecommended int32
 		wantLagMillis   int64
+		wantPushMillis  int64
 	}{
 		{"drain covers cache and lag", Drain{Seconds: 15, CallerCacheSeconds: 5, DeregistrationLag: 40 * time.Millisecond},
-			metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 6, 40},
+			metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 6, 40, 0},
 		{"lag rounds the recommendation up", Drain{Seconds: 5, CallerCacheSeconds: 5, DeregistrationLag: 1200 * time.Millisecond},
-			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 7, 1200},
-		{"exactly enough", Drain{Seconds: 5, CallerCacheSeconds: 5}, metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 5, 0},
+			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 7, 1200, 0},
+		{"exactly enough", Drain{Seconds: 5, CallerCacheSeconds: 5}, metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 5, 0, 0},
 		{"no drain at all", Drain{Seconds: 0, CallerCacheSeconds: 30, DeregistrationLag: time.Millisecond},
-			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 30, 0},
+			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 30, 0, 0},
+		{"xDS push lag within the callers' cache: the cache decides", Drain{Seconds: 6, CallerCacheSeconds: 5, DeregistrationLag: 40 * time.Millisecond, XDSPushLag: 900 * time.Millisecond},
+			metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 6, 40, 900},
+		{"a quick xDS push is still shown as measured", Drain{Seconds: 5, CallerCacheSeconds: 5, XDSPushLag: 400 * time.Microsecond},
+			metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 5, 0, 1},
+		{"xDS push lag beyond the callers' cache: it decides", Drain{Seconds: 2, CallerCacheSeconds: 0, DeregistrationLag: 300 * time.Millisecond, XDSPushLag: 2500 * time.Millisecond},
+			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 3, 300, 2500},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -988,7 +995,10 @@ func TestBuildDrainAdvice(t *testing.T) {
 				t.Errorf("message %q does not tell the user the drain to set (%d)", c.Message, tt.wantRecommended)
 			}
 			want := v1alpha1.DrainStatus{Seconds: tt.drain.Seconds, CallerCacheSeconds: tt.drain.CallerCacheSeconds,
-				DeregistrationLagMillis: tt.wantLagMillis, RecommendedSeconds: tt.wantRecommended}
+				DeregistrationLagMillis: tt.wantLagMillis, XDSPushLagMillis: tt.wantPushMillis, RecommendedSeconds: tt.wantRecommended}
+			if push := tt.drain.XDSPushLag; push > time.Duration(tt.drain.CallerCacheSeconds)*time.Second && !strings.Contains(c.Message, "xDS push lag "+push.String()) {
+				t.Errorf("message %q does not name the xDS push lag that decided the advice", c.Message)
+			}
 			if got.Drain == nil || *got.Drain != want {
 				t.Errorf("drain = %+v, want %+v", got.Drain, want)
 			}

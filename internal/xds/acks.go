@@ -8,6 +8,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,6 +58,12 @@ type clientState struct {
 	acked   map[string]string // type URL → version last acknowledged
 	nacks   int
 	limiter *rate.Limiter
+	// edsSubs are the ClusterLoadAssignments the client subscribes to (its last EDS
+	// request's names); edsAcked maps each to the publish (cache version) of the content it
+	// last acknowledged. Both feed the readiness gate's wait for ACKs (Server.Acknowledged).
+	edsSubs  map[string]bool
+	edsAll   bool // a wildcard EDS request (no names): every ClusterLoadAssignment
+	edsAcked map[string]uint64
 }
 
 // ClientStatus is a connected client as the server sees it.
@@ -151,15 +158,45 @@ func (a *ackTracker) response(_ context.Context, id int64, _ *discoveryv3.Discov
 // pending response's nonce is its ACK, or its NACK when it carries error_detail. A stream
 // sending requests faster than the per-client limit is closed.
 func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
-	now := time.Now()
 	a.mu.Lock()
 	st := a.streams[id]
 	if st == nil {
 		a.mu.Unlock()
 		return nil
 	}
-	if req.GetNode().GetId() != "" {
-		st.node = req.GetNode().GetId()
+	if req.GetTypeUrl() == resourcev3.EndpointType {
+		subs := make(map[string]bool, len(req.GetResourceNames()))
+		for _, n := range req.GetResourceNames() {
+			subs[n] = true
+		}
+		st.edsSubs, st.edsAll = subs, len(subs) == 0
+	}
+	if sent, ok := st.pending[req.GetTypeUrl()]; ok && req.GetErrorDetail() != nil && req.GetResponseNonce() == sent.nonce &&
+		!strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
+		// A client that rejects its first response from this server asks with no (or
+		// another server's) version, which would make the cache send the same content
+		// again at once, and again on every NACK: an error storm. Answer as if it held
+		// the rejected version, so it gets the next change instead.
+		req.VersionInfo = sent.version
+	}
+	a.mu.Unlock()
+	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetVersionInfo(),
+		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), time.Now())
+}
+
+// answer handles a request of either protocol: the first one names the node; one that
+// answers the pending response's nonce is its ACK, or its NACK when it carries an error
+// (detail). A stream sending requests faster than the per-client limit is closed.
+// keeps is the version the request names (empty for delta requests).
+func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bool, nackMsg string, now time.Time) error {
+	a.mu.Lock()
+	st := a.streams[id]
+	if st == nil {
+		a.mu.Unlock()
+		return nil
+	}
+	if node != "" {
+		st.node = node
 	}
 	if !st.limiter.Allow() {
 		a.mu.Unlock()
@@ -167,45 +204,51 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		a.s.log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
 		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.s.cfg.requestRate())
 	}
-	sent, ok := st.pending[req.GetTypeUrl()]
-	if !ok || req.GetResponseNonce() == "" || req.GetResponseNonce() != sent.nonce {
+	sent, ok := st.pending[typeURL]
+	if !ok || nonce == "" || nonce != sent.nonce {
 		a.mu.Unlock()
 		return nil
 	}
-	delete(st.pending, req.GetTypeUrl())
-	node := st.node
-	var acks []Ack
-	nack := req.GetErrorDetail()
-	if nack != nil {
+	delete(st.pending, typeURL)
+	node = st.node
+	if isNack {
 		st.nacks++
-		if !strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
-			// A client that rejects its first response from this server asks with no (or
-			// another server's) version, which would make the cache send the same content
-			// again at once, and again on every NACK: an error storm. Answer as if it held
-			// the rejected version, so it gets the next change instead.
-			req.VersionInfo = sent.version
-		}
 	} else {
-		st.acked[req.GetTypeUrl()] = req.GetVersionInfo()
+		st.acked[typeURL] = keeps
+		if keeps == "" {
+			st.acked[typeURL] = sent.version
+		}
+		if typeURL == resourcev3.EndpointType {
+			if st.edsAcked == nil {
+				st.edsAcked = map[string]uint64{}
+			}
+			for _, it := range sent.items {
+				st.edsAcked[it.name] = max(st.edsAcked[it.name], it.seq)
+			}
+		}
 	}
+	acks := make([]Ack, 0, len(sent.items))
 	for _, it := range sent.items {
-		ack := Ack{Node: node, TypeURL: req.GetTypeUrl(), Name: it.name, Seq: it.seq, PublishedAt: it.at, At: now}
-		if nack != nil {
-			ack.Nack = nack.GetMessage()
+		ack := Ack{Node: node, TypeURL: typeURL, Name: it.name, Seq: it.seq, PublishedAt: it.at, At: now}
+		if isNack {
+			ack.Nack = nackMsg
 		}
 		acks = append(acks, ack)
 	}
 	a.mu.Unlock()
 
-	typ := shortType(req.GetTypeUrl())
-	if nack != nil {
+	typ := shortType(typeURL)
+	if isNack {
 		nacks.WithLabelValues(typ).Inc()
 		a.s.log.Info("xDS client rejected a response (NACK); it keeps the version it had",
-			"node", node, "type", req.GetTypeUrl(), "keeps", req.GetVersionInfo(), "nonce", req.GetResponseNonce(), "error", nack.GetMessage())
+			"node", node, "type", typeURL, "keeps", keeps, "nonce", nonce, "error", nackMsg)
 	}
 	for _, ack := range acks {
-		if nack == nil {
+		if !isNack {
 			pushSeconds.WithLabelValues(typ).Observe(ack.At.Sub(ack.PublishedAt).Seconds())
+			if ack.TypeURL == resourcev3.EndpointType {
+				a.s.lags.add(ack.Name, ack.At.Sub(ack.PublishedAt))
+			}
 		}
 		if a.s.cfg.OnAck != nil {
 			a.s.cfg.OnAck(ack)
@@ -264,4 +307,18 @@ func field1(b []byte) (string, bool) {
 		b = b[n:]
 	}
 	return "", false
+}
+
+// waitingFor counts the clients subscribed to the ClusterLoadAssignment name that have not
+// acknowledged its content of publish seq or later.
+func (a *ackTracker) waitingFor(name string, seq uint64) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, st := range a.streams {
+		if (st.edsAll || st.edsSubs[name]) && st.edsAcked[name] < seq {
+			n++
+		}
+	}
+	return n
 }

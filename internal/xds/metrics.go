@@ -35,6 +35,10 @@ var (
 		Name: "registrar_xds_clients",
 		Help: "Open xDS (ADS) streams.",
 	})
+	gateAckTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "registrar_xds_gate_ack_timeouts_total",
+		Help: "Readiness gates opened after --xds-gate-ack-timeout although a subscribed xDS client had not acknowledged the pod (a dead or stuck client).",
+	})
 	rateLimited = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "registrar_xds_streams_rate_limited_total",
 		Help: "xDS streams closed because the client sent requests faster than the per-client limit.",
@@ -42,5 +46,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(pushSeconds, nacks, responses, responseBytes, publishes, clients, rateLimited)
+	metrics.Registry.MustRegister(pushSeconds, nacks, responses, responseBytes, publishes, clients, rateLimited, gateAckTimeouts)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/publish"
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // MetadataNamespace is the filter_metadata key of each endpoint's metadata (pod name).
@@ -68,6 +69,8 @@ type endpointState struct {
 	zone    string
 	health  corev3.HealthStatus
 	weight  uint32
+	// slowStart is set when the registry has slow start (the pod came with a weight).
+	slowStart bool
 }
 
 // buildEndpoints maps the reconcile's verdicts to published endpoints: Registered pods are
@@ -83,7 +86,8 @@ func buildEndpoints(reg publish.Registry, port string, before map[string]endpoin
 				continue
 			}
 			out[p.Name] = endpointState{pod: p.Name, address: p.Endpoint.Address, port: uint32(num),
-				zone: p.Endpoint.Zone, health: corev3.HealthStatus_HEALTHY, weight: 1}
+				zone: p.Endpoint.Zone, health: corev3.HealthStatus_HEALTHY, weight: weightOf(p.Endpoint.Weight),
+				slowStart: p.Endpoint.Weight > 0}
 		case v1alpha1.EndpointDraining:
 			if was, ok := before[p.Name]; ok {
 				was.health = corev3.HealthStatus_DRAINING
@@ -94,24 +98,52 @@ func buildEndpoints(reg publish.Registry, port string, before map[string]endpoin
 	return out
 }
 
+// weightOf is an endpoint's load_balancing_weight: its slow-start weight (1 to 100), or 1
+// for a registry without slow start (every endpoint alike). Never 0: gRPC rejects it.
+func weightOf(w int32) uint32 {
+	if w <= 0 {
+		return 1
+	}
+	return uint32(min(w, wire.FullWeight))
+}
+
 // loadAssignment is the ClusterLoadAssignment: one locality per zone (sorted), endpoints
 // sorted by pod name, each with weight ≥ 1; a locality's weight is the sum of its HEALTHY
 // endpoints' weights (at least 1: gRPC ignores localities of weight 0).
+//
+// A registry with slow start (an endpoint came with a weight) gets one locality per endpoint instead (zone, and
+// sub_zone = the pod): gRPC's round_robin ignores endpoint weights, but its locality
+// picker (weighted_target) honours locality weights, so each endpoint's share of a gRPC
+// client's RPCs is then its weight over the total. Envoy honours the endpoint weights.
 func loadAssignment(name string, eps map[string]endpointState) *endpointv3.ClusterLoadAssignment {
-	byZone := map[string][]endpointState{}
+	weighted := false
 	for _, e := range eps {
-		byZone[e.zone] = append(byZone[e.zone], e)
+		weighted = weighted || e.slowStart
 	}
-	zones := make([]string, 0, len(byZone))
-	for z := range byZone {
-		zones = append(zones, z)
+	type locKey struct{ zone, subZone string }
+	byLoc := map[locKey][]endpointState{}
+	for _, e := range eps {
+		k := locKey{zone: e.zone}
+		if weighted {
+			k.subZone = e.pod
+		}
+		byLoc[k] = append(byLoc[k], e)
 	}
-	sort.Strings(zones)
+	locs := make([]locKey, 0, len(byLoc))
+	for k := range byLoc {
+		locs = append(locs, k)
+	}
+	sort.Slice(locs, func(i, j int) bool {
+		if locs[i].zone != locs[j].zone {
+			return locs[i].zone < locs[j].zone
+		}
+		return locs[i].subZone < locs[j].subZone
+	})
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
-	for _, z := range zones {
-		list := byZone[z]
+	for _, k := range locs {
+		list := byLoc[k]
 		sort.Slice(list, func(i, j int) bool { return list[i].pod < list[j].pod })
-		loc := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: z}}
+		loc := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: k.zone, SubZone: k.subZone}}
 		var weight uint32
 		for _, e := range list {
 			if e.health == corev3.HealthStatus_HEALTHY {

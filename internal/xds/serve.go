@@ -96,6 +96,11 @@ func (s *Server) Start(ctx context.Context) error {
 		StreamClosedFunc:   s.acks.closed,
 		StreamRequestFunc:  s.acks.request,
 		StreamResponseFunc: s.acks.response,
+		// Delta (incremental) streams: the same ACK accounting (delta.go).
+		DeltaStreamOpenFunc:     s.acks.open,
+		DeltaStreamClosedFunc:   s.acks.closed,
+		StreamDeltaRequestFunc:  s.acks.deltaRequest,
+		StreamDeltaResponseFunc: s.acks.deltaResponse,
 	}
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, serverv3.NewServer(ctx, mux, cb))
 	s.addr = lis.Addr().String()

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -59,6 +60,15 @@ type registryState struct {
 	name string // resource name
 	eps  map[string]endpointState
 	cla  *endpointv3.ClusterLoadAssignment
+	// healthy maps each HEALTHY pod to the publish that first made it HEALTHY at its
+	// current address (the readiness gate may wait for clients to acknowledge it).
+	healthy map[string]healthyStamp
+}
+
+type healthyStamp struct {
+	address string
+	seq     uint64
+	at      time.Time
 }
 
 // Server is the ADS server and its caches. Create it with New; it is a publish.Publisher
@@ -77,6 +87,7 @@ type Server struct {
 	changed chan struct{} // closed and replaced when seen grows
 
 	acks *ackTracker
+	lags pushLags
 
 	listening chan struct{}
 	addr      string
@@ -168,7 +179,56 @@ func (s *Server) Publish(reg publish.Registry) publish.Result {
 	}
 	st.cla = cla
 	s.update(resourcev3.EndpointType, map[string]types.Resource{name: cla}, nil, eps)
+	st.stampHealthy(s.seq[resourcev3.EndpointType])
 	return published(name)
+}
+
+// stampHealthy records, for each pod HEALTHY in the publish seq, the publish that first made
+// it HEALTHY at its address; pods no longer HEALTHY are dropped.
+func (st *registryState) stampHealthy(seq uint64) {
+	next := make(map[string]healthyStamp, len(st.eps))
+	for pod, e := range st.eps {
+		if e.health != corev3.HealthStatus_HEALTHY {
+			continue
+		}
+		addr := fmt.Sprintf("%s:%d", e.address, e.port)
+		if h, ok := st.healthy[pod]; ok && h.address == addr {
+			next[pod] = h
+			continue
+		}
+		next[pod] = healthyStamp{address: addr, seq: seq, at: time.Now()}
+	}
+	st.healthy = next
+}
+
+// Acknowledged reports whether every connected client subscribed to the registry's
+// ClusterLoadAssignment has acknowledged a version that holds pod HEALTHY, and how many
+// have not. It is true at once for a registry or a pod that is not served over xDS (no
+// client can be waiting for it), and true once timeout has passed since the pod was first
+// published HEALTHY, so that a dead or stuck client never holds a gate for longer.
+func (s *Server) Acknowledged(key ktypes.NamespacedName, pod string, timeout time.Duration) (bool, int) {
+	s.mu.Lock()
+	st := s.regs[key]
+	var h healthyStamp
+	var ok bool
+	var name string
+	if st != nil {
+		h, ok = st.healthy[pod]
+		name = st.name
+	}
+	s.mu.Unlock()
+	if !ok {
+		return true, 0
+	}
+	n := s.acks.waitingFor(name, h.seq)
+	if n == 0 {
+		return true, 0
+	}
+	if time.Since(h.at) >= timeout {
+		gateAckTimeouts.Inc()
+		return true, n
+	}
+	return false, n
 }
 
 func published(name string) publish.Result {
@@ -232,6 +292,7 @@ func (s *Server) unpublishLocked(key ktypes.NamespacedName) {
 	if s.owners[st.name] == key {
 		delete(s.owners, st.name)
 	}
+	s.lags.forget(st.name)
 	for _, t := range TypeURLs {
 		s.update(t, nil, []string{st.name}, nil)
 	}

@@ -179,17 +179,27 @@ func TestADSClientFollowsVerdicts(t *testing.T) {
 		return len(acks) >= 3
 	}, "three ACKs")
 	mu.Lock()
+	var slowest time.Duration
 	for _, a := range acks {
 		if a.Node != "ads-1" || a.Name != "orders.ns1" || a.Nack != "" || a.At.Before(a.PublishedAt) {
 			t.Errorf("unexpected ack %+v", a)
 		}
+		slowest = max(slowest, a.At.Sub(a.PublishedAt))
 	}
 	mu.Unlock()
+	// The drain advice's xDS lag is the slowest measured push of the registry.
+	key := types.NamespacedName{Namespace: "ns1", Name: "orders"}
+	if got := s.PushLag(key); got != slowest || got <= 0 {
+		t.Errorf("PushLag = %v, want the slowest ACK's %v", got, slowest)
+	}
 
 	// Unpublish: the registry is deleted.
-	s.Unpublish(types.NamespacedName{Namespace: "ns1", Name: "orders"})
+	s.Unpublish(key)
 	if s.LoadAssignment("orders.ns1") != nil {
 		t.Fatal("ClusterLoadAssignment left after Unpublish")
+	}
+	if got := s.PushLag(key); got != 0 {
+		t.Errorf("PushLag after Unpublish = %v, want 0", got)
 	}
 }
 
@@ -438,5 +448,107 @@ func TestVersionPrefixPerProcess(t *testing.T) {
 	a, b := xds.New(xds.Config{}), xds.New(xds.Config{})
 	if a.VersionPrefix() == b.VersionPrefix() || a.VersionPrefix() == "" {
 		t.Fatalf("prefixes %q and %q", a.VersionPrefix(), b.VersionPrefix())
+	}
+}
+
+// TestSlowStartWeights: a registered pod's slow-start weight is its load_balancing_weight
+// and, as each endpoint of a slow-start registry is its own locality (sub_zone = pod: gRPC
+// honours locality weights, not endpoint weights), its locality's weight; a weight step is
+// one changed ClusterLoadAssignment. A registry without slow start publishes weight 1 and
+// one locality per zone.
+func TestSlowStartWeights(t *testing.T) {
+	var published []xds.Published
+	s := xds.New(xds.Config{Log: testr.New(t), OnPublished: func(p xds.Published) { published = append(published, p) }})
+	weighted := func(p publish.Pod, w int32) publish.Pod { p.Endpoint.Weight = w; return p }
+	reg := registry("ns1", "orders",
+		weighted(pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"), 100),
+		weighted(pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a"), 10),
+		pod("c", v1alpha1.EndpointRegistered, "10.0.0.3", "zone-b"))
+	s.Publish(reg)
+	weights := func() (map[string]uint32, map[string]uint32) {
+		eps, locs := map[string]uint32{}, map[string]uint32{}
+		for _, loc := range s.LoadAssignment("orders.ns1").GetEndpoints() {
+			locs[loc.GetLocality().GetZone()+"/"+loc.GetLocality().GetSubZone()] = loc.GetLoadBalancingWeight().GetValue()
+			for _, ep := range loc.GetLbEndpoints() {
+				eps[ep.GetMetadata().GetFilterMetadata()[xds.MetadataNamespace].GetFields()["pod"].GetStringValue()] = ep.GetLoadBalancingWeight().GetValue()
+			}
+		}
+		return eps, locs
+	}
+	eps, locs := weights()
+	if eps["a"] != 100 || eps["b"] != 10 || eps["c"] != 1 || len(locs) != 3 || locs["zone-a/a"] != 100 || locs["zone-a/b"] != 10 || locs["zone-b/c"] != 1 {
+		t.Fatalf("endpoint weights %v, locality weights %v; want a=100 b=10 c=1, one locality per endpoint of its weight", eps, locs)
+	}
+	reg.Pods[1].Endpoint.Weight = 19 // the next step
+	s.Publish(reg)
+	s.Publish(reg) // unchanged: nothing
+	if eps, locs = weights(); eps["b"] != 19 || locs["zone-a/b"] != 19 {
+		t.Fatalf("after the step: endpoint weights %v, locality weights %v", eps, locs)
+	}
+	if len(published) != 2 {
+		t.Errorf("%d ClusterLoadAssignments published, want 2 (initial, one step)", len(published))
+	}
+	// Without slow start (no weights): one locality per zone, every weight 1.
+	plain := registry("ns1", "plain", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"), pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a"))
+	s.Publish(plain)
+	cla := s.LoadAssignment("plain.ns1")
+	if len(cla.GetEndpoints()) != 1 || cla.GetEndpoints()[0].GetLoadBalancingWeight().GetValue() != 2 || cla.GetEndpoints()[0].GetLocality().GetSubZone() != "" {
+		t.Errorf("registry without slow start: %v", cla)
+	}
+}
+
+// TestAcknowledged: the readiness gate's wait for ACKs. A pod is acknowledged once every
+// client subscribed to its ClusterLoadAssignment has ACKed a version holding it HEALTHY; a
+// client that only received it does not count; a registry or pod not served has nothing to
+// wait for; the timeout opens the wait whatever the clients do.
+func TestAcknowledged(t *testing.T) {
+	s := startServer(t, xds.Config{})
+	key := types.NamespacedName{Namespace: "ns1", Name: "orders"}
+	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a")))
+	if ok, n := s.Acknowledged(key, "a", time.Hour); !ok || n != 0 {
+		t.Fatalf("no client connected: Acknowledged = %v, %d; want true, 0", ok, n)
+	}
+	c := adsclient.NewADSClient(context.Background(), &corev3.Node{Id: "gate-1"}, resourcev3.EndpointType)
+	if err := c.InitConnect(dial(t, s)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Fetch() // received, not acknowledged yet
+	if err != nil || len(resp.Resources) != 1 {
+		t.Fatalf("fetch: %v, %v", resp, err)
+	}
+	if ok, n := s.Acknowledged(key, "a", time.Hour); ok || n != 1 {
+		t.Fatalf("received but not ACKed: Acknowledged = %v, %d; want false, 1", ok, n)
+	}
+	if ok, _ := s.Acknowledged(key, "a", time.Nanosecond); !ok {
+		t.Fatal("the timeout did not end the wait")
+	}
+	if err := c.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { ok, _ := s.Acknowledged(key, "a", time.Hour); return ok }, "the ACK of pod a")
+
+	// A new pod: the client has an older version; it waits until the client ACKs the next.
+	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"),
+		pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a")))
+	if ok, n := s.Acknowledged(key, "b", time.Hour); ok || n != 1 {
+		t.Fatalf("pod b pushed, not ACKed: Acknowledged = %v, %d; want false, 1", ok, n)
+	}
+	if ok, _ := s.Acknowledged(key, "a", time.Hour); !ok {
+		t.Fatal("pod a, acknowledged before, waits again")
+	}
+	if _, err := c.Fetch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { ok, _ := s.Acknowledged(key, "b", time.Hour); return ok }, "the ACK of pod b")
+
+	// Nothing to wait for: an unknown pod, an unknown registry.
+	if ok, _ := s.Acknowledged(key, "zzz", time.Hour); !ok {
+		t.Error("a pod that is not published waits")
+	}
+	if ok, _ := s.Acknowledged(types.NamespacedName{Namespace: "ns1", Name: "nope"}, "a", time.Hour); !ok {
+		t.Error("a registry that is not published waits")
 	}
 }

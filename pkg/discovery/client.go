@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // ErrNoInstances is returned by Pick and Do when the service has no usable instance.
@@ -68,6 +70,21 @@ type Client struct {
 type snapshot struct {
 	instances []Instance
 	rev       int64
+	// cum are the running sums of the instances' weights (wire.Endpoint.EffectiveWeight);
+	// nil when every instance has full weight, so picks stay unweighted.
+	cum []int64
+}
+
+// newSnapshot is the snapshot of a sorted list.
+func newSnapshot(list []Instance, rev int64) *snapshot {
+	s := &snapshot{instances: list, rev: rev}
+	for _, inst := range list {
+		if inst.EffectiveWeight() != wire.FullWeight {
+			s.cum = cumulative(list, nil)
+			break
+		}
+	}
+	return s
 }
 
 type counters struct {
@@ -400,7 +417,7 @@ func (c *Client) replace(byKey map[string]Instance) {
 		list = append(list, inst)
 	}
 	slices.SortFunc(list, func(a, b Instance) int { return strings.Compare(a.Key, b.Key) })
-	c.snap.Store(&snapshot{instances: list, rev: c.rev})
+	c.snap.Store(newSnapshot(list, c.rev))
 	c.health.prune(byKey)
 	if c.brk != nil {
 		c.brk.prune(byKey)

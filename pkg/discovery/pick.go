@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,7 +137,10 @@ func (c *Client) ejectedLocked(s *snapshot, now time.Time) int {
 }
 
 // Pick returns an instance by the configured strategy, skipping ejected ones. It never
-// touches the network. It returns ErrNoInstances when the list is empty.
+// touches the network. Instances are picked in proportion to their weights (the store
+// value's "weight", written while an instance is in its slow-start window; absent counts
+// as full weight): when every instance has full weight, as without slow start, picks are
+// equal. It returns ErrNoInstances when the list is empty.
 func (c *Client) Pick() (Instance, error) { return c.pick(nil) }
 
 // pick chooses among the instances that are neither ejected nor in exclude; when every
@@ -149,6 +153,9 @@ func (c *Client) pick(exclude map[string]bool) (Instance, error) {
 	}
 	ejected := c.ejectedSet(s, c.now())
 	if ejected == nil && len(exclude) == 0 && c.cfg.Strategy != LeastRecentlyFailed {
+		if s.cum != nil {
+			return s.instances[weighted(s.cum, c.draw(s.cum[n-1]))], nil
+		}
 		return s.instances[c.index(n)], nil // the common case: no allocation
 	}
 	cand := candidates(s, ejected, exclude)
@@ -161,7 +168,62 @@ func (c *Client) pick(exclude map[string]bool) (Instance, error) {
 	if c.cfg.Strategy == LeastRecentlyFailed {
 		return s.instances[c.leastRecentlyFailed(s, cand)], nil
 	}
-	return s.instances[cand[c.index(len(cand))]], nil
+	return s.instances[c.among(s, cand)], nil
+}
+
+// among picks one of the candidates (indexes into s.instances): in proportion to their
+// weights when the list has weights, else by index.
+func (c *Client) among(s *snapshot, cand []int) int {
+	if s.cum == nil {
+		return cand[c.index(len(cand))]
+	}
+	cum := cumulative(s.instances, cand)
+	return cand[weighted(cum, c.draw(cum[len(cum)-1]))]
+}
+
+// cumulative are the running sums of the effective weights of list (of its entries at
+// the indexes of only, when only is not nil).
+func cumulative(list []Instance, only []int) []int64 {
+	if only == nil {
+		cum := make([]int64, len(list))
+		var sum int64
+		for i := range list {
+			sum += int64(list[i].EffectiveWeight())
+			cum[i] = sum
+		}
+		return cum
+	}
+	cum := make([]int64, len(only))
+	var sum int64
+	for j, i := range only {
+		sum += int64(list[i].EffectiveWeight())
+		cum[j] = sum
+	}
+	return cum
+}
+
+// weighted is the index whose weight interval [cum[i-1], cum[i]) holds pos.
+func weighted(cum []int64, pos int64) int {
+	return sort.Search(len(cum), func(i int) bool { return cum[i] > pos })
+}
+
+// spreadStride is a prime: multiplying the round-robin counter by it modulo the total weight
+// visits every position of [0, total) once per cycle, scattered, so a weighted round robin
+// interleaves the instances instead of serving each one's whole weight in a row.
+const spreadStride = 1_000_003
+
+// draw is a position in [0, total) for a weighted pick: uniform for Random; for the
+// round-robin strategies the shared counter, spread, so that over every total consecutive
+// picks on an unchanged list each instance is picked exactly its weight's times.
+func (c *Client) draw(total int64) int64 {
+	if c.cfg.Strategy == Random {
+		return rand.Int64N(total)
+	}
+	pos := int64(floorMod(c.rr.Add(1)-1, int(total)))
+	if total%spreadStride == 0 {
+		return pos
+	}
+	return pos * (spreadStride % total) % total
 }
 
 // index draws the next index in [0, n) for RoundRobin or Random.
@@ -183,7 +245,8 @@ func candidates(s *snapshot, ejected []bool, exclude map[string]bool) []int {
 }
 
 // leastRecentlyFailed returns the candidate with the oldest last failure (never failed
-// counts as oldest); equals take turns in round-robin order.
+// counts as oldest); equals take turns in round-robin order (weighted, when the list has
+// weights).
 func (c *Client) leastRecentlyFailed(s *snapshot, cand []int) int {
 	c.health.mu.Lock()
 	var ties []int
@@ -201,7 +264,7 @@ func (c *Client) leastRecentlyFailed(s *snapshot, cand []int) int {
 		}
 	}
 	c.health.mu.Unlock()
-	return ties[floorMod(c.rr.Add(1)-1, len(ties))]
+	return c.among(s, ties)
 }
 
 func contains(s *snapshot, key string) bool {

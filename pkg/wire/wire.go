@@ -31,8 +31,9 @@ const DefaultPrefix = "/registrar/services"
 const ReservedDir = ".registrar"
 
 // Endpoint is one live instance of a service: the JSON value of the key
-// {prefix}/{service}/{namespace}/{pod}. Every field is always written (no omitempty): the
-// bytes are the contract, and a reader must tolerate fields it does not know.
+// {prefix}/{service}/{namespace}/{pod}. Every field is always written (no omitempty), except
+// weight, which only registries with slow start write: the bytes are the contract, and a
+// reader must tolerate fields it does not know.
 type Endpoint struct {
 	Service   string `json:"service"`
 	Namespace string `json:"namespace"`
@@ -48,6 +49,25 @@ type Endpoint struct {
 	// changes or deletes keys it owns, so prefixes can be shared.
 	Owner        string    `json:"owner"`
 	RegisteredAt time.Time `json:"registeredAt"`
+	// Weight is the instance's share of new requests relative to the others, 1 to
+	// FullWeight: an instance in its slow-start window ramps up from a minimum to FullWeight.
+	// 0 (absent: registries without slow start do not write it) means FullWeight. Callers
+	// pick instances in proportion to EffectiveWeight.
+	Weight int32 `json:"weight,omitempty"`
+}
+
+// FullWeight is the weight of an instance that is not (or no longer) slowed down.
+const FullWeight = 100
+
+// EffectiveWeight is ep's weight for picking: Weight, FullWeight when it is absent (0),
+// never below 1 nor above FullWeight.
+func (ep *Endpoint) EffectiveWeight() int32 {
+	switch {
+	case ep.Weight <= 0 || ep.Weight > FullWeight:
+		return FullWeight
+	default:
+		return ep.Weight
+	}
 }
 
 // Encode is the stored value of ep.

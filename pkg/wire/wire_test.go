@@ -35,8 +35,28 @@ func TestEncodeIsTheContract(t *testing.T) {
 	if err != nil || back.Owner != ep.Owner || !back.RegisteredAt.Equal(ep.RegisteredAt) || back.Ports["grpc"] != 9090 {
 		t.Errorf("Decode(Encode) = %+v, %v", back, err)
 	}
+	ep.Weight = 28
+	weighted, _ := wire.Encode(&ep)
+	if want := want[:len(want)-1] + `,"weight":28}`; string(weighted) != want {
+		t.Errorf("Encode(weight 28) =\n%s\nwant\n%s", weighted, want)
+	}
+	if back, err := wire.Decode(weighted); err != nil || back.Weight != 28 {
+		t.Errorf("Decode(weight 28) = %+v, %v", back, err)
+	}
 	if _, err := wire.Decode([]byte("not json")); err == nil {
 		t.Error("Decode accepted a value that is not JSON")
+	}
+}
+
+// TestEffectiveWeight: absent is full, out-of-range values are read as full, never 0.
+func TestEffectiveWeight(t *testing.T) {
+	for _, tc := range []struct{ weight, want int32 }{
+		{0, wire.FullWeight}, {-3, wire.FullWeight}, {1, 1}, {55, 55}, {wire.FullWeight, wire.FullWeight}, {101, wire.FullWeight},
+	} {
+		ep := wire.Endpoint{Weight: tc.weight}
+		if got := ep.EffectiveWeight(); got != tc.want {
+			t.Errorf("EffectiveWeight(%d) = %d, want %d", tc.weight, got, tc.want)
+		}
 	}
 }
 

@@ -41,6 +41,9 @@ import (
 
 const storePrefix = "/registrar/services"
 
+// gateAckTimeout is the operator's --xds-gate-ack-timeout in this suite.
+const gateAckTimeout = 6 * time.Second
+
 var (
 	testEnv     *envtest.Environment
 	restCfg     *rest.Config
@@ -128,6 +131,9 @@ func startOperator() *runningOperator {
 		Clock:     clock.RealClock{},
 		Warmup:    &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}, RetryPause: 20 * time.Millisecond},
 		Publisher: srv,
+		// Gated pods wait for the subscribed clients' ACKs (gateacks_test.go); the other
+		// specs' pods have no gate.
+		XDSGateAckTimeout: gateAckTimeout,
 	}
 	Expect(r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second, MaxConcurrentWarmups: 16,

@@ -163,12 +163,15 @@ func newRegistry(ns, name, app string, port int32) *v1alpha1.ServiceRegistry {
 
 // newPod creates a pod held by a finalizer (so that a deletion leaves it terminating, as
 // the kubelet would during its grace period) and plays the kubelet with setReady.
-func newPod(ns, name, app string) *corev1.Pod {
+func newPod(ns, name, app string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	GinkgoHelper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app},
 			Finalizers: []string{"test.registrar.dev/hold"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+	}
+	for _, m := range mutate {
+		m(pod)
 	}
 	Expect(k8sClient.Create(context.Background(), pod)).To(Succeed())
 	DeferCleanup(func() {

@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore NewStore) { //nolint:gocyclo // one t.Run per co
 			t.Fatalf("fresh scope lists %v", got)
 		}
 		a, b := Endpoint(scope, "web-0", "10.0.0.1", "owner-1"), Endpoint(scope, "web-1", "10.0.0.2", "owner-1")
+		b.Weight = 28 // a slow-start weight round-trips; a's absent one stays absent
 		written := apply(t, s, scope, store.Changes{Create: []store.Endpoint{a, b}})
 		if len(written) != 2 {
 			t.Fatalf("Apply returned %d records, want 2", len(written))

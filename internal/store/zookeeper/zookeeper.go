@@ -57,6 +57,8 @@ const (
 	MetaZone         = "registrar.dev/zone"
 	MetaCluster      = "registrar.dev/cluster"
 	MetaRegisteredAt = "registrar.dev/registered-at"
+	// MetaWeight is the endpoint's slow-start weight (wire.Endpoint.Weight), only when set.
+	MetaWeight = "registrar.dev/weight"
 	// MetaPortPrefix + port name holds each named port.
 	MetaPortPrefix = "registrar.dev/port."
 )
@@ -182,6 +184,9 @@ func (s *Store) instance(ep *store.Endpoint) Instance {
 	for name, port := range ep.Ports {
 		meta[MetaPortPrefix+name] = strconv.Itoa(int(port))
 	}
+	if ep.Weight != 0 {
+		meta[MetaWeight] = strconv.Itoa(int(ep.Weight))
+	}
 	in := Instance{
 		Name: ep.Service, ID: id, Address: ep.Address,
 		Payload:             &Payload{Class: s.opts.PayloadClass, ID: id, Name: ep.Service, Metadata: meta},
@@ -223,6 +228,9 @@ func endpoint(data []byte) (store.Endpoint, bool) {
 		Owner: meta[MetaOwner],
 	}
 	ep.RegisteredAt, _ = time.Parse(time.RFC3339Nano, meta[MetaRegisteredAt])
+	if w, err := strconv.ParseInt(meta[MetaWeight], 10, 32); err == nil {
+		ep.Weight = int32(w)
+	}
 	for key, value := range meta {
 		name, isPort := strings.CutPrefix(key, MetaPortPrefix)
 		if port, err := strconv.ParseInt(value, 10, 32); isPort && err == nil {

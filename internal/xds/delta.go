@@ -1,0 +1,67 @@
+package xds
+
+import (
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// Delta (incremental) xDS streams are followed like state-of-the-world ones: each response's
+// resources are stamped with the publish they hold (its system_version_info is the cache
+// version), and the request that answers its nonce is the ACK, or the NACK with
+// error_detail. Subscriptions are incremental (subscribe / unsubscribe lists; none on the
+// first request, or "*", is a wildcard).
+
+// deltaResponse records what a delta response on stream id holds, before it is sent.
+func (a *ackTracker) deltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+	typ := shortType(resp.GetTypeUrl())
+	responses.WithLabelValues(typ).Inc()
+	responseBytes.WithLabelValues(typ).Observe(float64(proto.Size(resp)))
+	seq, ok := a.s.parseSeq(resp.GetSystemVersionInfo())
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.streams[id]
+	if st == nil {
+		return
+	}
+	sent := sentResponse{nonce: resp.GetNonce(), version: resp.GetSystemVersionInfo()}
+	if ok {
+		for _, r := range resp.GetResources() {
+			if s, found := a.stampOf(resp.GetTypeUrl(), r.GetName(), seq); found {
+				sent.items = append(sent.items, item{name: r.GetName(), stamp: s})
+			}
+		}
+	}
+	st.pending[resp.GetTypeUrl()] = sent
+}
+
+// deltaRequest updates the stream's EDS subscriptions and hands an ACK or NACK to the same
+// accounting as a state-of-the-world one.
+func (a *ackTracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+	a.mu.Lock()
+	if st := a.streams[id]; st != nil && req.GetTypeUrl() == resourcev3.EndpointType {
+		if st.edsSubs == nil {
+			st.edsSubs = map[string]bool{}
+			st.edsAll = len(req.GetResourceNamesSubscribe()) == 0
+		}
+		for _, n := range req.GetResourceNamesSubscribe() {
+			if n == "*" {
+				st.edsAll = true
+				continue
+			}
+			st.edsSubs[n] = true
+		}
+		for _, n := range req.GetResourceNamesUnsubscribe() {
+			if n == "*" {
+				st.edsAll = false
+				continue
+			}
+			delete(st.edsSubs, n)
+		}
+	}
+	a.mu.Unlock()
+	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), "",
+		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), time.Now())
+}
