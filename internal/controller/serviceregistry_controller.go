@@ -26,6 +26,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
+	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/publish"
@@ -74,6 +75,9 @@ type ServiceRegistryReconciler struct {
 	// Publisher, when set, follows every reconcile's verdicts besides the store (the xDS
 	// server); nil publishes nowhere else.
 	Publisher publish.Publisher
+	// LeaseGuard holds node Lease deregistrations when too many lapse at once (leaseguard);
+	// the zero Config never holds.
+	LeaseGuard leaseguard.Config
 
 	known   *knownRecords
 	owners  *ownerIndex
