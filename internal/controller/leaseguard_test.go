@@ -51,6 +51,11 @@ var _ = Describe("Node Lease guard", func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		leases := make([]*coordinationv1.Lease, len(nodes))
 		for i, n := range nodes {
+			cur := &coordinationv1.Lease{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: n}, cur); err == nil {
+				leases[i] = cur // renewed again below
+				continue
+			}
 			leases[i] = putLease(n, time.Now(), 3)
 		}
 		done := make(chan struct{})
@@ -122,17 +127,20 @@ var _ = Describe("Node Lease guard", func() {
 		// past the 3 s Leases and the reconcile at their lapse, with slack
 		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(8*time.Second).Should(ConsistOf(all),
 			"a mass lapse of node Leases deregistered the pods")
+		// the registry's share is 100 %; so is the cluster's unless other tests' pods sit on nodes
 		Eventually(condition(reg, v1alpha1.ConditionDeregistrationHeld)).WithTimeout(timeout).
-			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonNodeLeasesLapsedInRegistry))
+			Should(Or(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonNodeLeasesLapsedInRegistry),
+				haveCondition(metav1.ConditionTrue, v1alpha1.ReasonNodeLeasesLapsedInCluster)))
 		Expect(storedPods("web", ns)).To(ConsistOf(all), "endpoints left the store during the hold")
-		Expect(endpointReason("web-2")()).To(Equal(v1alpha1.ReasonDeregistrationHeld))
-		Eventually(events(v1alpha1.ReasonNodeLeasesLapsedInRegistry)).WithTimeout(timeout).
-			Should(ContainElement(And(HavePrefix("Warning: "), ContainSubstring("4 endpoint(s) kept"))))
+		Eventually(endpointReason("web-2")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonDeregistrationHeld))
+		Eventually(func() []string {
+			return append(events(v1alpha1.ReasonNodeLeasesLapsedInRegistry)(), events(v1alpha1.ReasonNodeLeasesLapsedInCluster)()...)
+		}).WithTimeout(timeout).Should(ContainElement(And(HavePrefix("Warning: "), ContainSubstring("4 endpoint(s) kept"))))
 
 		// a removal for the pod's own status is never held
 		setPodStatus(pods[1], corev1.PodRunning, "10.0.0.2", false)
 		eventuallyStored("web", ns).Should(ConsistOf("web-0", "web-2", "web-3"))
-		Expect(endpointReason("web-1")()).To(Equal(v1alpha1.ReasonContainersNotReady))
+		Eventually(endpointReason("web-1")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonContainersNotReady))
 
 		renewing(names...) // the kubelets are back
 		Eventually(condition(reg, v1alpha1.ConditionDeregistrationHeld)).WithTimeout(timeout).Should(BeNil())
@@ -157,7 +165,7 @@ var _ = Describe("Node Lease guard", func() {
 		took := time.Since(lost)
 		GinkgoWriter.Printf("one lost node's pod deregistered %s after its last renewal (Lease 3 s)\n", took)
 		AddReportEntry("lost node deregistered after", took.String())
-		Expect(endpointReason("web-0")()).To(Equal(v1alpha1.ReasonNodeLeaseExpired))
+		Eventually(endpointReason("web-0")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
 		Expect(condition(reg, v1alpha1.ConditionDeregistrationHeld)()).To(BeNil())
 	})
 })

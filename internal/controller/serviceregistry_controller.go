@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -87,6 +88,9 @@ type ServiceRegistryReconciler struct {
 	acks    *gateAcks
 	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
 	leasesSeen *leaseObservations
+	// guard is the node Lease guard's state (leaseGuard), created on first use.
+	guardOnce sync.Once
+	guard     *leaseGuardState
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
@@ -130,6 +134,8 @@ type reconcileScope struct {
 	observed bool
 	// result is the soonest requeue the phases run so far asked for.
 	result ctrl.Result
+	// hold is set when the node Lease guard kept endpoints in the store (leaseguard.go).
+	hold *guardHold
 }
 
 // Reconcile syncs one ServiceRegistry. A registry that is gone is forgotten, one being
@@ -156,10 +162,11 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	s := &reconcileScope{reg: reg, original: reg.DeepCopy(), target: scopeOf(reg)}
 	defer r.patchStatus(s)
 	return doReconcile(ctx, s, []reconcilePhase{
-		r.reconcilePods,    // gather and decide: the selected pods and the verdict on each
-		r.reconcileWarmups, // apply: background warm-ups of the pods warming up
-		r.reconcileStore,   // apply: the difference, written to every store of the registry
-		r.reconcileGates,   // apply: readiness gates, for what the store acknowledged
+		r.reconcilePods,       // gather and decide: the selected pods and the verdict on each
+		r.reconcileLeaseGuard, // decide: hold node Lease removals when too many lapse at once
+		r.reconcileWarmups,    // apply: background warm-ups of the pods warming up
+		r.reconcileStore,      // apply: the difference, written to every store of the registry
+		r.reconcileGates,      // apply: readiness gates, for what the store acknowledged
 	})
 }
 
@@ -170,6 +177,7 @@ func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	r.status.forget(name)
 	forgetEndpointStates(name)
 	r.unpublish(name)
+	r.forgetLeaseGuard(name)
 }
 
 // GateRetry is how soon a reconcile whose gate flip failed comes back when it also has a
@@ -425,6 +433,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 		Now:       r.Clock.Now(),
 	})
 	s.reg.Status.Stores = r.storeStatuses(s)
+	r.holdCondition(s)
 	r.publish(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
 	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
