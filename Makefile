@@ -92,6 +92,10 @@ test: verify-generated vet envtest-assets $(HELM) test-rules ## Run unit and env
 test-rules: $(PROMTOOL) ## promtool check rules and promtool test rules on config/prometheus (the alerts fire, and do not, on the series of rules_test.yaml).
 	$(PROMTOOL) check rules config/prometheus/rules.yaml
 	cd config/prometheus && $(PROMTOOL) test rules rules_test.yaml
+	@# Every query of the Grafana dashboard must parse: checked as recording rules.
+	jq -r '"groups:", "- name: dashboard", "  rules:", ([.panels[].targets[]?.expr] | to_entries[] | "  - record: dashboard:query_\(.key)", "    expr: \(.value | @json)")' \
+		config/prometheus/dashboard.json > $(LOCALBIN)/dashboard-queries.yaml
+	$(PROMTOOL) check rules $(LOCALBIN)/dashboard-queries.yaml
 
 .PHONY: test-stores
 test-stores: envtest-assets store-assets ## Run the store suites that need CoreDNS (built into bin/) and ZooKeeper (apt, JDK): STORE_TEST_PACKAGES.
