@@ -292,7 +292,8 @@ const (
 	//     operator's connection to the API server and the node Leases in kube-node-lease.
 	//     Removals for the pods' own status (not ready, terminating, deleted) still happen.
 	//   - False, Unknown: not used; the condition is removed when the Leases are renewed or
-	//     the share falls under the threshold, and the held removals then proceed.
+	//     the share falls under the threshold. Nodes still lapsed then get a fresh
+	//     --node-lease-timeout from that moment: their pods leave if they stay silent.
 	ConditionDeregistrationHeld = "DeregistrationHeld"
 
 	// ReasonNodeLeasesLapsedInCluster: more than --node-lease-guard-share of the cluster's
@@ -311,6 +312,7 @@ const (
 	ReasonDeregistrationHeld = "DeregistrationHeld"
 
 	// EventDeregistrationResumed (Normal, on the registry): the node Lease guard stopped
-	// holding; the removals it held proceed (for nodes whose Leases are still lapsed).
+	// holding; pods of nodes still lapsed leave if their nodes stay silent for another
+	// --node-lease-timeout.
 	EventDeregistrationResumed = "DeregistrationResumed"
 )
