@@ -141,14 +141,7 @@ func TestTemplate(t *testing.T) {
 					!slices.Contains(args, "--xds-bind-address=:18000") || !strings.Contains(dump(d), "containerPort: 18000") {
 					t.Errorf("metrics Service, ServiceMonitor, xDS Service and port expected; rendered %v, args %v", sortedKeys(objs), args)
 				}
-				rule := objs["PrometheusRule/registrar-alerts"]
-				if rule == nil {
-					t.Fatalf("no PrometheusRule; rendered %v", sortedKeys(objs))
-				}
-				groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
-				if len(groups) < 2 || rule.GetLabels()["release"] != "prometheus" || !strings.Contains(dump(rule), "alert: RegistrarStoreQuorumOneFailureAway") {
-					t.Errorf("PrometheusRule without the rule groups of config/prometheus/rules.yaml or its labels:\n%s", dump(rule))
-				}
+				checkPrometheusRule(t, objs)
 			case "storeTLS":
 				for _, want := range []string{"--store-endpoints=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379", "--store-prefix=/prod/services",
 					"--store-ca-file=/etc/registrar/store-tls/ca.crt", "--store-cert-file=/etc/registrar/store-tls/tls.crt", "--store-key-file=/etc/registrar/store-tls/tls.key"} {
@@ -196,6 +189,20 @@ func TestTemplateRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("values %v: error %v, want one mentioning %q", tt.values, err, tt.want)
 		}
+	}
+}
+
+// checkPrometheusRule: metrics.prometheusRule renders config/prometheus/rules.yaml's groups
+// with the given labels.
+func checkPrometheusRule(t *testing.T, objs map[string]*unstructured.Unstructured) {
+	t.Helper()
+	rule := objs["PrometheusRule/registrar-alerts"]
+	if rule == nil {
+		t.Fatalf("no PrometheusRule; rendered %v", sortedKeys(objs))
+	}
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	if len(groups) < 2 || rule.GetLabels()["release"] != "prometheus" || !strings.Contains(dump(rule), "alert: RegistrarStoreQuorumOneFailureAway") {
+		t.Errorf("PrometheusRule without the rule groups of config/prometheus/rules.yaml or its labels:\n%s", dump(rule))
 	}
 }
 
