@@ -13,11 +13,14 @@ GINKGO_VERSION ?= v2.34.0
 # minor of helm v3.22.0's go.mod.
 HELM_VERSION ?= v3.22.0
 HELM_K8S_MINOR ?= 37
+# promtool for the alert rules' tests (config/prometheus), built from the module proxy.
+PROMTOOL_VERSION ?= v0.316.0
 
 LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMTOOL_VERSION)
 CHART_DIR := charts/registrar
 # The kustomize overlay build-installer and deploy use: config/default needs cert-manager;
 # config/default-selfsigned does not (one replica, self-signed webhook certificate).
@@ -27,7 +30,7 @@ ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)-etcd$(ETCD_VERSION)
 TEST_TIMEOUT ?= 20m
 # Files controller-gen writes; verify-generated fails when they differ from what is committed.
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml \
-	$(CHART_DIR)/crds $(CHART_DIR)/files
+	config/prometheus/prometheusrule.yaml $(CHART_DIR)/crds $(CHART_DIR)/files
 
 .PHONY: all
 all: build
@@ -46,6 +49,10 @@ manifests: $(CONTROLLER_GEN) ## Generate CRD, RBAC and webhook manifests.
 	cp config/rbac/role.yaml $(CHART_DIR)/files/manager-role.yaml
 	cp config/rbac/leader_election_role.yaml $(CHART_DIR)/files/leader-election-role.yaml
 	cp config/webhook/manifests.yaml $(CHART_DIR)/files/webhook-manifests.yaml
+	@# The alert rules: one source (config/prometheus/rules.yaml, tested by make test-rules),
+	@# wrapped into a PrometheusRule for kustomize and shipped in the chart.
+	hack/prometheusrule.sh config/prometheus/rules.yaml > config/prometheus/prometheusrule.yaml
+	cp config/prometheus/rules.yaml $(CHART_DIR)/files/prometheus-rules.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
@@ -77,9 +84,19 @@ STORE_TEST_PACKAGES := ./internal/store/coredns ./internal/store/zookeeper ./tes
 TEST_PACKAGES = $(shell go list ./... | grep -v -E '/internal/store/(coredns|zookeeper)$$|/test/multistore$$')
 
 .PHONY: test
-test: verify-generated vet envtest-assets $(HELM) ## Run unit and envtest suites against a real kube-apiserver and etcd, and test/helm (helm lint, helm template, chart vs kustomize, helm install into envtest); not the CoreDNS/ZooKeeper suites: make test-stores.
+test: verify-generated vet envtest-assets $(HELM) test-rules ## Run unit and envtest suites against a real kube-apiserver and etcd, test/helm (helm lint, helm template, chart vs kustomize, helm install into envtest) and the alert rules' unit tests (make test-rules); not the CoreDNS/ZooKeeper suites: make test-stores.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(CHART_TEST_ENV) \
 		go test $(TEST_PACKAGES) -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
+
+.PHONY: test-rules
+test-rules: $(PROMTOOL) ## promtool check rules and promtool test rules on config/prometheus (the alerts fire, and do not, on the series of rules_test.yaml).
+	$(PROMTOOL) check rules config/prometheus/rules.yaml
+	cd config/prometheus && $(PROMTOOL) test rules rules_test.yaml
+	@# Every query of the Grafana dashboard must parse: checked as recording rules.
+	python3 -c 'import json,sys; q=[t["expr"] for p in json.load(open(sys.argv[1]))["panels"] for t in p.get("targets",[])]; \
+		print("groups:\n- name: dashboard\n  rules:"); [print("  - record: dashboard:query_%d\n    expr: %s" % (i, json.dumps(e))) for i, e in enumerate(q)]' \
+		config/prometheus/dashboard.json > $(LOCALBIN)/dashboard-queries.yaml
+	$(PROMTOOL) check rules $(LOCALBIN)/dashboard-queries.yaml
 
 .PHONY: test-stores
 test-stores: envtest-assets store-assets ## Run the store suites that need CoreDNS (built into bin/) and ZooKeeper (apt, JDK): STORE_TEST_PACKAGES.
@@ -193,6 +210,11 @@ $(HELM):
 $(GINKGO):
 	GOBIN=$(LOCALBIN) go install github.com/onsi/ginkgo/v2/ginkgo@$(GINKGO_VERSION)
 	mv $(LOCALBIN)/ginkgo $@
+
+$(PROMTOOL):
+	GOBIN=$(LOCALBIN) go install -ldflags "-X github.com/prometheus/common/version.Version=$(PROMTOOL_VERSION:v%=%)" \
+		github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	mv $(LOCALBIN)/promtool $@
 
 ##@ Measurements
 .PHONY: measure-lag

@@ -29,6 +29,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
@@ -53,6 +54,7 @@ type config struct {
 	endpointEventsBurst     int
 	callerCacheSeconds      int
 	nodeLeaseTimeout        time.Duration
+	leaseGuard              leaseguard.Config
 	storeEndpoints          string
 	storePrefix             string
 	storeTimeout            time.Duration
@@ -90,6 +92,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 		return c, zopts, err
 	}
 	if err := c.xds.validate(); err != nil {
+		return c, zopts, err
+	}
+	if err := c.leaseGuard.Validate(); err != nil {
 		return c, zopts, err
 	}
 	return c, zopts, nil
@@ -133,6 +138,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	bindXDSFlags(fs, &c.xds)
 	bindSelfMonFlags(fs, &c.selfmon)
 	bindShardingFlags(fs, &c.sharding)
+	bindLeaseGuardFlags(fs, &c.leaseGuard)
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil { // registered by controller-runtime
 		fs.Var(kc.Value, kc.Name, kc.Usage)
 	}
@@ -354,6 +360,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 		},
 		CallerCacheSeconds: int32(min(max(cfg.callerCacheSeconds, 0), 3600)),
 		NodeLeaseTimeout:   cfg.nodeLeaseTimeout,
+		LeaseGuard:         cfg.leaseGuard,
 		EndpointEvents:     endpointEventBudget(cfg.endpointEventsQPS, cfg.endpointEventsBurst),
 	}
 	if xdsServer != nil {

@@ -68,7 +68,8 @@ func renderReference(t *testing.T) string {
 		t.Fatal(err)
 	}
 	// The metrics the manager registers (internal/metrics; the xDS server's in internal/xds).
-	metrics, err := docgen.Metrics("../internal/metrics/metrics.go", "../internal/metrics/selfmon.go", "../internal/xds/metrics.go")
+	metrics, err := docgen.Metrics("../internal/metrics/metrics.go", "../internal/metrics/selfmon.go",
+		"../internal/metrics/leaseguard.go", "../internal/xds/metrics.go")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -322,3 +322,41 @@ const (
 	DefaultWarmupTimeout        = 30 * time.Second
 	DefaultWarmupRequestTimeout = 2 * time.Second
 )
+
+// The guard against mass false deregistration (issue 19): node Lease lapses that would remove
+// more than --node-lease-guard-share of a registry's (or the cluster's) endpoints at once are
+// held, as the operator being cut off from the API server is likelier than that many nodes
+// dying (docs/operations.md, "Held deregistrations").
+const (
+	// ConditionDeregistrationHeld reports that registrar keeps endpoints in the store although
+	// their nodes' Leases lapsed, because too many lapsed at once. Present only while True.
+	//
+	//   - True (NodeLeasesLapsedInCluster, NodeLeasesLapsedInRegistry): the message says how
+	//     many endpoints are kept and the share of lapsed endpoints and nodes; check the
+	//     operator's connection to the API server and the node Leases in kube-node-lease.
+	//     Removals for the pods' own status (not ready, terminating, deleted) still happen.
+	//   - False, Unknown: not used; the condition is removed when the Leases are renewed or
+	//     the share falls under the threshold. Nodes still lapsed then get a fresh
+	//     --node-lease-timeout from that moment: their pods leave if they stay silent.
+	ConditionDeregistrationHeld = "DeregistrationHeld"
+
+	// ReasonNodeLeasesLapsedInCluster: more than --node-lease-guard-share of the cluster's
+	// endpoints sit on nodes whose Lease lapsed (on at least --node-lease-guard-min-nodes
+	// nodes); their removals are held.
+	// Used by: DeregistrationHeld.
+	ReasonNodeLeasesLapsedInCluster = "NodeLeasesLapsedInCluster"
+	// ReasonNodeLeasesLapsedInRegistry: more than --node-lease-guard-share of this registry's
+	// endpoints sit on nodes whose Lease lapsed (on at least --node-lease-guard-min-nodes
+	// nodes); their removals are held.
+	// Used by: DeregistrationHeld.
+	ReasonNodeLeasesLapsedInRegistry = "NodeLeasesLapsedInRegistry"
+	// ReasonDeregistrationHeld: the pod's node Lease lapsed but its endpoint is kept in the
+	// store, as too many lapsed at once (see DeregistrationHeld).
+	// Used by: status.endpoints.
+	ReasonDeregistrationHeld = "DeregistrationHeld"
+
+	// EventDeregistrationResumed (Normal, on the registry): the node Lease guard stopped
+	// holding; pods of nodes still lapsed leave if their nodes stay silent for another
+	// --node-lease-timeout.
+	EventDeregistrationResumed = "DeregistrationResumed"
+)

@@ -85,7 +85,7 @@ func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {
 			continue // Reconciling comes and goes with every rollout: no Event
 		}
 		typ := corev1.EventTypeNormal
-		if c.Status != metav1.ConditionTrue || c.Type == v1alpha1.ConditionStalled {
+		if c.Status != metav1.ConditionTrue || c.Type == v1alpha1.ConditionStalled || c.Type == v1alpha1.ConditionDeregistrationHeld {
 			typ = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(s.reg, nil, typ, c.Reason, "Reconcile", "%s: %s", c.Type, c.Message)

@@ -89,6 +89,17 @@ func (o *leaseObservations) withObservation(l eligibility.NodeLease, node string
 	return l
 }
 
+// restart records renew as seen at now, whenever it was seen before: the node's bound
+// starts again (the node Lease guard, when a hold ends).
+func (o *leaseObservations) restart(node string, renew, now time.Time) {
+	if o == nil || renew.IsZero() {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen[node] = leaseSeen{renew: renew, at: now}
+}
+
 func (o *leaseObservations) forget(node string) {
 	if o == nil {
 		return
@@ -163,6 +174,9 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 			before := r.leasesSeen.withObservation(nodeLease(old), old.Name)
 			revives := eligibility.RenewalRevives(before, nodeLease(cur), now, r.NodeLeaseTimeout, RenewalMargin)
 			r.leasesSeen.observe(cur.Name, nodeLease(cur).RenewTime, now)
+			if revives {
+				r.leaseGuard().releaser.Forget(cur.Name) // renewed: a later lapse waits for its turn again
+			}
 			return revives
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -26,6 +27,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
+	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/publish"
@@ -82,6 +84,9 @@ type ServiceRegistryReconciler struct {
 	// new pod's readiness gate wait until every connected xDS client subscribed to its
 	// registry has acknowledged it, or this long after it was first pushed.
 	XDSGateAckTimeout time.Duration
+	// LeaseGuard holds node Lease deregistrations when too many lapse at once (leaseguard);
+	// the zero Config never holds.
+	LeaseGuard leaseguard.Config
 
 	known  *knownRecords
 	owners *ownerIndex
@@ -94,6 +99,9 @@ type ServiceRegistryReconciler struct {
 	acks    *gateAcks
 	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
 	leasesSeen *leaseObservations
+	// guard is the node Lease guard's state (leaseGuard), created on first use.
+	guardOnce sync.Once
+	guard     *leaseGuardState
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
@@ -141,6 +149,8 @@ type reconcileScope struct {
 	published *publish.Result
 	// xdsGateWait is set when a gate stays False until xDS clients acknowledge its pod.
 	xdsGateWait bool
+	// hold is set when the node Lease guard kept endpoints in the store (leaseguard.go).
+	hold *guardHold
 }
 
 // Reconcile syncs one ServiceRegistry. A registry that is gone is forgotten, one being
@@ -167,10 +177,11 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	s := &reconcileScope{reg: reg, original: reg.DeepCopy(), target: scopeOf(reg)}
 	defer r.patchStatus(s)
 	return doReconcile(ctx, s, []reconcilePhase{
-		r.reconcilePods,    // gather and decide: the selected pods and the verdict on each
-		r.reconcileWarmups, // apply: background warm-ups of the pods warming up
-		r.reconcileStore,   // apply: the difference, written to every store of the registry
-		r.reconcileGates,   // apply: readiness gates, for what the store acknowledged
+		r.reconcilePods,       // gather and decide: the selected pods and the verdict on each
+		r.reconcileLeaseGuard, // decide: hold node Lease removals when too many lapse at once
+		r.reconcileWarmups,    // apply: background warm-ups of the pods warming up
+		r.reconcileStore,      // apply: the difference, written to every store of the registry
+		r.reconcileGates,      // apply: readiness gates, for what the store acknowledged
 	})
 }
 
@@ -184,6 +195,7 @@ func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	r.status.forget(name)
 	forgetEndpointStates(name)
 	r.unpublish(name)
+	r.forgetLeaseGuard(name)
 }
 
 // GateRetry is how soon a reconcile whose gate flip failed comes back when it also has a
@@ -481,6 +493,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 	})
 	s.reg.Status.Stores = r.storeStatuses(s)
 	r.storeHealthCondition(s)
+	r.holdCondition(s)
 	r.publish(s)
 	r.publishedCondition(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)

@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
@@ -121,6 +122,7 @@ func startOperator() *runningOperator {
 		},
 		CallerCacheSeconds: 5,
 		NodeLeaseTimeout:   20 * time.Second,
+		LeaseGuard:         leaseguard.DefaultConfig(),
 	}
 	Expect(r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second,

@@ -94,7 +94,8 @@ var valueSets = map[string]map[string]string{
 		"webhook.certificate.caBundle": "Y2EK"},
 	"clusterIssuer": {"webhook.certificate.certManager.issuerRef.kind": "ClusterIssuer",
 		"webhook.certificate.certManager.issuerRef.name": "my-ca"},
-	"observability": {"metrics.serviceMonitor.enabled": "true", "xds.bindAddress": ":18000", "xds.service.enabled": "true"},
+	"observability": {"metrics.serviceMonitor.enabled": "true", "metrics.prometheusRule.enabled": "true", "metrics.prometheusRule.labels.release": "prometheus",
+		"xds.bindAddress": ":18000", "xds.service.enabled": "true"},
 	"storeTLS": {"store.endpoints": "https://etcd-0.etcd:2379\\,https://etcd-1.etcd:2379", "store.tls.secretName": "etcd-client",
 		"store.prefix": "/prod/services"},
 	"noWebhook":         {"webhook.enabled": "false"},
@@ -140,6 +141,7 @@ func TestTemplate(t *testing.T) {
 					!slices.Contains(args, "--xds-bind-address=:18000") || !strings.Contains(dump(d), "containerPort: 18000") {
 					t.Errorf("metrics Service, ServiceMonitor, xDS Service and port expected; rendered %v, args %v", sortedKeys(objs), args)
 				}
+				checkPrometheusRule(t, objs)
 			case "storeTLS":
 				for _, want := range []string{"--store-endpoints=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379", "--store-prefix=/prod/services",
 					"--store-ca-file=/etc/registrar/store-tls/ca.crt", "--store-cert-file=/etc/registrar/store-tls/tls.crt", "--store-key-file=/etc/registrar/store-tls/tls.key"} {
@@ -190,6 +192,20 @@ func TestTemplateRejects(t *testing.T) {
 	}
 }
 
+// checkPrometheusRule: metrics.prometheusRule renders config/prometheus/rules.yaml's groups
+// with the given labels.
+func checkPrometheusRule(t *testing.T, objs map[string]*unstructured.Unstructured) {
+	t.Helper()
+	rule := objs["PrometheusRule/registrar-alerts"]
+	if rule == nil {
+		t.Fatalf("no PrometheusRule; rendered %v", sortedKeys(objs))
+	}
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	if len(groups) < 2 || rule.GetLabels()["release"] != "prometheus" || !strings.Contains(dump(rule), "alert: RegistrarStoreQuorumOneFailureAway") {
+		t.Errorf("PrometheusRule without the rule groups of config/prometheus/rules.yaml or its labels:\n%s", dump(rule))
+	}
+}
+
 // TestChartCopiesMatchConfig: the chart's CRDs, manager rules and webhooks are byte-for-byte
 // the generated files under config/ (`make manifests` copies them; this catches a chart left
 // behind).
@@ -198,6 +214,7 @@ func TestChartCopiesMatchConfig(t *testing.T) {
 		"config/rbac/role.yaml":                 "charts/registrar/files/manager-role.yaml",
 		"config/rbac/leader_election_role.yaml": "charts/registrar/files/leader-election-role.yaml",
 		"config/webhook/manifests.yaml":         "charts/registrar/files/webhook-manifests.yaml",
+		"config/prometheus/rules.yaml":          "charts/registrar/files/prometheus-rules.yaml",
 	}
 	bases, _ := filepath.Glob(filepath.Join(root, "config/crd/bases/*.yaml"))
 	chartCRDs, _ := filepath.Glob(filepath.Join(chartDir, "crds/*.yaml"))

@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/eligibility"
+	"github.com/registrar-dev/registrar/internal/leaseguard"
+	"github.com/registrar-dev/registrar/internal/metrics"
+)
+
+// The guard against mass false deregistration (issue 19, item 5): the decision is
+// leaseguard's; this file gathers its counts, applies the hold to the reconcile's verdicts
+// and reports it (condition, Events, registrar_deregistrations_held).
+
+// leaseGuardState is what the guard keeps across reconciles: every registry's placement of
+// endpoints on nodes (the cluster's counts) and the nodes released at the secondary rate.
+type leaseGuardState struct {
+	cluster  *leaseguard.Cluster[types.NamespacedName]
+	releaser *leaseguard.Releaser
+}
+
+// guardHold is one reconcile's hold: the decision, and how many endpoints it kept.
+type guardHold struct {
+	decision leaseguard.Decision
+	held     int
+}
+
+// leaseGuard returns the reconciler's guard state, created on first use.
+func (r *ServiceRegistryReconciler) leaseGuard() *leaseGuardState {
+	r.guardOnce.Do(func() {
+		r.guard = &leaseGuardState{cluster: leaseguard.NewCluster[types.NamespacedName](), releaser: leaseguard.NewReleaser()}
+	})
+	return r.guard
+}
+
+// reconcileLeaseGuard is the phase after the verdicts: it records the registry's placement,
+// counts its endpoints and the cluster's on lapsed nodes (or nodes about to lapse:
+// leaseguard.Lapsing; evaluated only when some pod of the registry is on a lapsed node, one
+// cached Lease read per node), and, when leaseguard decides to
+// hold, turns the NodeLeaseExpired verdict of every pod whose endpoint is in the store back
+// into Registered (reason DeregistrationHeld). Verdicts for the pods' own status are never
+// touched: they come before the node Lease in the verdict chain.
+func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
+	if r.NodeLeaseTimeout <= 0 {
+		return ctrl.Result{}, nil
+	}
+	name := client.ObjectKeyFromObject(s.reg)
+	g := r.leaseGuard()
+	placement := leaseguard.Placement{}
+	lapsed := map[string]bool{}
+	for _, p := range s.selected {
+		switch {
+		case p.verdict.Reason == v1alpha1.ReasonNodeLeaseExpired:
+			placement[p.pod.Spec.NodeName]++
+			lapsed[p.pod.Spec.NodeName] = true
+		case p.verdict.Eligible() || p.verdict.State == v1alpha1.EndpointWarmingUp:
+			placement[p.pod.Spec.NodeName]++
+		}
+	}
+	g.cluster.Set(name, placement)
+	if len(lapsed) == 0 || !r.LeaseGuard.Enabled() { // no removal to hold
+		metrics.DeregistrationsHeld.WithLabelValues(s.reg.Namespace, s.reg.Name).Set(0)
+		return ctrl.Result{}, nil
+	}
+	now := r.Clock.Now()
+	lapsing := func(node string) bool {
+		if _, known := lapsed[node]; !known {
+			l, ok := r.nodeLeaseOf(ctx, node)
+			lapsed[node] = ok && leaseguard.Lapsing(l, r.NodeLeaseTimeout, now)
+		}
+		return lapsed[node]
+	}
+	regCounts := placement.Count(lapsing)
+	clusterCounts := g.cluster.Count(lapsing)
+	d := r.LeaseGuard.Decide(regCounts, clusterCounts)
+	// A hold that ends while nodes are still lapsed (the Leases come back one by one, the share
+	// falls under the threshold) gives those nodes a fresh bound from now, as the node
+	// lifecycle controller resets every node's probe time when it leaves full disruption:
+	// otherwise the last nodes to be seen renewing would be deregistered on the way out.
+	grace := !d.Hold && meta.FindStatusCondition(s.original.Status.Conditions, v1alpha1.ConditionDeregistrationHeld) != nil
+	held := 0
+	if d.Hold || grace {
+		registered := r.registeredPods(s)
+		for i, p := range s.selected {
+			if p.verdict.Reason != v1alpha1.ReasonNodeLeaseExpired || !registered[p.pod.Name] {
+				continue
+			}
+			if d.Trickle && g.releaser.Released(p.pod.Spec.NodeName, r.LeaseGuard.SecondaryRate, now) {
+				continue
+			}
+			if grace {
+				if l, ok := r.nodeLeaseOf(ctx, p.pod.Spec.NodeName); ok {
+					r.leasesSeen.restart(p.pod.Spec.NodeName, l.RenewTime, now)
+				}
+			}
+			ep, err := eligibility.Endpoint(s.reg, p.pod, eligibility.Placement{Zone: r.zoneOf(ctx, p.pod), Cluster: r.Cluster})
+			if err != nil {
+				continue
+			}
+			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointRegistered, Reason: v1alpha1.ReasonDeregistrationHeld}
+			p.endpoint = ep
+			s.selected[i] = p
+			s.byName[p.pod.Name] = p
+			s.desired[p.pod.Name] = ep
+			held++
+		}
+		if held > 0 && grace {
+			log.FromContext(ctx).Info("node Lease hold ended: nodes still lapsed get a fresh bound", "kept", held)
+			held = 0
+		}
+		if held > 0 {
+			s.hold = &guardHold{decision: d, held: held}
+			log.FromContext(ctx).Info("holding node Lease deregistrations", "held", held, "scope", d.Scope,
+				"state", d.State.String(), "lapsedEndpoints", d.Counts.Lapsed, "endpoints", d.Counts.Endpoints,
+				"lapsedNodes", d.Counts.LapsedNodes, "nodes", d.Counts.Nodes)
+		}
+	}
+	metrics.DeregistrationsHeld.WithLabelValues(s.reg.Namespace, s.reg.Name).Set(float64(held))
+	return ctrl.Result{}, nil
+}
+
+// registeredPods are the registry's pods whose endpoint is in a store, as far as the operator
+// knows: in the records it last read or wrote, or Registered in the status it last reported
+// (which survives a restart of the operator). Only their removal is held: a pod on a lapsed
+// node that is not registered stays out.
+func (r *ServiceRegistryReconciler) registeredPods(s *reconcileScope) map[string]bool {
+	out := map[string]bool{}
+	uid := map[string]string{}
+	for _, p := range s.selected {
+		uid[p.pod.Name] = string(p.pod.UID)
+	}
+	for _, e := range s.original.Status.Endpoints {
+		if e.State == v1alpha1.EndpointRegistered && e.UID == uid[e.Pod] {
+			out[e.Pod] = true
+		}
+	}
+	r.known.mu.Lock()
+	defer r.known.mu.Unlock()
+	for _, e := range r.known.entries[client.ObjectKeyFromObject(s.reg)] {
+		if e.uid != s.reg.UID {
+			continue
+		}
+		for pod, rec := range e.records {
+			if rec.UID == uid[pod] {
+				out[pod] = true
+			}
+		}
+	}
+	return out
+}
+
+// holdCondition sets the DeregistrationHeld condition while the reconcile held removals and
+// removes it otherwise, with a Normal DeregistrationResumed Event when it goes (the Warning
+// Event when it comes is emitConditionEvents').
+func (r *ServiceRegistryReconciler) holdCondition(s *reconcileScope) {
+	if s.hold == nil {
+		if meta.FindStatusCondition(s.reg.Status.Conditions, v1alpha1.ConditionDeregistrationHeld) != nil {
+			meta.RemoveStatusCondition(&s.reg.Status.Conditions, v1alpha1.ConditionDeregistrationHeld)
+			r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1alpha1.EventDeregistrationResumed, "Reconcile",
+				"node Lease deregistrations resume: the Leases were renewed or the share of lapsed endpoints fell under the threshold")
+		}
+		return
+	}
+	reason := v1alpha1.ReasonNodeLeasesLapsedInRegistry
+	if s.hold.decision.Scope == leaseguard.ScopeCluster {
+		reason = v1alpha1.ReasonNodeLeasesLapsedInCluster
+	}
+	meta.SetStatusCondition(&s.reg.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionDeregistrationHeld, Status: metav1.ConditionTrue, Reason: reason,
+		Message: s.hold.decision.Message(s.hold.held), ObservedGeneration: s.reg.Generation,
+		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+	})
+}
+
+// forgetLeaseGuard drops a registry that is gone from the cluster's counts.
+func (r *ServiceRegistryReconciler) forgetLeaseGuard(name types.NamespacedName) {
+	r.leaseGuard().cluster.Set(name, nil)
+	metrics.DeregistrationsHeld.DeleteLabelValues(name.Namespace, name.Name)
+}
