@@ -207,6 +207,12 @@ bench-breaker: envtest-assets ## The seed's breaker scenario: 50 callers, a depe
 	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./test/breakerbench/cmd -runs $(BREAKER_RUNS) -fail-for $(BREAKER_FAIL_FOR)
 	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go test ./pkg/discovery/ -run '^$$' -bench 'BenchmarkDo' -count 3
 
+##@ Multi-cluster suite (test/multicluster; the short variant runs in make test)
+.PHONY: test-multicluster
+test-multicluster: envtest-assets ## Two envtest control planes, one registrar each, one shared etcd (--store-shared): isolation under churn, identity clash, partition and return, a registrar killed beyond the TTL (3 runs).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd MULTICLUSTER_FULL=1 \
+		go test ./test/multicluster/ -race -count=3 -timeout 20m -v -ginkgo.v 2>&1 | grep -v '^\s*>' | grep -E '^(\s*(cluster|east|west|caller)|.*(Passed|FAIL|ok)|--- )'
+
 ##@ Fault tests (test/faults; a fast subset runs in make test)
 FAULTS_TIMEOUT ?= 30m
 
