@@ -204,11 +204,11 @@ func isReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// readyPods are the names of the ready, non-terminating pods of namespace in m.
+// readyPods are the names of the ready, non-terminating pods of service web in namespace in m.
 func readyPods(m *member, namespace string) []string {
 	GinkgoHelper()
 	var list corev1.PodList
-	Expect(m.env.Client.List(context.Background(), &list, client.InNamespace(namespace))).To(Succeed())
+	Expect(m.env.Client.List(context.Background(), &list, client.InNamespace(namespace), client.MatchingLabels{"app": "web"})).To(Succeed())
 	out := []string{}
 	for i := range list.Items {
 		if p := &list.Items[i]; isReady(p) && p.DeletionTimestamp == nil {
@@ -221,11 +221,16 @@ func readyPods(m *member, namespace string) []string {
 
 func newRegistry(m *member, namespace, name string) *v1alpha1.ServiceRegistry {
 	GinkgoHelper()
+	return newRegistryPort(m, namespace, name, 8080)
+}
+
+func newRegistryPort(m *member, namespace, name string, port int32) *v1alpha1.ServiceRegistry {
+	GinkgoHelper()
 	reg := &v1alpha1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}},
+			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To(port)}},
 		},
 	}
 	Expect(m.env.Client.Create(context.Background(), reg)).To(Succeed())
@@ -261,11 +266,12 @@ func eventReasons(m *member, namespace, name string) []string {
 	return out
 }
 
-// readyPod creates a pod labelled app=web and plays the kubelet: running and ready.
+// readyPod creates a pod labelled app=<name up to its last dash> and plays the kubelet:
+// running and ready.
 func readyPod(m *member, namespace, name, ip string) *corev1.Pod {
 	GinkgoHelper()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": "web"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": name[:strings.LastIndex(name, "-")]}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
 	}
 	Expect(m.env.Client.Create(context.Background(), pod)).To(Succeed())
@@ -352,4 +358,11 @@ func storeValue(key string) string {
 func storeRevision() int64 {
 	GinkgoHelper()
 	return storeGet("/revision-probe").Header.Revision
+}
+
+func podNamed(m *member, name string) *corev1.Pod {
+	GinkgoHelper()
+	pod := &corev1.Pod{}
+	Expect(m.env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
+	return pod
 }
