@@ -208,10 +208,14 @@ bench-breaker: envtest-assets ## The seed's breaker scenario: 50 callers, a depe
 	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go test ./pkg/discovery/ -run '^$$' -bench 'BenchmarkDo' -count 3
 
 ##@ Multi-cluster suite (test/multicluster; the short variant runs in make test)
+MULTICLUSTER_RUNS ?= 3
 .PHONY: test-multicluster
-test-multicluster: envtest-assets ## Two envtest control planes, one registrar each, one shared etcd (--store-shared): isolation under churn, identity clash, partition and return, a registrar killed beyond the TTL (3 runs).
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd MULTICLUSTER_FULL=1 \
-		go test ./test/multicluster/ -race -count=3 -timeout 20m -v -ginkgo.v 2>&1 | grep -v '^\s*>' | grep -E '^(\s*(cluster|east|west|caller)|.*(Passed|FAIL|ok)|--- )'
+test-multicluster: envtest-assets ## Two envtest control planes, one registrar each, one shared etcd (--store-shared): isolation under churn, identity clash, partition and return, a registrar killed beyond the TTL, caller failover (MULTICLUSTER_RUNS runs, each with its own seed).
+	for i in $$(seq 1 $(MULTICLUSTER_RUNS)); do \
+		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd MULTICLUSTER_FULL=1 \
+			go test ./test/multicluster/ -race -count=1 -timeout 20m -v -ginkgo.v -ginkgo.seed=$$i 2>&1 | grep -v '^\s*>' | \
+			grep -E '^(\s*(cluster|east|caller)\S* |.*(Passed|FAIL)|ok|--- )' || exit 1; \
+	done
 
 ##@ Fault tests (test/faults; a fast subset runs in make test)
 FAULTS_TIMEOUT ?= 30m
