@@ -115,7 +115,7 @@ var _ = Describe("Several clusters sharing one store", Ordered, func() {
 		deletePod(east, ns, gone)
 		readyPod(east, ns, "web-new", "10.11.0.99")
 		churn(west, "west", 10)
-		time.Sleep(leaseTTL / 4) //nolint:forbidigo // the partition's length is the scenario, not a synchronisation
+		time.Sleep(leaseTTL / 4) // the partition's length is the scenario, not a synchronisation
 		Expect(storePods(service, "east")).To(Equal(kept), "a partitioned cluster's records stay until its lease's TTL")
 		east.proxy.Restore()
 		want := readyPods(east, ns)
@@ -134,6 +134,31 @@ var _ = Describe("Several clusters sharing one store", Ordered, func() {
 			}
 		}
 		Expect(eastEvents).To(ConsistOf("delete east."+gone, "put east.web-new"))
+		expectClean()
+
+		// Cut off for longer than the TTL: east's records expire (its lease lapses at the
+		// store), west's stay; on return east writes each of its records once.
+		westPods := readyPods(west, ns)
+		Eventually(func() []string { return storePods(service, "west") }).WithTimeout(timeout).Should(Equal(westPods))
+		before = storeRevision()
+		east.proxy.Cut()
+		Eventually(func() []string { return storePods(service, "east") }).WithTimeout(leaseTTL+timeout).WithPolling(100*time.Millisecond).
+			Should(BeEmpty(), "a cluster cut off beyond its TTL ages out")
+		Expect(storePods(service, "west")).To(Equal(westPods), "west's records untouched")
+		east.proxy.Restore()
+		want = readyPods(east, ns)
+		Eventually(func() []string { return storePods(service, "east") }).WithTimeout(timeout).WithPolling(poll).Should(Equal(want))
+		puts := map[string]int{}
+		for _, e := range watch.Since(before) {
+			Expect(e.Cluster).To(Equal("east"), "an event on another cluster's key: %+v", e)
+			if !e.Deleted {
+				puts[e.Key]++
+			}
+		}
+		Expect(puts).To(HaveLen(len(want)))
+		for key, n := range puts {
+			Expect(n).To(Equal(1), "%s written %d times after the return", key, n)
+		}
 		expectClean()
 	})
 
@@ -189,7 +214,7 @@ func churn(m *member, id string, steps int) {
 		default:
 			setPodStatus(m, pod, pod.Status.PodIP, !isReady(pod))
 		}
-		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // pacing of the churn, not a synchronisation
+		time.Sleep(20 * time.Millisecond) // pacing of the churn, not a synchronisation
 	}
 }
 

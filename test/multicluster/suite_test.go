@@ -33,10 +33,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -148,9 +150,17 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 	audit := newAuditKV(cli, cluster)
 	fence := etcdstore.NewClusterFence(audit, storePrefix, cluster, installation, installation+"-leader", 2*time.Second)
 	Expect(mgr.Add(fence)).To(Succeed())
+	// As cmd/: the store's return and the loss of the endpoint lease resync every registry.
+	recovered := make(chan ctrlevent.GenericEvent, 1)
+	resync := func() {
+		select {
+		case recovered <- ctrlevent.GenericEvent{Object: &v1alpha1.ServiceRegistry{}}:
+		default:
+		}
+	}
 	s := etcdstore.New(audit, etcdstore.Options{
 		Prefix: storePrefix, Timeout: 2 * time.Second, Fence: fence, Cluster: cluster,
-		LeaseTTL: leaseTTL, Leases: cli,
+		LeaseTTL: leaseTTL, Leases: cli, OnRecover: resync, OnLeaseLost: resync,
 	})
 	Expect(mgr.Add(s)).To(Succeed())
 	Expect(mgr.Add(etcdstore.LeaseKeeper{Store: s})).To(Succeed())
@@ -164,7 +174,7 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 	}
 	Expect(r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: time.Second, MaxConcurrentWarmups: 4,
-		ResyncInterval: 5 * time.Second,
+		ResyncInterval: 5 * time.Second, StoreRecovered: recovered,
 	})).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &operator{cluster: cluster, installation: installation, audit: audit, store: s, cancel: cancel, done: make(chan struct{})}
