@@ -60,10 +60,14 @@ func LayoutKey(prefix string) string { return ReservedKey(prefix, "layout") }
 func ClustersDir(prefix string) string { return ReservedKey(prefix, "clusters") }
 
 // ClusterFenceKey is the write fence of cluster: {prefix}/.registrar/clusters/{cluster}/fence.
-func ClusterFenceKey(prefix, cluster string) string { return ReservedKey(prefix, "clusters", cluster, "fence") }
+func ClusterFenceKey(prefix, cluster string) string {
+	return ReservedKey(prefix, "clusters", cluster, "fence")
+}
 
 // ClusterLeaseKey records cluster's endpoint lease: {prefix}/.registrar/clusters/{cluster}/lease.
-func ClusterLeaseKey(prefix, cluster string) string { return ReservedKey(prefix, "clusters", cluster, "lease") }
+func ClusterLeaseKey(prefix, cluster string) string {
+	return ReservedKey(prefix, "clusters", cluster, "lease")
+}
 
 // FenceClaim is the value of a cluster's fence key: the installation that writes the
 // cluster's keys, and the process (replica) of it that leads now.
