@@ -47,9 +47,11 @@ func (c clusterConfig) validate(stores []string, leaseTTL time.Duration) error {
 	}
 	switch {
 	case c.clusterID == "":
-		return errors.New("--store-shared needs an explicit --cluster-id, distinct for each cluster (e.g. the kube-system namespace UID: kubectl get ns kube-system -o jsonpath='{.metadata.uid}')")
+		return errors.New("--store-shared needs an explicit --cluster-id, distinct for each cluster " +
+			"(e.g. the kube-system namespace UID: kubectl get ns kube-system -o jsonpath='{.metadata.uid}')")
 	case leaseTTL <= 0:
-		return errors.New("--store-shared needs --store-lease-ttl (e.g. 60s): a cluster that disappears must age out of the shared store, since no other cluster ever deletes its records")
+		return errors.New("--store-shared needs --store-lease-ttl (e.g. 60s): a cluster that disappears must age out " +
+			"of the shared store, since no other cluster ever deletes its records")
 	case !slices.Equal(stores, []string{storeEtcd}):
 		return fmt.Errorf("--store-shared supports --stores=etcd only, not %v", stores)
 	}

@@ -55,8 +55,8 @@ func main() {
 	flag.Parse()
 	logs, _ := filepath.Glob(filepath.Join(*dir, "run-*.log"))
 	sort.Strings(logs)
-	var runs []run
-	var rows [][]string
+	runs := make([]run, 0, len(logs))
+	rows := make([][]string, 0, len(logs))
 	for _, l := range logs {
 		b, err := os.ReadFile(l)
 		if err != nil {
@@ -95,7 +95,9 @@ func main() {
 			"columns": []string{"run", "specs", "caller failover (ms): east's set empties -> first request served by west",
 				"east killed -> its records expired (s)", "store mutations sent", "mutations of another cluster's keys"},
 			"rows": rows,
-			"notes": []string{"Failover: from the test setting east's last pods unready (API write) to the first HTTP response from a west instance, through registrar's deregistration, etcd's watch and pkg/discovery's Locality fail-over; measured with -race on a shared 2-core machine under the load shown.",
+			"notes": []string{"Failover: from the test setting east's last pods unready (API write) to the first HTTP response from a west " +
+				"instance, through registrar's deregistration, etcd's watch and pkg/discovery's Locality fail-over; " +
+				"measured with -race on a shared 2-core machine under the load shown.",
 				"Expiry: the lease lapses TTL after its last keep-alive (sent every TTL/3), so between 2/3 of the TTL and the TTL after the kill."},
 		}},
 	}

@@ -1,5 +1,7 @@
 package discovery
 
+import "strconv"
+
 // Locality makes Pick prefer nearby instances when several clusters publish one service
 // into a shared store (the operator's --store-shared; docs/multicluster.md): the instances
 // of the caller's own cluster, then those of its zone, then any. Pick falls over to the next
@@ -38,7 +40,7 @@ func (o LocalityOrder) String() string {
 	case NoPreference:
 		return "NoPreference"
 	}
-	return "Unknown"
+	return "LocalityOrder(" + strconv.Itoa(int(o)) + ")"
 }
 
 // active reports whether the locality ranks instances at all.
