@@ -229,6 +229,25 @@ bench-breaker: envtest-assets ## The seed's breaker scenario: 50 callers, a depe
 	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./test/breakerbench/cmd -runs $(BREAKER_RUNS) -fail-for $(BREAKER_FAIL_FOR)
 	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go test ./pkg/discovery/ -run '^$$' -bench 'BenchmarkDo' -count 3
 
+##@ Multi-cluster suite (test/multicluster; the short variant runs in make test)
+MULTICLUSTER_RUNS ?= 3
+MULTICLUSTER_OUT ?= $(LOCALBIN)/multicluster/multicluster.json
+.PHONY: test-multicluster
+test-multicluster: envtest-assets ## Two envtest control planes, one registrar each, one shared etcd (--store-shared): isolation under churn, identity clash, partition and return, a registrar killed beyond the TTL, caller failover (MULTICLUSTER_RUNS runs, each with its own seed).
+	mkdir -p $(LOCALBIN)/multicluster && rm -f $(LOCALBIN)/multicluster/run-*.log
+	before="$$(cut -d' ' -f1-3 /proc/loadavg)"; \
+	for i in $$(seq 1 $(MULTICLUSTER_RUNS)); do \
+		echo "run $$i: $$(uptime)"; \
+		rc=0; KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd MULTICLUSTER_FULL=1 \
+			go test ./test/multicluster/ -race -count=1 -timeout 20m -v -ginkgo.v -ginkgo.no-color -ginkgo.seed=$$i > $(LOCALBIN)/multicluster/run-$$i.log 2>&1 || rc=$$?; \
+		grep -v '^\s*>' $(LOCALBIN)/multicluster/run-$$i.log | grep -E '^\s*(cluster \S+: |east.s registrar|caller failover|\[FAILED\]|.*(Passed|Failed))|^(ok|FAIL)' || true; \
+		echo "run $$i: $$(uptime)"; \
+		[ $$rc -eq 0 ] || { echo "run $$i failed: $(LOCALBIN)/multicluster/run-$$i.log"; exit 1; }; \
+	done; \
+	go run ./hack/multiclusterdoc -dir $(LOCALBIN)/multicluster -out $(MULTICLUSTER_OUT) -load-before "$$before" -load-after "$$(cut -d' ' -f1-3 /proc/loadavg)" \
+		-command "make test-multicluster MULTICLUSTER_RUNS=$(MULTICLUSTER_RUNS)"; \
+	echo "wrote $(MULTICLUSTER_OUT) (copy it to docs/bench/ and run make docs to publish)"
+
 ##@ Fault tests (test/faults; a fast subset runs in make test)
 FAULTS_TIMEOUT ?= 30m
 

@@ -70,6 +70,7 @@ type config struct {
 	xds                     xdsConfig
 	selfmon                 selfMonConfig
 	sharding                shardingConfig
+	multicluster            clusterConfig
 }
 
 func parseFlags(args []string) (config, zap.Options, error) {
@@ -88,7 +89,11 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	if (c.storeCert == "") != (c.storeKey == "") {
 		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
 	}
-	if _, err := c.stores.names(); err != nil {
+	names, err := c.stores.names()
+	if err != nil {
+		return c, zopts, err
+	}
+	if err := c.multicluster.validate(names, c.storeLeaseTTL); err != nil {
 		return c, zopts, err
 	}
 	if err := c.xds.validate(); err != nil {
@@ -139,6 +144,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	bindSelfMonFlags(fs, &c.selfmon)
 	bindShardingFlags(fs, &c.sharding)
 	bindLeaseGuardFlags(fs, &c.leaseGuard)
+	bindClusterFlags(fs, &c.multicluster)
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil { // registered by controller-runtime
 		fs.Var(kc.Value, kc.Name, kc.Usage)
 	}
@@ -185,19 +191,26 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	if err := cfg.multicluster.resolve(ctx, mgr.GetConfig(), cfg.clusterName, fenceName(cfg)); err != nil {
+		return err
+	}
+	cfg.clusterName = cfg.multicluster.id
 	var (
 		guard  etcdstore.WriteGuard
 		shards controller.Shards
 		fence  *etcdstore.Fence
 	)
-	if cfg.sharding.enabled() {
+	if cfg.sharding.enabled() { // --store-shared needs --store-lease-ttl, which sharding refuses
 		coord, fences, err := setupSharding(mgr, cfg, cli)
 		if err != nil {
 			return err
 		}
 		guard, shards = fences, coord
 	} else {
-		fence = etcdstore.NewFence(cli, etcdstore.FenceKey(cfg.storePrefix, fenceName(cfg)), identity(), cfg.storeTimeout)
+		fence, err = cfg.multicluster.newFence(ctx, cli, cfg.storePrefix, fenceName(cfg), identity(), cfg.storeTimeout)
+		if err != nil {
+			return err
+		}
 		if err := mgr.Add(fence); err != nil { // needs leader election: taken once this replica leads
 			return fmt.Errorf("add write fence: %w", err)
 		}
@@ -222,7 +235,8 @@ func run(ctx context.Context, cfg config) error {
 		case <-ctx.Done():
 		}
 	}()
-	setupLog.Info("starting manager", "store", endpoints, "prefix", cfg.storePrefix, "leaderElection", cfg.leaderElect, "fence", fence.Key())
+	setupLog.Info("starting manager", "store", endpoints, "prefix", cfg.storePrefix, "leaderElection", cfg.leaderElect, "fence", fence.Key(),
+		"cluster", cfg.multicluster.id, "sharedStore", cfg.multicluster.shared)
 	err = mgr.Start(ctx)
 	select {
 	case <-fence.Lost():
@@ -332,8 +346,9 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	etcdOpts := etcdstore.Options{
 		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout, Guard: guard,
 		OnRecover: resync("store reachable again"),
-		LeaseTTL:  cfg.storeLeaseTTL, Leases: cli, LeaseKey: etcdstore.LeaseKey(cfg.storePrefix, fenceName(cfg)),
+		LeaseTTL:  cfg.storeLeaseTTL, Leases: cli, LeaseKey: cfg.multicluster.leaseKey(cfg.storePrefix, fenceName(cfg)),
 		OnLeaseLost: resync("endpoint lease expired"),
+		Cluster:     cfg.multicluster.storeCluster(),
 	}
 	stores, storeName, err := buildStores(mgr, cfg, cli, endpoints, etcdOpts)
 	if err != nil {

@@ -164,6 +164,12 @@ const (
 	// Also the reason of the Warning Event when deletion waits for the store.
 	// Used by: StoreSynced, StoreHealthy, Reconciling, Stalled, Events.
 	ReasonStoreUnreachable = "StoreUnreachable"
+	// ReasonClusterIdentityClash: the store is shared by several clusters (--store-shared)
+	// and this cluster's ID is claimed by another installation (its write fence names it),
+	// or the prefix is laid out for one cluster only: nothing is written until each cluster
+	// has its own --cluster-id (docs/multicluster.md).
+	// Used by: StoreSynced, Events.
+	ReasonClusterIdentityClash = "ClusterIdentityClash"
 	// ReasonDrainCoversCallers: spec.drain.seconds covers the callers' staleness.
 	// Used by: DrainSufficient.
 	ReasonDrainCoversCallers = "DrainCoversCallers"

@@ -61,6 +61,8 @@ type options struct {
 	caFile, certFile, keyFile string
 	metricsURL                string
 	output                    string
+	// cluster filters list to one cluster's instances (--cluster).
+	cluster string
 	// jsonPath is the parsed template of -o jsonpath=...; output is then "jsonpath".
 	jsonPath *jsonpath.JSONPath
 }
@@ -156,7 +158,7 @@ named in its help.
 		SilenceUsage:  true,
 		// Only reached without a command: unknown commands are rejected by cobra first.
 		RunE: func(*cobra.Command, []string) error {
-			return errors.New("a command is required: list, get, watch, lag, breakers or health")
+			return errors.New("a command is required: list, get, watch, clusters, lag, breakers or health")
 		},
 	}
 	if name != env.Name {
@@ -236,6 +238,18 @@ named in its help.
 			}),
 		},
 		&cobra.Command{
+			Use:   "clusters [SERVICE]",
+			Short: "The clusters publishing into the store: instances, write fence holder, endpoint lease",
+			Long: "Show every cluster whose registrar publishes into the store (or publishes SERVICE): its\n" +
+				"instances and services, and in a store shared by several clusters (--store-shared) the\n" +
+				"installation holding its write fence and what is left of its endpoint lease (expired: its\n" +
+				"registrar is gone and its records age out). list --cluster NAME lists one cluster's instances.",
+			Example:           "  " + name + " clusters\n  " + name + " clusters orders -o json",
+			Args:              argsRange(0, 1),
+			ValidArgsFunction: r.completeServices,
+			RunE:              run(r.clusters),
+		},
+		&cobra.Command{
 			Use:   "lag",
 			Short: "Detection-lag percentiles from the operator's metrics",
 			Long: "Read the operator's metrics endpoint (--metrics-url) and print the registration and\n" +
@@ -255,6 +269,9 @@ named in its help.
 		},
 		healthCommand(r, run),
 	)
+	if list, _, err := root.Find([]string{"list"}); err == nil {
+		list.Flags().StringVar(&o.cluster, "cluster", "", "only the instances of this cluster (their cluster field; see the clusters command)")
+	}
 	return root
 }
 

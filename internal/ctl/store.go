@@ -106,6 +106,7 @@ func (r *runner) list(ctx context.Context, args []string) int {
 	if code != ExitOK {
 		return code
 	}
+	insts = filterCluster(insts, r.opts.cluster)
 	if err := r.printInstances(insts); err != nil {
 		return r.fail(ExitError, "%v", err)
 	}

@@ -4,6 +4,7 @@
 package regstatus
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -179,6 +180,11 @@ func count(b bool) int32 {
 }
 
 func storeCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+	if in.StoreErr != nil && errors.Is(in.StoreErr, store.ErrClusterClaimed) {
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, false, v1alpha1.ReasonClusterIdentityClash,
+			fmt.Sprintf("refusing to write store %s: %v", in.StoreName, in.StoreErr))
+		return
+	}
 	if in.StoreErr != nil {
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, false, v1alpha1.ReasonStoreUnreachable,
 			fmt.Sprintf("cannot read or write store %s: %v; retrying with backoff, existing endpoints are left in place", in.StoreName, in.StoreErr))

@@ -516,6 +516,14 @@ func TestBuildConditions(t *testing.T) {
 			wantRegistered: 0,
 		},
 		{
+			name:  "cluster ID claimed by another installation",
+			in:    Input{Pods: []Pod{a, b}, Stored: map[string]store.Record{}, StoreErr: fmt.Errorf("write: %w", store.ErrClusterClaimed)},
+			ready: notSynced,
+			synced: condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonClusterIdentityClash,
+				contains: []string{"refusing to write", storeName}},
+			wantRegistered: 0,
+		},
+		{
 			name:           "store error reported before conflicts and missing ports",
 			in:             Input{Pods: []Pod{a, noPort}, Stored: stored(), Conflicts: []string{a.Name}, StoreErr: errStore},
 			ready:          notSynced,

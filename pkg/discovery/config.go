@@ -59,6 +59,9 @@ type Config struct {
 
 	// Strategy chooses how Pick balances (default RoundRobin).
 	Strategy Strategy
+	// Locality makes Pick prefer the caller's cluster, then its zone (locality.go); the zero
+	// value prefers nothing.
+	Locality Locality
 
 	// RequestTimeout bounds each list of the service's keys (default 5s).
 	RequestTimeout time.Duration

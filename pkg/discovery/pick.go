@@ -152,7 +152,7 @@ func (c *Client) pick(exclude map[string]bool) (Instance, error) {
 		return Instance{}, ErrNoInstances
 	}
 	ejected := c.ejectedSet(s, c.now())
-	if ejected == nil && len(exclude) == 0 && c.cfg.Strategy != LeastRecentlyFailed {
+	if ejected == nil && len(exclude) == 0 && c.cfg.Strategy != LeastRecentlyFailed && !c.cfg.Locality.active() {
 		if s.cum != nil {
 			return s.instances[weighted(s.cum, c.draw(s.cum[n-1]))], nil
 		}
@@ -165,6 +165,7 @@ func (c *Client) pick(exclude map[string]bool) (Instance, error) {
 	if len(cand) == 0 {
 		return Instance{}, ErrNoInstances
 	}
+	cand = c.cfg.Locality.nearest(s, cand) // the nearest usable tier (locality.go)
 	if c.cfg.Strategy == LeastRecentlyFailed {
 		return s.instances[c.leastRecentlyFailed(s, cand)], nil
 	}

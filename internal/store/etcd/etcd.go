@@ -58,6 +58,11 @@ type Options struct {
 	// OnLeaseLost is called when the endpoint lease expired while this process wrote with
 	// it: its endpoints are gone from the store and must be written again.
 	OnLeaseLost func()
+	// Cluster, when set, is this installation's cluster ID in a prefix that several
+	// clusters share (the shared layout, cluster.go): keys are {scope}{cluster}.{pod}, and
+	// the Store lists, scans, watches, writes and deletes only its own cluster's records.
+	// It must be a wire.ValidateClusterID label.
+	Cluster string
 }
 
 // Defaults of the outage handling.
@@ -98,6 +103,9 @@ func New(kv clientv3.KV, opts Options) *Store {
 	s := &Store{kv: kv, opts: opts, health: health{wake: make(chan struct{}, 1)}}
 	if opts.LeaseTTL > 0 && opts.Leases != nil {
 		s.backstop = &backstop{kv: kv, key: opts.LeaseKey, leases: opts.Leases, ttl: opts.LeaseTTL, lost: opts.OnLeaseLost}
+		if s.backstop.key == "" && opts.Cluster != "" {
+			s.backstop.key = wire.ClusterLeaseKey(opts.Prefix, opts.Cluster)
+		}
 		if s.backstop.key == "" {
 			s.backstop.key = LeaseKey(opts.Prefix, "default")
 		}
@@ -107,7 +115,7 @@ func New(kv clientv3.KV, opts Options) *Store {
 
 // Key is the store key of pod in scope.
 func (s *Store) Key(scope store.Scope, pod string) string {
-	return keyFor(s.opts.Prefix, scope, pod)
+	return keyFor(s.opts.Prefix, scope, s.podSegment(pod))
 }
 
 func (s *Store) scopePrefix(scope store.Scope) string {
@@ -121,7 +129,7 @@ func (s *Store) List(ctx context.Context, scope store.Scope) ([]store.Record, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	prefix := s.scopePrefix(scope)
+	prefix := s.listPrefix(scope)
 	resp, err := s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	s.observe(ctx, err)
 	if err != nil {
@@ -129,7 +137,9 @@ func (s *Store) List(ctx context.Context, scope store.Scope) ([]store.Record, er
 	}
 	records := make([]store.Record, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		records = append(records, decodeRecord(prefix, kv.Key, kv.Value, kv.ModRevision))
+		rec := decodeRecord(prefix, kv.Key, kv.Value, kv.ModRevision)
+		s.disownForeign(&rec)
+		records = append(records, rec)
 	}
 	return records, nil
 }
@@ -178,6 +188,9 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 
 func (s *Store) ops(scope store.Scope, c store.Changes, lease clientv3.LeaseID) ([]op, error) {
 	if err := checkScope(scope); err != nil {
+		return nil, fmt.Errorf("write: %w", err)
+	}
+	if err := s.checkClusters(scope, c); err != nil {
 		return nil, fmt.Errorf("write: %w", err)
 	}
 	ops := make([]op, 0, c.Len())

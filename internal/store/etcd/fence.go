@@ -40,6 +40,11 @@ type Fence struct {
 	lostOnce sync.Once
 	mu       sync.Mutex
 	rev      int64
+
+	// installation, layoutKey and cluster are set on a cluster fence (NewClusterFence);
+	// claimErr is why it cannot be taken.
+	installation, layoutKey, cluster string
+	claimErr                         error
 }
 
 // NewFence returns a fence on key, taken in the name of id (written as its value, for
@@ -58,12 +63,21 @@ func (f *Fence) Key() string { return f.key }
 func (f *Fence) Acquire(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	resp, err := f.kv.Put(ctx, f.key, f.id)
-	if err != nil {
-		return fmt.Errorf("take write fence %s: %w", f.key, err)
+	var rev int64
+	if f.installation != "" {
+		var err error
+		if rev, err = f.claim(ctx); err != nil {
+			return err
+		}
+	} else {
+		resp, err := f.kv.Put(ctx, f.key, f.id)
+		if err != nil {
+			return fmt.Errorf("take write fence %s: %w", f.key, err)
+		}
+		rev = resp.Header.Revision
 	}
 	f.mu.Lock()
-	f.rev = resp.Header.Revision
+	f.rev = rev
 	f.mu.Unlock()
 	f.heldOnce.Do(func() { close(f.held) })
 	return nil
@@ -103,8 +117,21 @@ func (f *Fence) guard(ctx context.Context) (clientv3.Cmp, error) {
 	case <-f.lost:
 		return clientv3.Cmp{}, fmt.Errorf("write fence %s: %w", f.key, store.ErrFenced)
 	case <-f.held:
-	case <-ctx.Done():
-		return clientv3.Cmp{}, fmt.Errorf("wait for write fence %s: %w", f.key, ctx.Err())
+	default:
+		// Not taken yet: a cluster fence that another installation claims fails at once.
+		if err := f.Claimed(); err != nil {
+			return clientv3.Cmp{}, err
+		}
+		select {
+		case <-f.lost:
+			return clientv3.Cmp{}, fmt.Errorf("write fence %s: %w", f.key, store.ErrFenced)
+		case <-f.held:
+		case <-ctx.Done():
+			if err := f.Claimed(); err != nil {
+				return clientv3.Cmp{}, err
+			}
+			return clientv3.Cmp{}, fmt.Errorf("wait for write fence %s: %w", f.key, ctx.Err())
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -37,7 +37,11 @@ func (s *Store) ListAll(ctx context.Context) ([]store.Record, error) {
 				continue
 			}
 			scope := store.Scope{Service: parts[0], Namespace: parts[1]}
-			rec := decodeRecord(s.scopePrefix(scope), kv.Key, kv.Value, kv.ModRevision)
+			if _, own := s.ownSegment(parts[2]); !own {
+				continue // another cluster's
+			}
+			rec := decodeRecord(s.listPrefix(scope), kv.Key, kv.Value, kv.ModRevision)
+			s.disownForeign(&rec)
 			if rec.Service != scope.Service || rec.Namespace != scope.Namespace {
 				rec.Owner = ""
 			}

@@ -39,7 +39,11 @@ func (s *Store) change(root string, ev *clientv3.Event) (store.Change, bool) {
 	if len(parts) != 3 || parts[0] == FenceDir || checkSegment("service", parts[0]) != nil || checkSegment("namespace", parts[1]) != nil || checkSegment("pod", parts[2]) != nil {
 		return store.Change{}, false
 	}
-	c := store.Change{Service: parts[0], Namespace: parts[1], Pod: parts[2], Revision: ev.Kv.ModRevision}
+	pod, own := s.ownSegment(parts[2])
+	if !own {
+		return store.Change{}, false // another cluster's key
+	}
+	c := store.Change{Service: parts[0], Namespace: parts[1], Pod: pod, Revision: ev.Kv.ModRevision}
 	if ev.Type == clientv3.EventTypeDelete {
 		c.Deleted = true
 	}
