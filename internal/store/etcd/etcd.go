@@ -158,8 +158,9 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 		return nil, err
 	}
 	written := make([]store.Record, 0, len(changes.Create)+len(changes.Update))
-	for start := 0; start < len(ops); start += s.opts.MaxTxnOps {
-		batch := ops[start:min(start+s.opts.MaxTxnOps, len(ops))]
+	per := s.opsPerTxn()
+	for start := 0; start < len(ops); start += per {
+		batch := ops[start:min(start+per, len(ops))]
 		rev, err := s.commit(ctx, scope, batch)
 		if err != nil {
 			return written, err
@@ -171,6 +172,15 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 		}
 	}
 	return written, nil
+}
+
+// opsPerTxn is how many guarded writes fit in one transaction: etcd counts comparisons
+// against --max-txn-ops too, and the fence is one more comparison.
+func (s *Store) opsPerTxn() int {
+	if s.opts.Fence != nil && s.opts.MaxTxnOps > 1 {
+		return s.opts.MaxTxnOps - 1
+	}
+	return s.opts.MaxTxnOps
 }
 
 func (s *Store) ops(scope store.Scope, c store.Changes, lease clientv3.LeaseID) ([]op, error) {
