@@ -91,7 +91,9 @@ func batchFixture(t *testing.T) (fixture, *etcd.Store, *countingKV, *txnLog) {
 	return f, etcd.New(kv, etcd.Options{Prefix: f.prefix, Fence: fence, OnTxn: log.observe}), kv, log
 }
 
-func scopeN(i int) store.Scope { return store.Scope{Service: fmt.Sprintf("svc-%03d", i), Namespace: "shop"} }
+func scopeN(i int) store.Scope {
+	return store.Scope{Service: fmt.Sprintf("svc-%03d", i), Namespace: "shop"}
+}
 
 func epIn(sc store.Scope, pod string) store.Endpoint {
 	e := ep(pod)
