@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -43,8 +44,15 @@ func (p *Publication) WritePlot(path string) error {
 	cpu.Draw(canvases[0][0])
 	rss.Draw(canvases[0][1])
 	// The conditions under the plots: a loaded machine's figures are not quiet ones.
-	caption := fmt.Sprintf("%s, commit %.12s, %d-core machine, 1-min load %.1f before, %.1f after; offered %.0f transitions/s",
-		p.Date, p.Commit, p.Machine.Cores, p.Machine.LoadBefore[0], p.Machine.LoadAfter[0], p.Runs[0].OfferedRate)
+	commit, dirty := strings.CutSuffix(p.Commit, "-dirty")
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if dirty {
+		commit += "-dirty"
+	}
+	caption := fmt.Sprintf("%s, commit %s, shared %d-core machine, 1-min load %.1f before, %.1f after; offered %.0f transitions/s",
+		p.Date, commit, p.Machine.Cores, p.Machine.LoadBefore[0], p.Machine.LoadAfter[0], p.Runs[0].OfferedRate)
 	font := plot.DefaultFont
 	font.Size = vg.Points(9)
 	style := draw.TextStyle{Color: color.Black, Font: font, Handler: plot.DefaultTextHandler}
