@@ -38,7 +38,8 @@ func (p *Publication) WritePlot(path string) error {
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
 	top := draw.Crop(dc, 0, 0, 0.3*vg.Inch, 0) // room for the caption
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 3, PadY: vg.Inch / 8, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
+	pad := vg.Inch / 8
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 3, PadY: pad, PadTop: pad, PadBottom: pad, PadLeft: pad, PadRight: pad}
 	plots := [][]*plot.Plot{{cpu, rss}}
 	canvases := plot.Align(plots, tiles, top)
 	cpu.Draw(canvases[0][0])
@@ -76,7 +77,7 @@ func curvePlot(sizes []sizeRuns, title, unit string, get func(sizeRuns, string) 
 	pl.Y.Min = 0
 	pl.Legend.Top = true
 	pl.Legend.Left = true
-	var ticks []plot.Tick
+	ticks := make([]plot.Tick, 0, len(sizes))
 	for _, s := range sizes {
 		ticks = append(ticks, plot.Tick{Value: float64(s.pods), Label: fmt.Sprint(s.pods)})
 	}

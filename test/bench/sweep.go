@@ -98,7 +98,8 @@ func PublishSweep(kind, tableID, command, commit string, runs []*Results) *Publi
 	p.Machine.LoadAfter = runs[len(runs)-1].Machine.LoadAfter
 	sizes := groupBySize(runs)
 	curve := Table{ID: tableID,
-		Title: fmt.Sprintf("%s: cost per transition as the cluster grows, registrar and the EndpointSlice controller side by side (median (min–max) over the runs of each size)", command),
+		Title: fmt.Sprintf("%s: cost per transition as the cluster grows, registrar and the EndpointSlice controller side by side "+
+			"(median (min–max) over the runs of each size)", command),
 		Columns: []string{"pods / registries", "runs", "CPU s per 1,000 transitions: registrar", "EndpointSlice", "registrar / EndpointSlice",
 			"peak RSS MiB: registrar", "EndpointSlice", "dereg p99 ms: registrar", "API watch floor", "registrar − floor",
 			"store txns/s", "changes per txn", "objects created in (s)", "load before → after"}}
@@ -123,9 +124,12 @@ func PublishSweep(kind, tableID, command, commit string, runs []*Results) *Publi
 	curve.Notes = []string{
 		fmt.Sprintf("offered %.0f transitions/s; every pod ready, unready, ready, deleted (4 transitions per pod); registries = pods / 10 over %d namespaces",
 			r0.OfferedRate, r0.Namespaces),
-		"CPU s per 1,000 transitions: the process's CPU time in the measured phase (all four rounds) per 1,000 pod transitions written; peak RSS is VmHWM over the whole run, setup included",
-		"store txns/s: registrar's etcd transactions per second of the measured phase (registrar_store_transactions_total); changes per txn: registry changes each carried (more than 1 only when changes queued)",
-		fmt.Sprintf("shared %d-core machine (%s): figures measured while other work ran are flagged per run in the raw runs' warnings; the load average column is the 1-minute load before and after each run",
+		"CPU s per 1,000 transitions: the process's CPU time in the measured phase (all four rounds) per 1,000 pod transitions written; " +
+			"peak RSS is VmHWM over the whole run, setup included",
+		"store txns/s: registrar's etcd transactions per second of the measured phase (registrar_store_transactions_total); " +
+			"changes per txn: registry changes each carried (more than 1 only when changes queued)",
+		fmt.Sprintf("shared %d-core machine (%s): figures measured while other work ran are flagged per run in the raw runs' warnings; "+
+			"the load average column is the 1-minute load before and after each run",
 			r0.Machine.Cores, r0.Machine.CPUModel),
 	}
 	for _, r := range runs {
@@ -211,7 +215,8 @@ func sweepTargets(tableID, command string, sizes []sizeRuns) Table {
 			fmt.Sprintf("%.0f txns/s, %.2f per transition", perSec.Median, perTransition), verdict(txns > 0 && perTransition <= 1))
 	}
 	t.Notes = []string{
-		"targets from issue 16, measured on the shared 2-core machine with ratios taken within one run; a run on a loaded machine is flagged in the curve's notes and is not a quiet-machine figure",
+		"targets from issue 16, measured on the shared 2-core machine with ratios taken within one run; " +
+			"a run on a loaded machine is flagged in the curve's notes and is not a quiet-machine figure",
 	}
 	return t
 }

@@ -77,8 +77,8 @@ func main() {
 
 type options struct {
 	out, kind, tableID, command, republish, sweep string
-	runs                                   int
-	inProcess                              bool
+	runs                                          int
+	inProcess                                     bool
 }
 
 func run(c bench.Config, o options) error {
@@ -183,7 +183,8 @@ func runSweep(ctx context.Context, c bench.Config, o options, commit string, sta
 	if err := publishSweep(o, commit, runs, true); err != nil {
 		return err
 	}
-	fmt.Printf("sweep of %d size(s), %d run(s) took %s; results in %s and %s\n", len(sizes), len(runs), time.Since(start).Round(time.Second), o.out, plotPath(o.out))
+	fmt.Printf("sweep of %d size(s), %d run(s) took %s; results in %s and %s\n",
+		len(sizes), len(runs), time.Since(start).Round(time.Second), o.out, plotPath(o.out))
 	return failed
 }
 
