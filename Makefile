@@ -267,6 +267,13 @@ BENCH_ARGS ?=
 BENCH_RUNS ?= 1
 BENCH_OUT ?= $(BENCH_DIR)/bench-results.json
 BENCH_LARGE_OUT ?= $(BENCH_DIR)/large/bench-results.json
+BENCH_XL_OUT ?= $(BENCH_DIR)/xl/bench-results.json
+# The sweep: BENCH_SWEEP pod counts (registries = pods / 10), BENCH_RUNS runs of each, at
+# BENCH_SWEEP_RATE transitions/s (issue 16's floor target is at 100/s). Its PNG plot goes next
+# to BENCH_SWEEP_OUT (.png); publish with BENCH_SWEEP_OUT=docs/bench/bench-sweep.json.
+BENCH_SWEEP ?= 1000,5000,20000
+BENCH_SWEEP_RATE ?= 100
+BENCH_SWEEP_OUT ?= $(BENCH_DIR)/sweep/bench-sweep.json
 BENCH_RUN = KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./test/bench/cmd \
 	-operator $(BENCH_DIR)/registrar -kube-controller-manager $(ENVTEST_ASSETS)/kube-controller-manager -runs $(BENCH_RUNS)
 
@@ -286,6 +293,18 @@ bench-large: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## 5,000 p
 .PHONY: bench-cache
 bench-cache: ## Heap bytes per cached pod: whole, managedFields stripped, and trimmed by internal/leancache (5,000 realistic pods): docs/bench/cache-bytes.json.
 	go run ./hack/podbytes -pods 5000 -out docs/bench/cache-bytes.json -command "make bench-cache"
+.PHONY: bench-xl
+bench-xl: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## 20,000 pods / 2,000 registries (created at the API server's pace: the run prints how long), with the operator's profiles (BENCH_RUNS runs): bin/bench/xl/ + BENCH_XL_OUT.
+	CGO_ENABLED=0 go build -o $(BENCH_DIR)/registrar ./cmd
+	$(BENCH_RUN) -pods 20000 -registries 2000 -setup-timeout 30m -workdir $(BENCH_DIR)/xl/run -profile-dir $(BENCH_DIR)/xl/profiles \
+		-out $(BENCH_XL_OUT) -kind bench-xl -table-id bench-xl \
+		-command "make bench-xl BENCH_RUNS=$(BENCH_RUNS) BENCH_XL_OUT=$(BENCH_XL_OUT) BENCH_ARGS='$(BENCH_ARGS)'" $(BENCH_ARGS)
+
+.PHONY: bench-sweep
+bench-sweep: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## BENCH_SWEEP pod counts (1k, 5k, 20k) at BENCH_SWEEP_RATE/s: CPU s per 1,000 transitions and peak RSS of registrar and the EndpointSlice controller, dereg p99 vs the API watch floor, store txns/s, issue 16's targets met/missed; BENCH_SWEEP_OUT + its .png plot.
+	CGO_ENABLED=0 go build -o $(BENCH_DIR)/registrar ./cmd
+	$(BENCH_RUN) -sweep $(BENCH_SWEEP) -rate $(BENCH_SWEEP_RATE) -workdir $(BENCH_DIR)/sweep/run -out $(BENCH_SWEEP_OUT) -kind bench-sweep -table-id bench-sweep \
+		-command "make bench-sweep BENCH_RUNS=$(BENCH_RUNS) BENCH_SWEEP=$(BENCH_SWEEP) BENCH_SWEEP_RATE=$(BENCH_SWEEP_RATE) BENCH_SWEEP_OUT=$(BENCH_SWEEP_OUT) BENCH_ARGS='$(BENCH_ARGS)'" $(BENCH_ARGS)
 
 $(ENVTEST_ASSETS)/kube-controller-manager:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) \

@@ -30,6 +30,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
+	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
@@ -58,6 +59,7 @@ type config struct {
 	storeEndpoints          string
 	storePrefix             string
 	storeTimeout            time.Duration
+	storeBatch              bool
 	storeLeaseTTL           time.Duration
 	storeResyncInterval     time.Duration
 	storeCA, storeCert      string
@@ -130,6 +132,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.storeEndpoints, "store-endpoints", os.Getenv("REGISTRAR_STORE_ENDPOINTS"), "Comma-separated etcd client URLs; empty runs an embedded etcd (env REGISTRAR_STORE_ENDPOINTS).")
 	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
+	fs.BoolVar(&c.storeBatch, "store-batch", true, "Under load, write the changes of several ServiceRegistries to the etcd store in one guarded transaction (while one is in flight, the next coalesces what arrives); when idle every change is written at once either way.")
 	fs.DurationVar(&c.storeLeaseTTL, "store-lease-ttl", 0, "When set, write endpoints with an etcd lease of this TTL that the leader keeps alive, so they expire if every replica is gone longer; 0 (default) keeps them until an operator removes them.")
 	fs.DurationVar(&c.storeResyncInterval, "store-resync-interval", controller.DefaultResyncInterval, "Period (jittered by ±20%) of the full re-read of every registry's records in every store, diffed with what the operator knows and repaired; the backstop of the etcd and CoreDNS watches that repair outside changes at once (and the only anti-entropy of ZooKeeper).")
 	fs.StringVar(&c.storeCA, "store-ca-file", "", "CA bundle to verify the store's TLS certificate.")
@@ -349,6 +352,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 		LeaseTTL:  cfg.storeLeaseTTL, Leases: cli, LeaseKey: cfg.multicluster.leaseKey(cfg.storePrefix, fenceName(cfg)),
 		OnLeaseLost: resync("endpoint lease expired"),
 		Cluster:     cfg.multicluster.storeCluster(),
+		NoBatch:     !cfg.storeBatch, OnTxn: metrics.ObserveStoreTxn,
 	}
 	stores, storeName, err := buildStores(mgr, cfg, cli, endpoints, etcdOpts)
 	if err != nil {

@@ -41,6 +41,17 @@ var (
 		Name: "registrar_store_operation_errors_total",
 		Help: "Failed store calls by operation and kind (conflict: the store changed since it was read; error: anything else).",
 	}, []string{"operation", "kind"})
+	// StoreTransactions counts the transactions the etcd store sent; StoreTransactionItems
+	// how many registries' changes each carried (more than one when batched under load).
+	StoreTransactions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "registrar_store_transactions_total",
+		Help: "Transactions sent to the etcd store (batched under load: see registrar_store_transaction_items).",
+	})
+	StoreTransactionItems = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "registrar_store_transaction_items",
+		Help:    "Registry changes (Applies, or parts of a split one) carried by each etcd store transaction: 1 when idle, more when changes queue.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+	})
 	// StoreRepairs counts owned records that something other than registrar changed in a
 	// store, and registrar repaired, by store and kind (deleted, rewritten, extra).
 	StoreRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -86,6 +97,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors, StoreRepairs,
+		StoreTransactions, StoreTransactionItems,
 		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped, GatesReleased, Unmutated)
 }
 
@@ -95,4 +107,11 @@ func ObserveStore(operation string, took time.Duration, err error) {
 	if err != nil {
 		StoreOperationErrors.WithLabelValues(operation, store.ErrorKind(err)).Inc()
 	}
+}
+
+// ObserveStoreTxn records one etcd store transaction of items registry changes (an
+// etcd.Options.OnTxn).
+func ObserveStoreTxn(items, _ int) {
+	StoreTransactions.Inc()
+	StoreTransactionItems.Observe(float64(items))
 }

@@ -20,6 +20,11 @@ type OperatorStats struct {
 	APIWrites     int `json:"apiWrites"`
 	StatusPatches int `json:"patches"`
 	Posts         int `json:"posts"`
+	// StoreTxns are the etcd store transactions the operator sent (every Apply, batched under
+	// load: registrar_store_transactions_total); StoreTxnItems the registry changes they
+	// carried (registrar_store_transaction_items' sum).
+	StoreTxns     int `json:"storeTxns"`
+	StoreTxnItems int `json:"storeTxnItems"`
 }
 
 // metricSums adds up the samples of each name whose labels contain every filter.
@@ -30,6 +35,8 @@ func sumMetrics(samples metrics.Samples) metricSums {
 	for _, s := range samples {
 		switch {
 		case strings.HasPrefix(s.Name, "workqueue_") && strings.Contains(s.Labels, `controller="serviceregistry"`):
+			sums[s.Name] += s.Value
+		case s.Name == "registrar_store_transactions_total" || s.Name == "registrar_store_transaction_items_sum":
 			sums[s.Name] += s.Value
 		case s.Name == "rest_client_requests_total":
 			for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
@@ -49,6 +56,8 @@ func operatorStats(before, after metricSums) OperatorStats {
 		Reconciles:    int(d("workqueue_work_duration_seconds_count")),
 		StatusPatches: int(d("api_PATCH")),
 		Posts:         int(d("api_POST")),
+		StoreTxns:     int(d("registrar_store_transactions_total")),
+		StoreTxnItems: int(d("registrar_store_transaction_items_sum")),
 	}
 	st.APIWrites = int(d("api_POST") + d("api_PUT") + d("api_PATCH") + d("api_DELETE"))
 	if n := d("workqueue_queue_duration_seconds_count"); n > 0 {

@@ -47,6 +47,30 @@ type Results struct {
 	Machine Machine `json:"machine"`
 	// Warnings say why the run's figures may not measure the systems (empty: none).
 	Warnings []string `json:"warnings"`
+	// CreateSeconds is how long creating the namespaces, nodes, registries, Services and pods
+	// took (at the API server's pace); SetupSeconds until every system showed them all.
+	CreateSeconds float64 `json:"createSeconds"`
+	SetupSeconds  float64 `json:"setupSeconds"`
+}
+
+// CPUPer1kTransitions is the CPU seconds system spent in the measured phase per 1,000
+// transitions written (false when it did not run).
+func (r *Results) CPUPer1kTransitions(system string) (float64, bool) {
+	cpu, ok := r.MeasuredCPUSeconds[system]
+	reg, _ := r.System(SystemRegistrar)
+	if !ok || reg.Transitions == 0 {
+		return 0, false
+	}
+	return cpu / float64(reg.Transitions) * 1000, true
+}
+
+// StoreTxnsPerSecond is the operator's etcd store transactions per second of the measured
+// phase.
+func (r *Results) StoreTxnsPerSecond() float64 {
+	if r.Harness.MeasuredSeconds <= 0 {
+		return 0
+	}
+	return float64(r.Operator.StoreTxns) / r.Harness.MeasuredSeconds
 }
 
 // HarnessStats show whether the harness itself was a bottleneck.
@@ -141,7 +165,8 @@ func (r *runner) results(before, after map[string]Usage) *Results {
 		Pods: r.c.Pods, Registries: r.c.Registries, Namespaces: r.c.Namespaces, OfferedRate: r.c.Rate,
 		WriteErrors: r.writeErrors.Load(), TTLSample: r.c.TTLSample, TTLSeconds: r.c.TTL.Seconds(),
 		Usage: after, MeasuredCPUSeconds: map[string]float64{},
-		Workers: map[string]int{SystemRegistrar: r.c.Reconciles},
+		Workers:       map[string]int{SystemRegistrar: r.c.Reconciles},
+		CreateSeconds: r.created.Seconds(), SetupSeconds: r.settledAfter.Seconds(),
 	}
 	if r.c.EndpointSlice {
 		res.Workers[SystemEndpointSlice] = r.c.Reconciles
@@ -323,7 +348,15 @@ func (r *Results) WriteTable(out io.Writer) {
 		o := r.Operator
 		fmt.Fprintf(out, "registrar inside: %d reconciles, mean queue wait %.1f ms, mean reconcile %.1f ms; %d API writes (%.2f per transition: %d PATCH, %d POST)\n",
 			o.Reconciles, o.QueueWaitMs, o.ReconcileMs, o.APIWrites, float64(o.APIWrites)/float64(reg.Transitions), o.StatusPatches, o.Posts)
+		fmt.Fprintf(out, "registrar store: %d etcd transactions (%.1f/s, %.2f registry changes each) for %d transitions\n",
+			o.StoreTxns, r.StoreTxnsPerSecond(), float64(o.StoreTxnItems)/float64(max(o.StoreTxns, 1)), reg.Transitions)
 	}
+	for _, sys := range []string{SystemRegistrar, SystemEndpointSlice} {
+		if v, ok := r.CPUPer1kTransitions(sys); ok {
+			fmt.Fprintf(out, "CPU seconds per 1,000 transitions, %s: %.2f\n", sys, v)
+		}
+	}
+	fmt.Fprintf(out, "setup: objects created in %.0f s, every system showed them after %.0f s\n", r.CreateSeconds, r.SetupSeconds)
 	for _, rt := range r.Ratios {
 		fmt.Fprintf(out, "ratio %s/registrar %s: %s\n", rt.Peer, rt.Metric, times(rt.Times))
 	}

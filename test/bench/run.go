@@ -71,6 +71,9 @@ type runner struct {
 	writeRTTs  []time.Duration
 	loadBefore [3]float64
 	watchers   *watcherHandle
+	// created and settled: how long creating the objects took, and until every system
+	// showed them (from the start of the creation).
+	created, settledAfter time.Duration
 }
 
 // Run performs one benchmark run.
@@ -103,11 +106,14 @@ func (r *runner) setup(ctx context.Context) error {
 	if err := r.cl.createObjects(ctx, r.l, r.c.EndpointSlice); err != nil {
 		return err
 	}
-	r.c.Logf("created in %s; waiting for the systems to settle", time.Since(start).Round(time.Millisecond))
+	r.created = time.Since(start)
+	r.c.Logf("created %d pods in %s (%.0f/s); waiting for the systems to settle", len(r.l.pods), r.created.Round(time.Millisecond),
+		float64(len(r.l.pods))/r.created.Seconds())
 	if err := r.waitSettled(ctx); err != nil {
 		return err
 	}
-	r.c.Logf("settled after %s", time.Since(start).Round(time.Millisecond))
+	r.settledAfter = time.Since(start)
+	r.c.Logf("settled after %s", r.settledAfter.Round(time.Millisecond))
 	r.trackers[SystemAPIWatch] = NewTracker()
 	r.trackers[SystemAPIWatchShared] = NewTracker()
 	r.trackers[SystemAPIWatchInProc] = NewTracker()

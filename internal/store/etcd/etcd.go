@@ -63,7 +63,22 @@ type Options struct {
 	// the Store lists, scans, watches, writes and deletes only its own cluster's records.
 	// It must be a wire.ValidateClusterID label.
 	Cluster string
+	// NoBatch writes every Apply in transactions of its own. By default, while a transaction
+	// is in flight, the Applies that arrive meanwhile (of any scopes) are coalesced into the
+	// next transaction (see batch.go); an Apply that finds no transaction in flight is
+	// written at once, as with NoBatch.
+	NoBatch bool
+	// MaxBatchBytes bounds the keys and values of one coalesced transaction (an Apply larger
+	// than this alone still goes in one). DefaultMaxBatchBytes when zero; it must stay below
+	// etcd's --max-request-bytes (1.5 MiB by default).
+	MaxBatchBytes int
+	// OnTxn, when set, is called after every transaction sent to etcd with the number of
+	// Applies (or parts of a split Apply) it carried and its writes: a metric's source.
+	OnTxn func(items, ops int)
 }
+
+// DefaultMaxBatchBytes is the default of Options.MaxBatchBytes.
+const DefaultMaxBatchBytes = 512 << 10
 
 // Defaults of the outage handling.
 const (
@@ -77,6 +92,7 @@ type Store struct {
 	opts     Options
 	health   health
 	backstop *backstop
+	batch    batcher
 }
 
 var _ store.Store = (*Store)(nil)
@@ -99,6 +115,9 @@ func New(kv clientv3.KV, opts Options) *Store {
 	}
 	if opts.ProbeInterval <= 0 {
 		opts.ProbeInterval = DefaultProbeInterval
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	s := &Store{kv: kv, opts: opts, health: health{wake: make(chan struct{}, 1)}}
 	if opts.LeaseTTL > 0 && opts.Leases != nil {
@@ -149,6 +168,9 @@ type op struct {
 	cmp clientv3.Cmp
 	op  clientv3.Op
 	put *store.Endpoint
+	// key is the written key; size the bytes of its key and value (batch bounds).
+	key  string
+	size int
 }
 
 // Apply writes changes in as few transactions as etcd's operation limit allows. Every
@@ -171,9 +193,10 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 		return nil, err
 	}
 	written := make([]store.Record, 0, len(changes.Create)+len(changes.Update))
-	for start := 0; start < len(ops); start += s.opts.MaxTxnOps {
-		batch := ops[start:min(start+s.opts.MaxTxnOps, len(ops))]
-		rev, err := s.commit(ctx, scope, batch)
+	per := s.opsPerTxn()
+	for start := 0; start < len(ops); start += per {
+		batch := ops[start:min(start+per, len(ops))]
+		rev, err := s.write(ctx, scope, batch)
 		if err != nil {
 			return written, err
 		}
@@ -184,6 +207,15 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 		}
 	}
 	return written, nil
+}
+
+// opsPerTxn is how many guarded writes fit in one transaction: etcd counts comparisons
+// against --max-txn-ops too, and the fence is one more comparison.
+func (s *Store) opsPerTxn() int {
+	if s.opts.Fence != nil && s.opts.MaxTxnOps > 1 {
+		return s.opts.MaxTxnOps - 1
+	}
+	return s.opts.MaxTxnOps
 }
 
 func (s *Store) ops(scope store.Scope, c store.Changes, lease clientv3.LeaseID) ([]op, error) {
@@ -202,6 +234,7 @@ func (s *Store) ops(scope store.Scope, c store.Changes, lease clientv3.LeaseID) 
 		ops = append(ops, op{
 			cmp: clientv3.Compare(clientv3.ModRevision(key), "=", c.Delete[i].Revision),
 			op:  clientv3.OpDelete(key),
+			key: key, size: len(key),
 		})
 	}
 	for i := range c.Create {
@@ -235,11 +268,19 @@ func (s *Store) putOp(scope store.Scope, ep *store.Endpoint, guard clientv3.Cmp,
 	if lease != 0 {
 		opts = append(opts, clientv3.WithLease(lease))
 	}
-	return op{cmp: guard, op: clientv3.OpPut(key, string(value), opts...), put: ep}, nil
+	return op{cmp: guard, op: clientv3.OpPut(key, string(value), opts...), put: ep, key: key, size: len(key) + len(value)}, nil
 }
 
-// commit runs one guarded transaction and returns the revision it created.
+// commit runs one guarded transaction of one scope's writes and returns the revision it
+// created.
 func (s *Store) commit(ctx context.Context, scope store.Scope, batch []op) (int64, error) {
+	return s.txn(ctx, scope, batch, 1, fmt.Sprintf("%d keys under %s", len(batch), s.scopePrefix(scope)))
+}
+
+// txn runs one guarded transaction of the writes of items Applies (what names them for
+// errors) and returns the revision it created. Every Apply in it is guarded by the same
+// fence, scope's (batcher.take groups them by guardKey).
+func (s *Store) txn(ctx context.Context, scope store.Scope, batch []op, items int, what string) (int64, error) {
 	cmps := make([]clientv3.Cmp, 0, len(batch)+1)
 	thens := make([]clientv3.Op, len(batch))
 	for i, o := range batch {
@@ -252,25 +293,37 @@ func (s *Store) commit(ctx context.Context, scope store.Scope, batch []op) (int6
 	if g != nil {
 		guard, read, err := g.Guard(ctx, scope)
 		if err != nil {
-			return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), err)
+			return 0, fmt.Errorf("write %s: %w", what, err)
 		}
 		cmps, elses = append(cmps, guard), []clientv3.Op{read}
 	}
 	resp, err := s.kv.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
 	s.observe(ctx, err)
+	if s.opts.OnTxn != nil {
+		s.opts.OnTxn(items, len(batch))
+	}
 	if err != nil {
-		return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), err)
+		return 0, fmt.Errorf("write %s: %w", what, err)
 	}
 	if !resp.Succeeded {
 		if g != nil && g.Fenced(scope, resp) {
-			return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), store.ErrFenced)
+			return 0, fmt.Errorf("write %s: %w", what, store.ErrFenced)
 		}
-		return 0, fmt.Errorf("write %d keys under %s: %w", len(batch), s.scopePrefix(scope), store.ErrConflict)
+		return 0, fmt.Errorf("write %s: %w", what, store.ErrConflict)
 	}
 	return resp.Header.Revision, nil
 }
 
 // writeGuard is Options.Guard, else Options.Fence, else nil.
+// guardKey names the fence that guards scope's writes ("" without one): Applies coalesced
+// into one transaction must share it, the transaction carrying one fence comparison.
+func (s *Store) guardKey(scope store.Scope) string {
+	if g := s.writeGuard(); g != nil {
+		return g.GuardKey(scope)
+	}
+	return ""
+}
+
 func (s *Store) writeGuard() WriteGuard {
 	if s.opts.Guard != nil {
 		return s.opts.Guard

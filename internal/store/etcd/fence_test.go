@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,5 +173,26 @@ func TestOutageFailsFastAndRecovers(t *testing.T) {
 	}
 	if _, err := s.List(ctx(t), scope); err != nil {
 		t.Fatalf("List after recovery: %v", err)
+	}
+}
+
+// TestFencedApplyOfMaxTxnOps: a fenced Store writes a change of exactly MaxTxnOps keys. The
+// fence is one more comparison in each transaction, and etcd counts comparisons against its
+// --max-txn-ops (128 by default) too.
+func TestFencedApplyOfMaxTxnOps(t *testing.T) {
+	f := newFixture(t, etcd.Options{})
+	s, fence := fencedStore(t, f, etcd.FenceKey(f.prefix, "ns"), "leader")
+	if err := fence.Acquire(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var c store.Changes
+	for i := range etcd.DefaultMaxTxnOps {
+		c.Create = append(c.Create, ep(fmt.Sprintf("web-%03d", i)))
+	}
+	if _, err := s.Apply(ctx(t), scope, c); err != nil {
+		t.Fatalf("Apply of %d creates under a fence: %v", c.Len(), err)
+	}
+	if got := len(f.listByPod(t, scope)); got != etcd.DefaultMaxTxnOps {
+		t.Errorf("stored %d records, want %d", got, etcd.DefaultMaxTxnOps)
 	}
 }

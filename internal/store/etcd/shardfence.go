@@ -21,6 +21,9 @@ import (
 type WriteGuard interface {
 	Guard(ctx context.Context, scope store.Scope) (clientv3.Cmp, clientv3.Op, error)
 	Fenced(scope store.Scope, resp *clientv3.TxnResponse) bool
+	// GuardKey names the fence key that guards scope: writes of scopes with one key may
+	// share a transaction (the batcher).
+	GuardKey(scope store.Scope) string
 }
 
 var (
@@ -36,6 +39,9 @@ func (f *Fence) Guard(ctx context.Context, _ store.Scope) (clientv3.Cmp, clientv
 
 // Fenced reports a failure on the fence, which is then lost for good.
 func (f *Fence) Fenced(_ store.Scope, resp *clientv3.TxnResponse) bool { return f.check(resp) }
+
+// GuardKey is the fence's key, whatever the scope.
+func (f *Fence) GuardKey(store.Scope) string { return f.key }
 
 // ShardFenceKey is the fence of one shard: {prefix}/.registrar/fence/{name}/shard-{NNNN}.
 func ShardFenceKey(prefix, name string, shard int) string {
@@ -185,6 +191,11 @@ func (f *ShardFences) Guard(_ context.Context, scope store.Scope) (clientv3.Cmp,
 		return clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("shard %d of namespace %s is not this replica's: %w", shard, scope.Namespace, store.ErrFenced)
 	}
 	return clientv3.Compare(clientv3.ModRevision(key), "=", rev), clientv3.OpGet(key), nil
+}
+
+// GuardKey is the fence key of scope's namespace's shard.
+func (f *ShardFences) GuardKey(scope store.Scope) string {
+	return f.Key(sharding.ShardOf(scope.Namespace, f.shards))
 }
 
 // Fenced reports whether a failed transaction failed on the shard's fence; the shard is

@@ -6,12 +6,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +59,9 @@ func main() {
 	flag.IntVar(&c.ProfileSeconds, "profile-seconds", 30, "Length of the CPU profile, from the start of the measured phase.")
 	flag.Int64Var(&c.Seed, "seed", 1, "Seed of the transition order.")
 	flag.StringVar(&out, "out", "bin/bench/bench-results.json", "Where the JSON results go.")
+	flag.StringVar(&o.sweep, "sweep", "", "Comma-separated pod counts (e.g. 1000,5000,20000): run -runs runs at each size (registries = pods / 10) and publish the growth curve, "+
+		"the targets of issue 16, and a PNG plot next to -out (.png for .json).")
+	flag.DurationVar(&c.SetupTimeout, "setup-timeout", 0, "Longest wait for the systems to show the created objects (default 5m, and 1m per 1,000 pods above 5,000).")
 	flag.Parse()
 	c.KCMArgs = strings.Fields(*kcmArgs)
 	c.OperatorArgs = strings.Fields(*opArgs)
@@ -71,9 +76,9 @@ func main() {
 }
 
 type options struct {
-	out, kind, tableID, command, republish string
-	runs                                   int
-	inProcess                              bool
+	out, kind, tableID, command, republish, sweep string
+	runs                                          int
+	inProcess                                     bool
 }
 
 func run(c bench.Config, o options) error {
@@ -97,7 +102,24 @@ func run(c bench.Config, o options) error {
 	}
 	start := time.Now()
 	commit := gitCommit() // the code that runs: read before the runs, which take minutes
-	workDir := c.WorkDir
+	if o.sweep != "" {
+		return runSweep(ctx, c, o, commit, start)
+	}
+	runs, failed, err := runSize(ctx, c, o, c.WorkDir)
+	if err != nil {
+		return err
+	}
+	pub := bench.Publish(o.kind, o.tableID, o.command, commit, runs)
+	pub.WriteSummary(os.Stdout)
+	fmt.Printf("%d run(s) took %s; results in %s\n", len(runs), time.Since(start).Round(time.Second), o.out)
+	if err := pub.WriteJSON(o.out); err != nil {
+		return err
+	}
+	return failed
+}
+
+// runSize runs the configuration o.runs times, each on a fresh control plane under workDir.
+func runSize(ctx context.Context, c bench.Config, o options, workDir string) ([]*bench.Results, error, error) {
 	var runs []*bench.Results
 	var failed error
 	for i := range max(o.runs, 1) {
@@ -108,11 +130,11 @@ func run(c bench.Config, o options) error {
 			c.Logf("run %d of %d", i+1, o.runs)
 		}
 		if err := os.RemoveAll(c.WorkDir); err != nil {
-			return err
+			return nil, nil, err
 		}
 		res, err := bench.Run(ctx, c)
 		if err != nil {
-			return fmt.Errorf("run %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("run %d: %w", i+1, err)
 		}
 		res.Command = o.command
 		res.WriteTable(os.Stdout)
@@ -121,14 +143,64 @@ func run(c bench.Config, o options) error {
 		}
 		runs = append(runs, res)
 	}
-	pub := bench.Publish(o.kind, o.tableID, o.command, commit, runs)
-	pub.WriteSummary(os.Stdout)
-	fmt.Printf("%d run(s) took %s; results in %s\n", len(runs), time.Since(start).Round(time.Second), o.out)
+	return runs, failed, nil
+}
+
+// runSweep runs every size of o.sweep and publishes the growth curve, the targets and the plot.
+func runSweep(ctx context.Context, c bench.Config, o options, commit string, start time.Time) error {
+	var sizes []int
+	for _, f := range strings.Split(o.sweep, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-sweep: %q is not a pod count", f)
+		}
+		sizes = append(sizes, n)
+	}
+	if o.kind == "bench" { // the defaults of a single configuration
+		o.kind, o.tableID = bench.KindSweep, bench.KindSweep
+	}
+	var runs []*bench.Results
+	var failed error
+	for _, n := range sizes {
+		c := c
+		c.Pods, c.Registries = n, max(n/10, 1)
+		if c.SetupTimeout <= 0 {
+			c.SetupTimeout = 5*time.Minute + time.Duration(max(n-5000, 0)/1000)*time.Minute
+		}
+		c.Logf("sweep: %d pods, %d registries", c.Pods, c.Registries)
+		sizeStart := time.Now()
+		r, f, err := runSize(ctx, c, o, filepath.Join(c.WorkDir, fmt.Sprintf("pods-%d", n)))
+		if err != nil {
+			return fmt.Errorf("%d pods: %w", n, err)
+		}
+		c.Logf("sweep: %d pods took %s", n, time.Since(sizeStart).Round(time.Second))
+		runs, failed = append(runs, r...), errors.Join(failed, f)
+		// Publish what is measured so far: a long sweep cut short keeps its smaller sizes.
+		if err := publishSweep(o, commit, runs, false); err != nil {
+			return err
+		}
+	}
+	if err := publishSweep(o, commit, runs, true); err != nil {
+		return err
+	}
+	fmt.Printf("sweep of %d size(s), %d run(s) took %s; results in %s and %s\n",
+		len(sizes), len(runs), time.Since(start).Round(time.Second), o.out, plotPath(o.out))
+	return failed
+}
+
+func publishSweep(o options, commit string, runs []*bench.Results, final bool) error {
+	pub := bench.PublishSweep(o.kind, o.tableID, o.command, commit, runs)
+	if final {
+		pub.WriteSummary(os.Stdout)
+	}
 	if err := pub.WriteJSON(o.out); err != nil {
 		return err
 	}
-	return failed
+	return pub.WritePlot(plotPath(o.out))
 }
+
+// plotPath is the PNG next to the JSON envelope.
+func plotPath(out string) string { return strings.TrimSuffix(out, filepath.Ext(out)) + ".png" }
 
 // gitCommit is the commit of the working tree, with "-dirty" when it has uncommitted changes.
 func gitCommit() string {
@@ -157,8 +229,18 @@ func republish(path string) error {
 	if len(old.Tables) == 0 || len(old.Runs) == 0 {
 		return fmt.Errorf("%s: no tables or no runs to rebuild from", path)
 	}
-	pub := bench.Publish(old.Kind, old.Tables[0].ID, old.Command, old.Commit, old.Runs)
+	publish := bench.Publish
+	if old.Kind == bench.KindSweep {
+		publish = bench.PublishSweep
+	}
+	pub := publish(old.Kind, old.Tables[0].ID, old.Command, old.Commit, old.Runs)
 	pub.Date, pub.Machine = old.Date, old.Machine
 	pub.WriteSummary(os.Stdout)
-	return pub.WriteJSON(path)
+	if err := pub.WriteJSON(path); err != nil {
+		return err
+	}
+	if old.Kind == bench.KindSweep {
+		return pub.WritePlot(plotPath(path))
+	}
+	return nil
 }

@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The sweep (make bench-sweep) runs the benchmark at several sizes and shows how the cost of
+// a transition grows with the cluster, for registrar and the EndpointSlice controller side by
+// side, against the targets of issue 16.
+
+// KindSweep is the envelope kind of a sweep (make bench-sweep).
+const KindSweep = "bench-sweep"
+
+// Issue 16's targets, checked by the sweep.
+const (
+	// TargetFloorMs: registrar's deregistration p99 within this of the API watch floor of the
+	// same run (at 100 transitions/s).
+	TargetFloorMs = 10.0
+	// TargetFloorRate is the offered rate the floor target is defined at.
+	TargetFloorRate = 100.0
+	// TargetCPUGrowth: CPU per 1,000 transitions at 20,000 pods within this factor of the
+	// figure at 1,000 pods.
+	TargetCPUGrowth = 1.2
+)
+
+// targetRSSMiB is the peak RSS target of the sizes that have one.
+var targetRSSMiB = map[int]float64{5000: 100, 20000: 250}
+
+// sizeRuns are the runs of one size.
+type sizeRuns struct {
+	pods, registries int
+	runs             []*Results
+}
+
+func groupBySize(runs []*Results) []sizeRuns {
+	var out []sizeRuns
+	for _, r := range runs {
+		i := slices.IndexFunc(out, func(s sizeRuns) bool { return s.pods == r.Pods })
+		if i < 0 {
+			out = append(out, sizeRuns{pods: r.Pods, registries: r.Registries})
+			i = len(out) - 1
+		}
+		out[i].runs = append(out[i].runs, r)
+	}
+	slices.SortFunc(out, func(a, b sizeRuns) int { return cmp.Compare(a.pods, b.pods) })
+	return out
+}
+
+// of is the spread of a figure over the runs of a size (NaN where a run lacks it).
+func (s sizeRuns) of(get func(*Results) (float64, bool)) Spread { return usageSpread(s.runs, get) }
+
+func (s sizeRuns) cpu(system string) Spread {
+	return s.of(func(r *Results) (float64, bool) { return r.CPUPer1kTransitions(system) })
+}
+
+func (s sizeRuns) rss(system string) Spread {
+	return s.of(func(r *Results) (float64, bool) { u, ok := r.Usage[system]; return u.PeakRSSMiB, ok })
+}
+
+func (s sizeRuns) dereg(system string) Spread {
+	return s.of(func(r *Results) (float64, bool) {
+		sys, ok := r.System(system)
+		return sys.Deregistration.P99, ok
+	})
+}
+
+// overFloor is registrar's deregistration p99 minus the API watch floor's, per run.
+func (s sizeRuns) overFloor() Spread {
+	return s.of(func(r *Results) (float64, bool) {
+		reg, ok1 := r.System(SystemRegistrar)
+		floor, ok2 := r.System(SystemAPIWatch)
+		return reg.Deregistration.P99 - floor.Deregistration.P99, ok1 && ok2
+	})
+}
+
+// cpuRatio is registrar's CPU per transition over the EndpointSlice controller's, per run.
+func (s sizeRuns) cpuRatio() Spread {
+	return s.of(func(r *Results) (float64, bool) {
+		a, ok1 := r.CPUPer1kTransitions(SystemRegistrar)
+		b, ok2 := r.CPUPer1kTransitions(SystemEndpointSlice)
+		return a / b, ok1 && ok2 && b > 0
+	})
+}
+
+// PublishSweep builds the envelope of a sweep: a table of the growth curve (one row per size,
+// medians and ranges over the runs of that size) and the targets of issue 16, met or missed.
+func PublishSweep(kind, tableID, command, commit string, runs []*Results) *Publication {
+	p := &Publication{Kind: kind, Date: time.Now().UTC().Format(time.RFC3339), Commit: commit, Command: command, Runs: runs}
+	if len(runs) == 0 {
+		return p
+	}
+	p.Machine = runs[0].Machine
+	p.Machine.LoadAfter = runs[len(runs)-1].Machine.LoadAfter
+	sizes := groupBySize(runs)
+	curve := Table{ID: tableID,
+		Title: fmt.Sprintf("%s: cost per transition as the cluster grows, registrar and the EndpointSlice controller side by side "+
+			"(median (min–max) over the runs of each size)", command),
+		Columns: []string{"pods / registries", "runs", "CPU s per 1,000 transitions: registrar", "EndpointSlice", "registrar / EndpointSlice",
+			"peak RSS MiB: registrar", "EndpointSlice", "dereg p99 ms: registrar", "API watch floor", "registrar − floor",
+			"store txns/s", "changes per txn", "objects created in (s)", "load before → after"}}
+	for _, s := range sizes {
+		var txns, items, loads []string
+		for _, r := range s.runs {
+			txns = append(txns, fmt.Sprintf("%.0f", r.StoreTxnsPerSecond()))
+			items = append(items, fmt.Sprintf("%.2f", float64(r.Operator.StoreTxnItems)/float64(max(r.Operator.StoreTxns, 1))))
+			loads = append(loads, fmt.Sprintf("%.1f → %.1f", r.Machine.LoadBefore[0], r.Machine.LoadAfter[0]))
+		}
+		curve.Rows = append(curve.Rows, []string{
+			fmt.Sprintf("%d / %d", s.pods, s.registries), fmt.Sprint(len(s.runs)),
+			s.cpu(SystemRegistrar).cell("%.2f"), s.cpu(SystemEndpointSlice).cell("%.2f"), s.cpuRatio().cell("%.2f×"),
+			s.rss(SystemRegistrar).cell("%.0f"), s.rss(SystemEndpointSlice).cell("%.0f"),
+			s.dereg(SystemRegistrar).cell("%.0f"), s.dereg(SystemAPIWatch).cell("%.0f"), s.overFloor().cell("%+.0f"),
+			strings.Join(txns, ", "), strings.Join(items, ", "),
+			s.of(func(r *Results) (float64, bool) { return r.CreateSeconds, r.CreateSeconds > 0 }).cell("%.0f"),
+			strings.Join(loads, ", "),
+		})
+	}
+	r0 := runs[0]
+	curve.Notes = []string{
+		fmt.Sprintf("offered %.0f transitions/s; every pod ready, unready, ready, deleted (4 transitions per pod); registries = pods / 10 over %d namespaces",
+			r0.OfferedRate, r0.Namespaces),
+		"CPU s per 1,000 transitions: the process's CPU time in the measured phase (all four rounds) per 1,000 pod transitions written; " +
+			"peak RSS is VmHWM over the whole run, setup included",
+		"store txns/s: registrar's etcd transactions per second of the measured phase (registrar_store_transactions_total); " +
+			"changes per txn: registry changes each carried (more than 1 only when changes queued)",
+		fmt.Sprintf("shared %d-core machine (%s): figures measured while other work ran are flagged per run in the raw runs' warnings; "+
+			"the load average column is the 1-minute load before and after each run",
+			r0.Machine.Cores, r0.Machine.CPUModel),
+	}
+	for _, r := range runs {
+		for _, w := range r.Warnings {
+			curve.Notes = append(curve.Notes, fmt.Sprintf("%d pods: %s", r.Pods, w))
+		}
+	}
+	p.Tables = []Table{curve, sweepTargets(tableID, command, sizes)}
+	return p
+}
+
+// verdict is a target's cell.
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "missed"
+}
+
+func sweepTargets(tableID, command string, sizes []sizeRuns) Table {
+	t := Table{ID: tableID + "-targets", Title: fmt.Sprintf("%s: the targets of issue 16 (medians over the runs of each size)", command),
+		Columns: []string{"target", "pods", "measured", "verdict"}}
+	add := func(name string, pods any, value, v string) {
+		t.Rows = append(t.Rows, []string{name, fmt.Sprint(pods), value, v})
+	}
+	for _, s := range sizes {
+		ratio := s.cpuRatio()
+		if ratio.N == 0 {
+			add("CPU per transition ≤ the EndpointSlice controller's", s.pods, "-", "not measured (no EndpointSlice peer)")
+		} else {
+			add("CPU per transition ≤ the EndpointSlice controller's", s.pods,
+				fmt.Sprintf("%.2f vs %.2f s per 1,000 (%.2f×)", s.cpu(SystemRegistrar).Median, s.cpu(SystemEndpointSlice).Median, ratio.Median), verdict(ratio.Median <= 1))
+		}
+	}
+	if len(sizes) >= 2 {
+		small, large := sizes[0], sizes[len(sizes)-1]
+		growth := large.cpu(SystemRegistrar).Median / small.cpu(SystemRegistrar).Median
+		v := verdict(growth <= TargetCPUGrowth)
+		if small.pods > 1000 || large.pods < 20000 {
+			v += " (target is 20,000 vs 1,000 pods)"
+		}
+		add(fmt.Sprintf("CPU per 1,000 transitions at %d pods within %.1f× of %d pods", large.pods, TargetCPUGrowth, small.pods),
+			fmt.Sprintf("%d vs %d", large.pods, small.pods), fmt.Sprintf("%.2f×", growth), v)
+	} else {
+		add(fmt.Sprintf("CPU per 1,000 transitions at 20,000 pods within %.1f× of 1,000 pods", TargetCPUGrowth), "-", "-", "not measured (needs two sizes)")
+	}
+	for _, s := range sizes {
+		limit, ok := targetRSSMiB[s.pods]
+		if !ok {
+			continue
+		}
+		rss := s.rss(SystemRegistrar).Median
+		add(fmt.Sprintf("registrar peak RSS ≤ %.0f MiB", limit), s.pods, fmt.Sprintf("%.0f MiB", rss), verdict(rss <= limit))
+	}
+	for _, s := range sizes {
+		over := s.overFloor().Median
+		v := verdict(over <= TargetFloorMs)
+		if rate := s.runs[0].OfferedRate; rate != TargetFloorRate {
+			v += fmt.Sprintf(" (at %.0f/s; the target is at %.0f/s)", rate, TargetFloorRate)
+		}
+		add(fmt.Sprintf("deregistration p99 within %.0f ms of the API watch floor", TargetFloorMs), s.pods,
+			fmt.Sprintf("%.0f ms vs floor %.0f ms (%+.0f)", s.dereg(SystemRegistrar).Median, s.dereg(SystemAPIWatch).Median, over), v)
+	}
+	for _, s := range sizes {
+		writes, transitions, lost, unexpected := 0, 0, 0, 0
+		for _, r := range s.runs {
+			reg, _ := r.System(SystemRegistrar)
+			writes, transitions, lost, unexpected = writes+reg.Writes, transitions+reg.Transitions, lost+reg.Lost, unexpected+reg.Unexpected
+		}
+		add("exactly one store write per transition", s.pods,
+			fmt.Sprintf("%d writes / %d transitions (lost %d, unexpected %d)", writes, transitions, lost, unexpected),
+			verdict(writes == transitions && lost == 0 && unexpected == 0))
+	}
+	for _, s := range sizes {
+		txns, transitions := 0, 0
+		perSec := s.of(func(r *Results) (float64, bool) { return r.StoreTxnsPerSecond(), true })
+		for _, r := range s.runs {
+			reg, _ := r.System(SystemRegistrar)
+			txns, transitions = txns+r.Operator.StoreTxns, transitions+reg.Transitions
+		}
+		perTransition := float64(txns) / float64(max(transitions, 1))
+		add("store transactions bounded (no more than one per transition; batched when changes queue)", s.pods,
+			fmt.Sprintf("%.0f txns/s, %.2f per transition", perSec.Median, perTransition), verdict(txns > 0 && perTransition <= 1))
+	}
+	t.Notes = []string{
+		"targets from issue 16, measured on the shared 2-core machine with ratios taken within one run; " +
+			"a run on a loaded machine is flagged in the curve's notes and is not a quiet-machine figure",
+	}
+	return t
+}
+
+// sweepPoints are a system's median figure at each size, for the plot.
+func sweepPoints(sizes []sizeRuns, get func(sizeRuns) Spread) (xs, ys []float64) {
+	for _, s := range sizes {
+		if v := get(s).Median; !math.IsNaN(v) {
+			xs, ys = append(xs, float64(s.pods)), append(ys, v)
+		}
+	}
+	return xs, ys
+}
