@@ -178,8 +178,8 @@ func ResolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int
 func resolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
 	ports := make(map[string]int32, len(specs))
 	for _, p := range specs {
-		if p.Port != nil {
-			ports[p.Name] = *p.Port
+		if p.Port != 0 {
+			ports[p.Name] = p.Port
 			continue
 		}
 		n, ok := containerPort(pod, p.TargetPort)

@@ -152,10 +152,11 @@ func endpoints(old []v1alpha1.EndpointStatus, in Input) (eps []v1alpha1.Endpoint
 			until := metav1.NewTime(*p.DrainUntil)
 			e.DrainUntil = &until
 		}
-		e.Since = metav1.NewTime(in.Now)
-		if was, ok := prev[p.Name]; ok && was.UID == e.UID && was.State == e.State {
-			e.Since = was.Since
+		since := metav1.NewTime(in.Now)
+		if was, ok := prev[p.Name]; ok && was.UID == e.UID && was.State == e.State && was.Since != nil {
+			since = *was.Since
 		}
+		e.Since = &since
 		if len(eps) < MaxEndpoints {
 			eps = append(eps, e)
 		}
@@ -224,7 +225,7 @@ func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainSt
 	recommended := int32((staleness + time.Second - 1) / time.Second)
 	d := &v1alpha1.DrainStatus{
 		Seconds: in.Drain.Seconds, CallerCacheSeconds: in.Drain.CallerCacheSeconds,
-		DeregistrationLagMillis: lag.Milliseconds(), RecommendedSeconds: recommended,
+		DeregistrationLagMillis: positiveMillis(lag), RecommendedSeconds: recommended,
 	}
 	if in.Drain.Seconds < recommended {
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, false, v1alpha1.ReasonDrainTooShort,
@@ -236,6 +237,15 @@ func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainSt
 		fmt.Sprintf("terminating pods keep serving for %ds after deregistration; callers may hold them for %s (cache %ds + deregistration lag %s)",
 			in.Drain.Seconds, staleness, in.Drain.CallerCacheSeconds, lag))
 	return d
+}
+
+// positiveMillis is d in milliseconds, or nil when it is not positive (status leaves
+// deregistrationLagMillis unset while no lag was measured).
+func positiveMillis(d time.Duration) *int64 {
+	if ms := d.Milliseconds(); ms > 0 {
+		return &ms
+	}
+	return nil
 }
 
 // maxNamed is how many pods a condition message names.

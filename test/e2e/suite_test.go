@@ -109,8 +109,8 @@ func waitWebhookServing(ctx context.Context) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "probe"},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
-			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](install.DemoPort)}},
-			Injection: &v1alpha1.InjectionSpec{Enabled: true},
+			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: install.DemoPort}},
+			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
 		},
 	}
 	Expect(k8s.Create(ctx, reg)).To(Succeed())
