@@ -50,6 +50,29 @@ var _ = Describe("Container restart seen only after it is over", func() {
 		Eventually(func() corev1.ConditionStatus { return gateOf(pod).Status }).WithTimeout(timeout).Should(Equal(corev1.ConditionTrue))
 		Consistently(srv.count).WithTimeout(time.Second).Should(Equal(4), "warmed up more than once for one restart")
 	})
+
+	It("warms a gated pod up once more after a kill and restart the API server shows as a short not-ready window", func() {
+		ns := newNamespace()
+		srv := startPodServer("127.0.0.42", http.StatusOK, 0)
+		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 2, Concurrency: 1})
+		pod := gatedPod(ns, "web-1", srv)
+		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
+		Eventually(func() corev1.ConditionStatus { return gateOf(pod).Status }).WithTimeout(timeout).Should(Equal(corev1.ConditionTrue))
+		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
+		registered := gateOf(pod).LastTransitionTime.Time
+		Eventually(time.Now).WithTimeout(3 * time.Second).Should(BeTemporally(">=", registered.Add(time.Second)))
+
+		// The kubelet's two status writes, back to back: not ready (the container was killed),
+		// then ready again with restartCount 1. The reconcile may see either or both.
+		setPodStatus(pod, corev1.PodRunning, srv.ip, false)
+		restartContainer(pod, time.Now())
+		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
+
+		Eventually(srv.count).WithTimeout(timeout).Should(Equal(4), "the restarted container was not warmed up again")
+		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
+		Eventually(func() corev1.ConditionStatus { return gateOf(pod).Status }).WithTimeout(timeout).Should(Equal(corev1.ConditionTrue))
+		Consistently(srv.count).WithTimeout(time.Second).Should(Equal(4), "warmed up more than once for one restart")
+	})
 })
 
 // countDeletes counts the deletes of key a separate etcd watcher sees.
