@@ -25,13 +25,7 @@ import (
 // pod's container statuses and warm it up again before it counts as registered.
 var _ = Describe("Container restart seen only after it is over", func() {
 	It("takes a gated pod's endpoint out of the store and warms the restarted container up again", func() {
-		ns := newNamespace()
-		srv := startPodServer("127.0.0.41", http.StatusOK, 0)
-		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 2, Concurrency: 1})
-		pod := gatedPod(ns, "web-1", srv)
-		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
-		Eventually(func() corev1.ConditionStatus { return gateOf(pod).Status }).WithTimeout(timeout).Should(Equal(corev1.ConditionTrue))
-		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
+		ns, srv, pod := registeredGatedPod("127.0.0.41")
 		Expect(srv.count()).To(Equal(2), "warm-up requests of the first start")
 
 		deletes := countDeletes(key("web", ns, "web-1"))
@@ -52,13 +46,7 @@ var _ = Describe("Container restart seen only after it is over", func() {
 	})
 
 	It("warms a gated pod up once more after a kill and restart the API server shows as a short not-ready window", func() {
-		ns := newNamespace()
-		srv := startPodServer("127.0.0.42", http.StatusOK, 0)
-		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 2, Concurrency: 1})
-		pod := gatedPod(ns, "web-1", srv)
-		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
-		Eventually(func() corev1.ConditionStatus { return gateOf(pod).Status }).WithTimeout(timeout).Should(Equal(corev1.ConditionTrue))
-		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
+		ns, srv, pod := registeredGatedPod("127.0.0.42")
 		registered := gateOf(pod).LastTransitionTime.Time
 		Eventually(time.Now).WithTimeout(3 * time.Second).Should(BeTemporally(">=", registered.Add(time.Second)))
 
@@ -74,6 +62,20 @@ var _ = Describe("Container restart seen only after it is over", func() {
 		Consistently(srv.count).WithTimeout(time.Second).Should(Equal(4), "warmed up more than once for one restart")
 	})
 })
+
+// registeredGatedPod creates a gated pod served by a pod server on ip, selected by a registry
+// that warms up with 2 requests, and waits until it is registered and its gate True.
+func registeredGatedPod(ip string) (string, *podServer, *corev1.Pod) {
+	GinkgoHelper()
+	ns := newNamespace()
+	srv := startPodServer(ip, http.StatusOK, 0)
+	newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 2, Concurrency: 1})
+	pod := gatedPod(ns, "web-1", srv)
+	setPodStatus(pod, corev1.PodRunning, srv.ip, true)
+	Eventually(func() corev1.ConditionStatus { return gateOf(pod).Status }).WithTimeout(timeout).Should(Equal(corev1.ConditionTrue))
+	eventuallyStored("web", ns).Should(ConsistOf("web-1"))
+	return ns, srv, pod
+}
 
 // countDeletes counts the deletes of key a separate etcd watcher sees.
 func countDeletes(key string) *atomic.Int64 {

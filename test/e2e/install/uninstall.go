@@ -1,11 +1,9 @@
 package install
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"time"
 
@@ -85,14 +83,7 @@ func helmUninstall(ctx context.Context, h Helm) error {
 	}
 	defer os.RemoveAll(dir)
 	args := []string{"uninstall", Release, "--namespace", Namespace, "--kubeconfig", h.Kubeconfig, "--wait", "--timeout", "3m"}
-	cmd := exec.CommandContext(ctx, h.Bin, args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+dir+"/cache", "HELM_CONFIG_HOME="+dir+"/config", "HELM_DATA_HOME="+dir+"/data")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %v: %w\n%s", h.Bin, args, err, out.String())
-	}
-	return nil
+	return h.run(ctx, dir, args...)
 }
 
 func waitFor(ctx context.Context, what string, done wait.ConditionWithContextFunc) error {
