@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The end-to-end subset CI runs after `make test`: a real single-node cluster (hack/cluster),
-# registrar installed from dist/install.yaml, the annotated-Deployment checks, and from the
-# comparison (test/e2e/compare_test.go) registrar's rows only (E2E_SETUPS=registrar): a
-# graceful rolling update under load (0 failed requests and 0 requests after SIGTERM
-# required) and a SIGKILLed container (the caller must stop picking its address within 15 s,
-# a generous bound: the measured figure belongs to docs/e2e.md), then the webhook's scope
-# (kube-system pods not mutated), then teardown. A few minutes on 2 cores. CI_E2E_ARGS adds
-# ginkgo flags (e.g. -ginkgo.seed=N). The whole suite, every setup, is `make test-e2e`. When this machine cannot host the cluster at all (hack/cluster/up.sh
-# exits 2: not root, no cgroups, packages unavailable) it says so loudly and exits 0.
+# The end-to-end subset CI runs after `make test`, on one real single-node cluster
+# (hack/cluster), in two installs:
+#  1. registrar installed from dist/install.yaml (kustomize): the annotated-Deployment checks,
+#     and from the comparison (test/e2e/compare_test.go) registrar's rows only
+#     (E2E_SETUPS=registrar): a graceful rolling update under load (0 failed requests and 0
+#     requests after SIGTERM required) and a SIGKILLed container (the caller must stop picking
+#     its address within 15 s, a generous bound: the measured figure belongs to docs/e2e.md),
+#     then the webhook's scope (kube-system pods not mutated); then the suite uninstalls
+#     (E2E_UNINSTALL=1: every ServiceRegistry, then the install's objects, waiting until the
+#     namespace and the CRD are gone);
+#  2. registrar installed with `helm upgrade --install` of charts/registrar, the way users
+#     install it: the annotated-Deployment checks and the webhook's scope again; helm uninstall.
+# Then teardown. The cluster starts once: the Helm install reuses it instead of a second
+# hack/cluster/up.sh. A few minutes on 2 cores. CI_E2E_ARGS adds ginkgo flags (e.g.
+# -ginkgo.seed=N). The whole suite, every setup, is `make test-e2e` (E2E_INSTALL_METHOD=helm
+# for the Helm install). When this machine cannot host the cluster at all
+# (hack/cluster/up.sh exits 2: not root, no cgroups, packages unavailable) it says so loudly
+# and exits 0.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -20,4 +29,15 @@ case "$rc" in
   2) echo "=== e2e subset NOT RUN: this machine cannot host the single-node cluster (see above) ==="; exit 0 ;;
   *) echo "=== e2e subset FAILED: the cluster did not come up (exit $rc) ==="; hack/cluster/down.sh || true; exit 1 ;;
 esac
-E2E_SETUPS=registrar make test-e2e E2E_ARGS="-ginkgo.focus='injects the gate and preStop|graceful rolling update|SIGKILL of a container|prints the comparison table|does not mutate pods in kube-system' ${CI_E2E_ARGS:-}"
+start=$SECONDS
+E2E_SETUPS=registrar E2E_UNINSTALL=1 KEEP_CLUSTER=1 make test-e2e \
+  E2E_ARGS="-ginkgo.focus='injects the gate and preStop|graceful rolling update|SIGKILL of a container|prints the comparison table|does not mutate pods in kube-system' ${CI_E2E_ARGS:-}" || rc=$?
+echo "=== e2e subset, kustomize install: exit $rc after $((SECONDS - start)) s ==="
+if ((rc == 0)); then
+  start=$SECONDS
+  E2E_INSTALL_METHOD=helm E2E_UNINSTALL=1 KEEP_CLUSTER=1 make test-e2e E2E_RESULTS="$PWD/bin/e2e-results/test-e2e-helm.json" \
+    E2E_ARGS="-ginkgo.focus='injects the gate and preStop|does not mutate pods in kube-system' ${CI_E2E_ARGS:-}" || rc=$?
+  echo "=== e2e subset, Helm install: exit $rc after $((SECONDS - start)) s ==="
+fi
+hack/cluster/down.sh || true
+exit "$rc"

@@ -187,6 +187,11 @@ const (
 	// ReasonWarmingUp: pods are warming up before they are registered.
 	// Used by: Reconciling, status.endpoints.
 	ReasonWarmingUp = "WarmingUp"
+	// ReasonContainerRestarted: a container of the pod restarted after its warm-up (a
+	// SIGKILL or OOM kill the kubelet recovered from, possibly before the API server ever
+	// showed the pod not ready): the new process is warmed up again before it is registered.
+	// Used by: status.endpoints, Deregistered Event.
+	ReasonContainerRestarted = "ContainerRestarted"
 	// ReasonWarmedUp: the pod finished its warm-up and is registered.
 	// Used by: status.endpoints.
 	ReasonWarmedUp = "WarmedUp"

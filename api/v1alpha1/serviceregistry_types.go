@@ -63,13 +63,13 @@ type ServicePort struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// port is a literal port number on the pod IP.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
-	Port *int32 `json:"port,omitempty"`
+	Port int32 `json:"port,omitempty"`
 
 	// targetPort is the name of a container port of the pod; it is resolved per pod.
 	// A pod without a container port of that name is not registered.
@@ -92,23 +92,24 @@ type WarmupSpec struct {
 	// +kubebuilder:validation:items:MaxLength=1024
 	// +listType=atomic
 	// +required
-	Paths []string `json:"paths"`
+	Paths []string `json:"paths,omitempty"`
 
 	// requests is the total number of warm-up requests sent to each pod.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
-	// +kubebuilder:default=10
+	// +default=10
 	// +optional
 	Requests int32 `json:"requests,omitempty"`
 
 	// concurrency is the number of warm-up requests in flight at once for one pod.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
-	// +kubebuilder:default=2
+	// +default=2
 	// +optional
 	Concurrency int32 `json:"concurrency,omitempty"`
 
 	// port names the entry of spec.ports that warm-up requests go to; the first by default.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Port string `json:"port,omitempty"`
@@ -119,7 +120,7 @@ type WarmupSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1h')",message="must be a duration between 100ms and 1h"
-	// +kubebuilder:default="30s"
+	// +default="30s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
@@ -128,7 +129,7 @@ type WarmupSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('5m')",message="must be a duration between 10ms and 5m"
-	// +kubebuilder:default="2s"
+	// +default="2s"
 	// +optional
 	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 
@@ -141,7 +142,7 @@ type WarmupSpec struct {
 	MinDuration *metav1.Duration `json:"minDuration,omitempty"`
 
 	// onFailure says what to do when warm-up does not succeed within timeout.
-	// +kubebuilder:default=Block
+	// +default="Block"
 	// +optional
 	OnFailure WarmupFailurePolicy `json:"onFailure,omitempty"`
 }
@@ -149,12 +150,13 @@ type WarmupSpec struct {
 // DrainSpec describes how long a terminating pod keeps serving after it left the store.
 type DrainSpec struct {
 	// seconds is the length of the injected preStop sleep. It must cover the slowest
-	// caller's staleness: its cache TTL plus registrar's deregistration lag.
+	// caller's staleness: its cache TTL plus registrar's deregistration lag. 0 (no drain)
+	// is valid; unset means the default, 15.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=3600
-	// +kubebuilder:default=15
+	// +default=15
 	// +optional
-	Seconds int32 `json:"seconds"`
+	Seconds *int32 `json:"seconds,omitempty"`
 
 	// callerCacheSeconds is how long the slowest caller may keep using a stale endpoint list
 	// (its cache TTL). Defaults to the operator's --caller-cache-seconds. registrar warns
@@ -192,9 +194,9 @@ type SlowStartSpec struct {
 type InjectionSpec struct {
 	// enabled makes the webhook add the registrar.dev/ready readiness gate and the
 	// preStop sleep to matching pods when they are created.
-	// +kubebuilder:default=false
+	// +default=false
 	// +optional
-	Enabled bool `json:"enabled,omitempty"`
+	Enabled *bool `json:"enabled,omitempty"`
 }
 
 // ServiceRegistrySpec is the desired publication of a set of pods into the store.
@@ -230,7 +232,7 @@ type ServiceRegistrySpec struct {
 	// +optional
 	Ports []ServicePort `json:"ports,omitempty"`
 
-	// warmup, when set, warms gated pods up before they are registered.
+	// warmup warms gated pods up before they are registered; unset, there is no warm-up.
 	// +optional
 	Warmup *WarmupSpec `json:"warmup,omitempty"`
 
@@ -272,18 +274,25 @@ type DNSSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
-	TTLSeconds *int32 `json:"ttlSeconds,omitempty"`
+	TTLSeconds int32 `json:"ttlSeconds,omitempty"`
 }
 
 // StoreStatus is the state of one store the endpoints are published to.
 type StoreStatus struct {
 	// name is the store, as named in spec.stores or the installation's --stores.
-	Name string `json:"name"`
-	// registered is the number of this registry's endpoints in the store.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name,omitempty"`
+	// registered is the number of this registry's endpoints in the store (always written: 0 is a count).
+	// +kubebuilder:validation:Minimum=0
+	// +required
 	Registered int32 `json:"registered"`
-	// synced is false while the last read or write of the store failed.
+	// synced is false while the last read or write of the store failed (always written).
+	// +required
 	Synced bool `json:"synced"`
 	// message is the last error of the store, when it is not synced.
+	// +kubebuilder:validation:MinLength=1
 	// +optional
 	Message string `json:"message,omitempty"`
 }
@@ -291,22 +300,32 @@ type StoreStatus struct {
 // EndpointStatus is what registrar knows of one selected pod.
 type EndpointStatus struct {
 	// pod is the pod's name.
-	Pod string `json:"pod"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Pod string `json:"pod,omitempty"`
 	// uid is the pod's UID.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	UID string `json:"uid,omitempty"`
 	// ip is the pod's IP, when it has one.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=45
 	// +optional
 	IP string `json:"ip,omitempty"`
 	// state is the pod's endpoint state.
-	State EndpointState `json:"state"`
+	// +required
+	State EndpointState `json:"state,omitempty"`
 	// reason says why the pod is in this state, in CamelCase.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// since is when the pod entered this state, as far as registrar observed.
 	// +optional
-	Since metav1.Time `json:"since,omitempty"`
-	// drainUntil, for a Draining pod, is when its preStop sleep ends: until then it keeps
+	Since *metav1.Time `json:"since,omitempty"`
+	// drainUntil is, for a Draining pod, when its preStop sleep ends: until then it keeps
 	// serving callers whose caches still hold it.
 	// +optional
 	DrainUntil *metav1.Time `json:"drainUntil,omitempty"`
@@ -314,44 +333,57 @@ type EndpointStatus struct {
 
 // DrainStatus is registrar's advice on the drain length.
 type DrainStatus struct {
-	// seconds is the configured drain (spec.drain.seconds).
+	// seconds is the configured drain (spec.drain.seconds; always written, 0 is no drain).
+	// +required
 	Seconds int32 `json:"seconds"`
-	// callerCacheSeconds is the callers' staleness used in the advice.
+	// callerCacheSeconds is the callers' staleness used in the advice (always written).
+	// +required
 	CallerCacheSeconds int32 `json:"callerCacheSeconds"`
 	// deregistrationLagMillis is the slowest deregistration registrar measured recently:
-	// from the pod change to the store acknowledging the delete.
+	// from the pod change to the store acknowledging the delete. Unset while none was
+	// measured (or it rounded to 0).
+	// +kubebuilder:validation:Minimum=0
 	// +optional
-	DeregistrationLagMillis int64 `json:"deregistrationLagMillis,omitempty"`
+	DeregistrationLagMillis *int64 `json:"deregistrationLagMillis,omitempty"`
 	// xdsPushLagMillis is the slowest push to an xDS client registrar measured recently for
 	// this registry (only with the xDS server on): from the change entering the xDS cache
 	// to the client's ACK. xDS clients keep no cache: they stop sending new requests to a
-	// terminating pod this long after its deregistration.
+	// terminating pod this long after its deregistration. Unset while none was measured.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
-	XDSPushLagMillis int64 `json:"xdsPushLagMillis,omitempty"`
+	XDSPushLagMillis *int64 `json:"xdsPushLagMillis,omitempty"`
 	// recommendedSeconds = the measured deregistration lag + the longer of callerCacheSeconds
 	// and the xDS push lag, rounded up: the shortest drain that keeps every caller's copy of
-	// a terminating pod (cached, or pushed over xDS) serving.
+	// a terminating pod (cached, or pushed over xDS) serving (always written).
+	// +required
 	RecommendedSeconds int32 `json:"recommendedSeconds"`
 }
 
 // ServiceRegistryStatus is the observed state of a ServiceRegistry.
 type ServiceRegistryStatus struct {
-	// observedGeneration is the generation this status describes: the conditions say
-	// whether that generation has been fully applied (Ready) or why not (Reconciling, Stalled).
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
 	// conditions are Ready, StoreSynced, DrainSufficient, Configured (for registries
 	// generated from a Deployment), PodsInjected (for registries with injection enabled),
 	// and Reconciling or Stalled while either is True.
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// observedGeneration is the generation this status describes: the conditions say
+	// whether that generation has been fully applied (Ready) or why not (Reconciling, Stalled).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
 	// serviceName is the resolved service name used in the store.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ServiceName string `json:"serviceName,omitempty"`
+
+	// The counters below are always written (no omitempty): 0 is a count, and the printer
+	// columns show it.
 
 	// desired is the number of selected pods that are eligible for registration.
 	// +optional
@@ -395,7 +427,9 @@ type ServiceRegistryStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ServiceRegistry struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired publication.
@@ -404,7 +438,7 @@ type ServiceRegistry struct {
 
 	// status is the observed publication.
 	// +optional
-	Status ServiceRegistryStatus `json:"status,omitempty"`
+	Status ServiceRegistryStatus `json:"status"` // always serialized, as it was with omitempty (encoding/json never omits a struct)
 }
 
 // ResolvedServiceName is spec.serviceName, or metadata.name when it is empty.

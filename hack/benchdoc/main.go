@@ -16,35 +16,18 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
-// envelope is the part of a measurement file benchdoc reads.
-type envelope struct {
-	Kind    string `json:"kind"`
-	Date    string `json:"date"`
-	Commit  string `json:"commit"`
-	Command string `json:"command"`
-	Machine struct {
-		Cores      int        `json:"cores"`
-		LoadBefore [3]float64 `json:"load_before"`
-		LoadAfter  [3]float64 `json:"load_after"`
-	} `json:"machine"`
-	Tables []table `json:"tables"`
-}
-
-type table struct {
-	ID      string     `json:"id"`
-	Title   string     `json:"title"`
-	Columns []string   `json:"columns"`
-	Rows    [][]string `json:"rows"`
-	Notes   []string   `json:"notes"`
-}
+// envelope is a measurement file; benchdoc reads its facts and tables, not its runs.
+type envelope = benchfmt.Envelope[json.RawMessage]
 
 // source is a table with the file it came from.
 type source struct {
 	path string // slash-separated, relative to the repository root
 	env  *envelope
-	t    table
+	t    benchfmt.Table
 }
 
 func main() {

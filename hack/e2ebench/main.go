@@ -9,72 +9,21 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/exec"
-	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
-// result mirrors scenarioResult in test/e2e/compare_test.go.
-type result struct {
-	Scenario      string `json:"scenario"`
-	Setup         string `json:"setup"`
-	SetupName     string `json:"setup_name"`
-	Requests      int64  `json:"requests"`
-	Failed        int64  `json:"failed"`
-	NoTarget      int64  `json:"no_target"`
-	AfterSigterm  int64  `json:"after_sigterm"`
-	RetryRequests int64  `json:"retry_requests"`
-	RetryFailed   int64  `json:"retry_failed"`
-	ExclusionMS   *int64 `json:"exclusion_ms"`
-	BackMS        *int64 `json:"back_ms"`
-	LastFailMS    *int64 `json:"last_fail_ms"`
-	CameBack      bool   `json:"came_back"`
-}
-
-type run struct {
-	Started     time.Time       `json:"started"`
-	Finished    time.Time       `json:"finished"`
-	LoadBefore  []float64       `json:"load_before"`
-	LoadAfter   []float64       `json:"load_after"`
-	WallSeconds float64         `json:"wall_seconds"`
-	Results     []result        `json:"results"`
-	Raw         json.RawMessage `json:"-"`
-}
-
-type table struct {
-	ID      string     `json:"id"`
-	Title   string     `json:"title"`
-	Columns []string   `json:"columns"`
-	Rows    [][]string `json:"rows"`
-	Notes   []string   `json:"notes"`
-}
-
-type machine struct {
-	Cores      int       `json:"cores"`
-	CPUModel   string    `json:"cpu_model"`
-	MemGiB     float64   `json:"mem_gib"`
-	LoadBefore []float64 `json:"load_before"`
-	LoadAfter  []float64 `json:"load_after"`
-}
-
-type envelope struct {
-	Kind    string            `json:"kind"`
-	Date    string            `json:"date"`
-	Commit  string            `json:"commit"`
-	Command string            `json:"command"`
-	Machine machine           `json:"machine"`
-	Runs    []json.RawMessage `json:"runs"`
-	Tables  []table           `json:"tables"`
-}
+// envelope is the published file; its runs are kept as they were written.
+type envelope = benchfmt.Envelope[json.RawMessage]
 
 // The scenario and setup ids of test/e2e/compare_test.go that the tables treat apart.
 const (
@@ -103,14 +52,14 @@ func main() {
 	if flag.NArg() == 0 {
 		log.Fatal("usage: e2ebench [-out file] [-command cmd] run.json...")
 	}
-	var runs []run
+	var runs []benchfmt.E2ERun
 	env := envelope{Kind: "e2e", Date: time.Now().UTC().Format(time.RFC3339), Command: *command}
 	for _, path := range flag.Args() {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			log.Fatal(err)
 		}
-		var r run
+		var r benchfmt.E2ERun
 		if err := json.Unmarshal(b, &r); err != nil {
 			log.Fatalf("%s: %v", path, err)
 		}
@@ -121,8 +70,8 @@ func main() {
 	if c, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		env.Commit = strings.TrimSpace(string(c))
 	}
-	env.Machine = machine{Cores: runtime.NumCPU(), CPUModel: cpuModel(), MemGiB: memGiB(),
-		LoadBefore: runs[0].LoadBefore, LoadAfter: runs[len(runs)-1].LoadAfter}
+	env.Machine = benchfmt.MachineFacts()
+	env.Machine.LoadBefore, env.Machine.LoadAfter = benchfmt.Load3(runs[0].LoadBefore), benchfmt.Load3(runs[len(runs)-1].LoadAfter)
 	env.Tables = tables(runs)
 	b, err := json.MarshalIndent(env, "", "  ")
 	if err != nil {
@@ -143,8 +92,8 @@ func main() {
 
 type key struct{ scenario, setup string }
 
-func tables(runs []run) []table {
-	byKey := map[key][]result{}
+func tables(runs []benchfmt.E2ERun) []benchfmt.Table {
+	byKey := map[key][]benchfmt.E2EScenario{}
 	var order []key
 	for _, r := range runs {
 		for _, res := range r.Results {
@@ -169,13 +118,13 @@ func tables(runs []run) []table {
 			"and its own two callers (50 req/s each, round robin over what the setup's discovery source " +
 			"lists; 2 s timeout). Requests counts the plain caller's requests sent.",
 	}
-	rollout := table{ID: "e2e-rollout", Title: "Graceful rolling update under load (3 replicas, maxSurge 1)",
+	rollout := benchfmt.Table{ID: "e2e-rollout", Title: "Graceful rolling update under load (3 replicas, maxSurge 1)",
 		Columns: []string{"setup", "requests", "failed", "failed, retry once", "reached a pod after its SIGTERM"},
 		Notes: append(common,
 			"After its SIGTERM a pod still serves for 5 s in every setup (registrar's drain, the "+
 				"EndpointSlice preStop sleep, the TTL app's shutdown grace after it deregistered), so a request "+
 				"that reaches it then succeeds.")}
-	failures := table{ID: "e2e-failures", Title: "Failures under load",
+	failures := benchfmt.Table{ID: "e2e-failures", Title: "Failures under load",
 		Columns: []string{"scenario", "setup", "failed", "failed, retry once",
 			"fault → caller stops picking the address", "fault → last failed request", "back after recovery"},
 		Notes: append(common,
@@ -193,21 +142,21 @@ func tables(runs []run) []table {
 				"(no_target in the raw runs).")}
 	for _, k := range order {
 		rs := byKey[k]
-		f := spread(rs, func(r result) (float64, bool) { return float64(r.Failed), true }, "%.0f")
-		fr := spread(rs, func(r result) (float64, bool) { return float64(r.RetryFailed), true }, "%.0f")
+		f := spread(rs, func(r benchfmt.E2EScenario) (float64, bool) { return float64(r.Failed), true }, "%.0f")
+		fr := spread(rs, func(r benchfmt.E2EScenario) (float64, bool) { return float64(r.RetryFailed), true }, "%.0f")
 		if k.scenario == scenarioRollout {
-			req := spread(rs, func(r result) (float64, bool) { return float64(r.Requests), true }, "%.0f")
-			as := spread(rs, func(r result) (float64, bool) { return float64(r.AfterSigterm), true }, "%.0f")
+			req := spread(rs, func(r benchfmt.E2EScenario) (float64, bool) { return float64(r.Requests), true }, "%.0f")
+			as := spread(rs, func(r benchfmt.E2EScenario) (float64, bool) { return float64(r.AfterSigterm), true }, "%.0f")
 			rollout.Rows = append(rollout.Rows, []string{rs[0].SetupName, req, f, fr, as})
 			continue
 		}
-		excl := spread(rs, func(r result) (float64, bool) {
+		excl := spread(rs, func(r benchfmt.E2EScenario) (float64, bool) {
 			if r.ExclusionMS == nil {
 				return 0, false
 			}
 			return float64(*r.ExclusionMS) / 1000, true
 		}, "%.1f s")
-		lastFail := spread(rs, func(r result) (float64, bool) {
+		lastFail := spread(rs, func(r benchfmt.E2EScenario) (float64, bool) {
 			if r.LastFailMS == nil {
 				return 0, false
 			}
@@ -219,7 +168,7 @@ func tables(runs []run) []table {
 				back++
 			}
 		}
-		backAt := spread(rs, func(r result) (float64, bool) {
+		backAt := spread(rs, func(r benchfmt.E2EScenario) (float64, bool) {
 			if !r.CameBack || r.BackMS == nil {
 				return 0, false
 			}
@@ -233,7 +182,7 @@ func tables(runs []run) []table {
 			fmt.Sprintf("%d/%d runs, %s", back, len(rs), backAt)})
 	}
 	failures.Notes = append(failures.Notes, noise(order, byKey)...)
-	return []table{rollout, failures, headline(order, byKey, len(runs))}
+	return []benchfmt.Table{rollout, failures, headline(order, byKey, len(runs))}
 }
 
 // headlineSetups are the README matrix's columns, in order.
@@ -247,8 +196,8 @@ var headlineSetups = []struct{ id, name string }{
 // headline is the compact matrix for the README: one row per scenario, one column per setup,
 // each cell the median failed requests of the plain caller and the median time from the fault
 // until the caller stopped picking the address ("listed" when it never did).
-func headline(order []key, byKey map[key][]result, runs int) table {
-	t := table{ID: "e2e-headline", Title: "Failed requests (plain caller) and fault → address no longer picked, medians",
+func headline(order []key, byKey map[key][]benchfmt.E2EScenario, runs int) benchfmt.Table {
+	t := benchfmt.Table{ID: "e2e-headline", Title: "Failed requests (plain caller) and fault → address no longer picked, medians",
 		Columns: []string{"scenario"},
 		Notes:   []string{fmt.Sprintf("Medians of %d runs; spreads, the retry-once caller and the recovery columns are in docs/e2e.md.", runs)}}
 	for _, s := range headlineSetups {
@@ -277,10 +226,10 @@ func headline(order []key, byKey map[key][]result, runs int) table {
 				row = append(row, "–")
 				continue
 			}
-			f := median(rs, func(r result) (float64, bool) { return float64(r.Failed), true })
+			f := median(rs, func(r benchfmt.E2EScenario) (float64, bool) { return float64(r.Failed), true })
 			cell := fmt.Sprintf("%.0f failed", f)
 			if sc != scenarioRollout {
-				ex := median(rs, func(r result) (float64, bool) {
+				ex := median(rs, func(r benchfmt.E2EScenario) (float64, bool) {
 					if r.ExclusionMS == nil {
 						return 0, false
 					}
@@ -301,7 +250,7 @@ func headline(order []key, byKey map[key][]result, runs int) table {
 
 // median of the values get reports for rs; -1 when fewer than half of the runs have one
 // (the address stayed listed in most runs).
-func median(rs []result, get func(result) (float64, bool)) float64 {
+func median(rs []benchfmt.E2EScenario, get func(benchfmt.E2EScenario) (float64, bool)) float64 {
 	var xs []float64
 	for _, r := range rs {
 		if v, ok := get(r); ok {
@@ -328,9 +277,9 @@ func republishFile(path string) error {
 	if err := json.Unmarshal(b, &env); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	runs := make([]run, 0, len(env.Runs))
+	runs := make([]benchfmt.E2ERun, 0, len(env.Runs))
 	for i, raw := range env.Runs {
-		var r run
+		var r benchfmt.E2ERun
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return fmt.Errorf("%s: run %d: %w", path, i+1, err)
 		}
@@ -347,7 +296,7 @@ func republishFile(path string) error {
 
 // noise says, per failure scenario, which setups' failed-request counts overlap registrar's
 // over the runs (min–max ranges intersect): those differences are within noise.
-func noise(order []key, byKey map[key][]result) []string {
+func noise(order []key, byKey map[key][]benchfmt.E2EScenario) []string {
 	var notes []string
 	for _, k := range order {
 		if k.setup != setupRegistrar || k.scenario == scenarioRollout {
@@ -376,7 +325,7 @@ func noise(order []key, byKey map[key][]result) []string {
 	return notes
 }
 
-func minMax(rs []result) (float64, float64) {
+func minMax(rs []benchfmt.E2EScenario) (float64, float64) {
 	lo, hi := float64(rs[0].Failed), float64(rs[0].Failed)
 	for _, r := range rs {
 		lo, hi = min(lo, float64(r.Failed)), max(hi, float64(r.Failed))
@@ -393,7 +342,7 @@ func orNone(xs []string) string {
 
 // spread renders the median and (min–max) of the values get yields; runs where get says
 // false are counted as "never".
-func spread(rs []result, get func(result) (float64, bool), format string) string {
+func spread(rs []benchfmt.E2EScenario, get func(benchfmt.E2EScenario) (float64, bool), format string) string {
 	var vs []float64
 	never := 0
 	for _, r := range rs {
@@ -421,7 +370,7 @@ func spread(rs []result, get func(result) (float64, bool), format string) string
 	return s
 }
 
-func markdown(t table) string {
+func markdown(t benchfmt.Table) string {
 	var b strings.Builder
 	b.WriteString("| " + strings.Join(t.Columns, " | ") + " |\n|")
 	for range t.Columns {
@@ -432,33 +381,4 @@ func markdown(t table) string {
 		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
 	}
 	return b.String()
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-func memGiB() float64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return float64(int(kb/1024/1024*10)) / 10
-		}
-	}
-	return 0
 }

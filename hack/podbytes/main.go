@@ -20,9 +20,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
-	"github.com/registrar-dev/registrar/test/bench"
 )
 
 type variant struct {
@@ -59,8 +59,8 @@ func main() {
 		}
 		raw[i] = b
 	}
-	machine := bench.MachineFacts()
-	machine.LoadBefore = bench.LoadAvg()
+	machine := benchfmt.MachineFacts()
+	machine.LoadBefore = benchfmt.LoadAvg()
 	runs := make([]run, 0, len(variants)+1)
 	for _, v := range variants {
 		heap, one := measure(raw, v.keep)
@@ -79,7 +79,7 @@ func main() {
 	idx := indexHeap(raw)
 	runs = append(runs, run{Variant: "selector index entry (added)", Pods: *n, HeapBytes: idx,
 		BytesPerPod: float64(idx) / float64(*n), MiBPer20kPod: float64(idx) / float64(*n) * 20000 / (1 << 20)})
-	machine.LoadAfter = bench.LoadAvg()
+	machine.LoadAfter = benchfmt.LoadAvg()
 
 	rows := make([][]string, len(runs))
 	for i, r := range runs {

@@ -104,7 +104,7 @@ func Spec(d *appsv1.Deployment) Result {
 			Drain:       drain,
 			// Annotating a Deployment opts its pods into the whole choreography: the webhook
 			// gives new pods the readiness gate and the preStop drain.
-			Injection: &v1alpha1.InjectionSpec{Enabled: true},
+			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
 		}
 	}
 	return res
@@ -112,7 +112,6 @@ func Spec(d *appsv1.Deployment) Result {
 
 // Defaulted returns a copy of spec with the defaults the ServiceRegistry CRD applies filled
 // in, so that a spec read back from the API server compares equal to what was written.
-// drain.seconds needs none: Go clients always send it, so the CRD default never applies.
 func Defaulted(spec v1alpha1.ServiceRegistrySpec) v1alpha1.ServiceRegistrySpec {
 	out := *spec.DeepCopy()
 	if w := out.Warmup; w != nil {
@@ -131,6 +130,9 @@ func Defaulted(spec v1alpha1.ServiceRegistrySpec) v1alpha1.ServiceRegistrySpec {
 		if w.OnFailure == "" {
 			w.OnFailure = v1alpha1.WarmupBlock
 		}
+	}
+	if d := out.Drain; d != nil && d.Seconds == nil {
+		d.Seconds = ptr.To[int32](v1alpha1.DefaultDrainSeconds)
 	}
 	return out
 }
@@ -163,7 +165,7 @@ func (p *parser) ports() (ports []v1alpha1.ServicePort, set, ok bool) {
 			p.problem(v1alpha1.AnnotationPort, "%s is not a port number between 1 and %d", quote(v), MaxPort)
 			return nil, true, false
 		}
-		return []v1alpha1.ServicePort{{Name: DefaultPortName, Port: ptr.To(int32(n))}}, true, true
+		return []v1alpha1.ServicePort{{Name: DefaultPortName, Port: int32(n)}}, true, true
 	}
 	if len(validation.IsValidPortName(v)) > 0 {
 		p.problem(v1alpha1.AnnotationPort, "%s is neither a port number between 1 and %d nor a container port name "+
@@ -253,7 +255,7 @@ func (p *parser) drain() *v1alpha1.DrainSpec {
 		p.problem(v1alpha1.AnnotationDrainSeconds, "%s is not an integer between 0 and %d", quote(v), MaxDrainSeconds)
 		return nil
 	}
-	return &v1alpha1.DrainSpec{Seconds: int32(n)}
+	return &v1alpha1.DrainSpec{Seconds: ptr.To(int32(n))}
 }
 
 // quote quotes a user-supplied value for a message, shortened to maxQuoted runes.

@@ -33,7 +33,7 @@ func with(kv ...string) map[string]string {
 }
 
 func spec(mutate ...func(*v1alpha1.ServiceRegistrySpec)) v1alpha1.ServiceRegistrySpec {
-	s := v1alpha1.ServiceRegistrySpec{ServiceName: "web", Selector: selector, Injection: &v1alpha1.InjectionSpec{Enabled: true}}
+	s := v1alpha1.ServiceRegistrySpec{ServiceName: "web", Selector: selector, Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)}}
 	for _, m := range mutate {
 		m(&s)
 	}
@@ -42,7 +42,7 @@ func spec(mutate ...func(*v1alpha1.ServiceRegistrySpec)) v1alpha1.ServiceRegistr
 
 func numeric(n int32) func(*v1alpha1.ServiceRegistrySpec) {
 	return func(s *v1alpha1.ServiceRegistrySpec) {
-		s.Ports = []v1alpha1.ServicePort{{Name: "http", Port: ptr.To(n)}}
+		s.Ports = []v1alpha1.ServicePort{{Name: "http", Port: n}}
 	}
 }
 
@@ -59,7 +59,7 @@ func warm(requests int32, paths ...string) func(*v1alpha1.ServiceRegistrySpec) {
 }
 
 func drain(n int32) func(*v1alpha1.ServiceRegistrySpec) {
-	return func(s *v1alpha1.ServiceRegistrySpec) { s.Drain = &v1alpha1.DrainSpec{Seconds: n} }
+	return func(s *v1alpha1.ServiceRegistrySpec) { s.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To(n)} }
 }
 
 const (
@@ -277,7 +277,7 @@ func TestDefaulted(t *testing.T) {
 		s.Warmup = &v1alpha1.WarmupSpec{Paths: []string{"/a"}, Requests: 10, Concurrency: 2,
 			Timeout: &metav1.Duration{Duration: 30 * time.Second}, RequestTimeout: &metav1.Duration{Duration: 2 * time.Second},
 			OnFailure: v1alpha1.WarmupBlock}
-		s.Drain = &v1alpha1.DrainSpec{Seconds: 0}
+		s.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](0)}
 	})
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Defaulted:\n got %+v\nwant %+v", got, want)
@@ -287,7 +287,7 @@ func TestDefaulted(t *testing.T) {
 	}
 	set := spec(warm(7, "/a"), drain(3))
 	set.Warmup.OnFailure = v1alpha1.WarmupProceed
-	if got := Defaulted(set); got.Warmup.Requests != 7 || got.Drain.Seconds != 3 || got.Warmup.OnFailure != v1alpha1.WarmupProceed {
+	if got := Defaulted(set); got.Warmup.Requests != 7 || *got.Drain.Seconds != 3 || got.Warmup.OnFailure != v1alpha1.WarmupProceed {
 		t.Errorf("Defaulted overrode set values: %+v %+v", got.Warmup, got.Drain)
 	}
 	if got := Defaulted(spec()); !reflect.DeepEqual(got, spec()) {

@@ -208,8 +208,14 @@ var _ = Describe("Hostile input", func() {
 			WithTimeout(timeout).WithPolling(poll).ShouldNot(BeNil())
 		Eventually(condition(reg, v1alpha1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).
 			Should(haveCondition(metav1.ConditionFalse, "KeyConflict"))
-		msg := meta.FindStatusCondition(getRegistry(reg).Status.Conditions, v1alpha1.ConditionReady).Message
-		Expect(msg).To(And(ContainSubstring("raw-1"), ContainSubstring("empty-1"), ContainSubstring("foreign-1")))
+		// The pods are created one by one: a first KeyConflict may name only some of them.
+		Eventually(func() string {
+			c := meta.FindStatusCondition(getRegistry(reg).Status.Conditions, v1alpha1.ConditionReady)
+			if c == nil {
+				return ""
+			}
+			return c.Message
+		}).WithTimeout(timeout).WithPolling(poll).Should(And(ContainSubstring("raw-1"), ContainSubstring("empty-1"), ContainSubstring("foreign-1")))
 		Expect(getRegistry(reg).Status.Endpoints).To(ContainElement(And(HaveField("Pod", "raw-1"), HaveField("Reason", "KeyConflict"))))
 		Consistently(func(g Gomega) {
 			for k, v := range raw {

@@ -144,7 +144,7 @@ var _ = Describe("Readiness choreography", func() {
 	It("deregisters a terminating pod at once and reports its drain window", func() {
 		reg := newRegistry(ns, "web", "web")
 		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: 2, CallerCacheSeconds: ptr.To[int32](10)}
+			r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](2), CallerCacheSeconds: ptr.To[int32](10)}
 		})
 		pod := readyPod(ns, "web-1", web, "10.0.0.1", func(p *corev1.Pod) {
 			p.Finalizers = []string{"test.registrar.dev/hold"}

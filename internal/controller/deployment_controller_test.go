@@ -40,11 +40,11 @@ var _ = Describe("Deployment", func() {
 		reg := eventuallyRegistry(ns, "shop")
 		Expect(reg.Spec.ServiceName).To(Equal("shop-svc"))
 		Expect(reg.Spec.Selector).To(Equal(*dep.Spec.Selector))
-		Expect(reg.Spec.Ports).To(Equal([]v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}}))
+		Expect(reg.Spec.Ports).To(Equal([]v1alpha1.ServicePort{{Name: "http", Port: 8080}}))
 		Expect(reg.Spec.Warmup).NotTo(BeNil())
 		Expect(reg.Spec.Warmup.Paths).To(Equal([]string{"/healthz", "/warm"}))
 		Expect(reg.Spec.Warmup.Requests).To(Equal(int32(40)))
-		Expect(reg.Spec.Drain).To(Equal(&v1alpha1.DrainSpec{Seconds: 30}))
+		Expect(reg.Spec.Drain).To(Equal(&v1alpha1.DrainSpec{Seconds: ptr.To[int32](30)}))
 		Expect(reg.Labels).To(HaveKeyWithValue(v1alpha1.LabelDeployment, "shop"))
 		Expect(reg.Annotations).NotTo(HaveKey(v1alpha1.AnnotationConfigError))
 		owner := metav1.GetControllerOf(reg)
@@ -65,13 +65,13 @@ var _ = Describe("Deployment", func() {
 			g.Expect(spec.Warmup).NotTo(BeNil())
 			g.Expect(spec.Warmup.Paths).To(Equal([]string{"/ready"}))
 			g.Expect(spec.Warmup.Requests).To(Equal(int32(10)), "the CRD default, once the annotation is gone")
-			g.Expect(spec.Drain).To(Equal(&v1alpha1.DrainSpec{Seconds: 60}))
+			g.Expect(spec.Drain).To(Equal(&v1alpha1.DrainSpec{Seconds: ptr.To[int32](60)}))
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 
 		By("putting back a spec edited by hand")
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: 5} })
+		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](5)} })
 		Eventually(func() *v1alpha1.DrainSpec { return getRegistry(reg).Spec.Drain }).
-			WithTimeout(timeout).WithPolling(poll).Should(Equal(&v1alpha1.DrainSpec{Seconds: 60}))
+			WithTimeout(timeout).WithPolling(poll).Should(Equal(&v1alpha1.DrainSpec{Seconds: ptr.To[int32](60)}))
 
 		By("recreating a deleted registry")
 		Expect(k8sClient.Delete(ctx, getRegistry(reg))).To(Succeed()) // its finalizer runs, then it comes back
@@ -114,7 +114,7 @@ var _ = Describe("Deployment", func() {
 
 		reg := eventuallyRegistry(ns, "pay")
 		Expect(reg.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationConfigError, problem))
-		Expect(reg.Spec.Ports).To(Equal([]v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}}))
+		Expect(reg.Spec.Ports).To(Equal([]v1alpha1.ServicePort{{Name: "http", Port: 8080}}))
 		Expect(reg.Spec.Drain).To(BeNil())
 
 		warnings := deploymentEvents(ns, "pay", v1alpha1.EventInvalidAnnotation)
@@ -139,7 +139,7 @@ var _ = Describe("Deployment", func() {
 		Eventually(func(g Gomega) {
 			fixed := getRegistry(reg)
 			g.Expect(fixed.Annotations).NotTo(HaveKey(v1alpha1.AnnotationConfigError))
-			g.Expect(fixed.Spec.Drain).To(Equal(&v1alpha1.DrainSpec{Seconds: 0}))
+			g.Expect(fixed.Spec.Drain).To(Equal(&v1alpha1.DrainSpec{Seconds: ptr.To[int32](0)}))
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	})
 
@@ -204,9 +204,9 @@ var _ = Describe("Deployment", func() {
 	It("writes specs the API server stores unchanged (annotations.Defaulted mirrors the CRD defaults)", func() {
 		spec := v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "defaults"}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](80)}},
+			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 80}},
 			Warmup:   &v1alpha1.WarmupSpec{Paths: []string{"/"}},
-			Drain:    &v1alpha1.DrainSpec{Seconds: 0}, // an explicit 0 is kept, not defaulted
+			Drain:    &v1alpha1.DrainSpec{Seconds: ptr.To[int32](0)}, // an explicit 0 is kept, not defaulted
 		}
 		reg := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "defaults"}, Spec: spec}
 		Expect(k8sClient.Create(ctx, reg)).To(Succeed())

@@ -30,7 +30,7 @@ var _ = Describe("Drain advice", func() {
 		Expect(k8sClient.Create(ctx, n)).To(Succeed())
 
 		tight := func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: 5, CallerCacheSeconds: ptr.To[int32](5)}
+			r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](5), CallerCacheSeconds: ptr.To[int32](5)}
 		}
 		lost := newRegistry(ns, "lost", "lost")
 		updateRegistry(lost, tight)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -81,7 +80,7 @@ func newRegistry(ns, name, app string) *v1alpha1.ServiceRegistry {
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 			Ports: []v1alpha1.ServicePort{
-				{Name: "http", Port: ptr.To[int32](8080)},
+				{Name: "http", Port: 8080},
 				{Name: "metrics", TargetPort: "metrics"},
 			},
 		},

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -72,7 +73,7 @@ var _ = Describe("kstatus", func() {
 
 		// A new generation: kstatus says InProgress until observedGeneration catches up
 		// (LatestGenerationNotObserved), and after that because the pod still warms up.
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: 20} })
+		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](20)} })
 		Eventually(func(g Gomega) {
 			cur := getRegistry(reg)
 			g.Expect(cur.Generation).To(BeNumerically(">", 1))

@@ -84,7 +84,7 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "reg-uid", Finalizers: []string{Finalizer}},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}},
+			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
 		},
 	}
 	pod := &corev1.Pod{

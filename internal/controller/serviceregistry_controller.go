@@ -554,8 +554,8 @@ func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) re
 }
 
 func drainSeconds(reg *v1alpha1.ServiceRegistry) int32 {
-	if reg.Spec.Drain == nil {
+	if reg.Spec.Drain == nil || reg.Spec.Drain.Seconds == nil {
 		return v1alpha1.DefaultDrainSeconds
 	}
-	return reg.Spec.Drain.Seconds
+	return *reg.Spec.Drain.Seconds
 }

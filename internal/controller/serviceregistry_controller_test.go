@@ -251,11 +251,11 @@ var _ = Describe("ServiceRegistry", func() {
 		two := int32(2)
 		bad.Spec = v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: web},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: &two, TargetPort: "http"}},
+			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: two, TargetPort: "http"}},
 		}
 		Expect(k8sClient.Create(ctx, bad)).To(MatchError(ContainSubstring("spec.ports[0]")))
 
-		bad.Spec.Ports = []v1alpha1.ServicePort{{Name: "http", Port: &two}, {Name: "http", Port: &two}}
+		bad.Spec.Ports = []v1alpha1.ServicePort{{Name: "http", Port: two}, {Name: "http", Port: two}}
 		Expect(k8sClient.Create(ctx, bad)).To(MatchError(ContainSubstring("ports[].name must be unique")))
 
 		bad.Spec.Ports = nil

@@ -15,10 +15,10 @@ func storesOf(reg *v1alpha1.ServiceRegistry) string { return strings.Join(reg.Sp
 
 // dnsTTL is the registry's spec.dns.ttlSeconds; zero (the store's default) when unset.
 func dnsTTL(reg *v1alpha1.ServiceRegistry) time.Duration {
-	if reg.Spec.DNS == nil || reg.Spec.DNS.TTLSeconds == nil {
+	if reg.Spec.DNS == nil || reg.Spec.DNS.TTLSeconds == 0 {
 		return 0
 	}
-	return time.Duration(*reg.Spec.DNS.TTLSeconds) * time.Second
+	return time.Duration(reg.Spec.DNS.TTLSeconds) * time.Second
 }
 
 // storeStatuses reports each store of the registry as this reconcile left it; nil with a

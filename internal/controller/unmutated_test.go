@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -21,7 +22,7 @@ var _ = Describe("Pods the webhook did not mutate", func() {
 		ns := newNamespace()
 		reg := newRegistry(ns, "web", "web")
 		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.Injection = &v1alpha1.InjectionSpec{Enabled: true}
+			r.Spec.Injection = &v1alpha1.InjectionSpec{Enabled: ptr.To(true)}
 		})
 		// created straight through the API: this suite runs no webhook, as if it were down
 		readyPod(ns, "web-1", web, "10.6.0.1")

@@ -51,11 +51,15 @@ func classifyContainers(pod *corev1.Pod) Verdict {
 }
 
 // gated classifies a gated pod whose containers are ready. Its gate condition records warm-up
-// durably: True (registered before) or reason WarmedUp means warm-up is done; reason
-// WarmupFailed means it failed under onFailure=Block; anything else means it is warming up.
+// durably: True (registered before) or reason WarmedUp means warm-up is done — unless a
+// container restarted since (then the new process warms up again); reason WarmupFailed
+// means it failed under onFailure=Block; anything else means it is warming up.
 func gated(pod *corev1.Pod, warmupRequired bool) Verdict {
 	c := GateCondition(pod)
 	switch {
+	case warmupRequired && c != nil && (c.Status == corev1.ConditionTrue || c.Reason == v1alpha1.GateWarmedUp) &&
+		restartedSince(pod, c.LastTransitionTime.Time):
+		return Verdict{v1alpha1.EndpointWarmingUp, v1alpha1.ReasonContainerRestarted}
 	case c != nil && c.Status == corev1.ConditionTrue:
 		return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
 	case c != nil && c.Reason == v1alpha1.GateWarmedUp:
@@ -66,6 +70,21 @@ func gated(pod *corev1.Pod, warmupRequired bool) Verdict {
 		return Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonWarmupFailed}
 	}
 	return Verdict{v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp}
+}
+
+// restartedSince reports whether a container of the pod restarted after t: it has restarted
+// at least once and its running instance started after t. The kubelet may report a quick
+// restart (SIGKILL, OOM kill) only once the new container is ready again, and a
+// level-based reconcile may miss a short not-ready window; the start time is what stays.
+// A fresh pod's containers (restartCount 0) never count, so a kubelet clock ahead of the
+// operator's cannot make a new pod warm up twice.
+func restartedSince(pod *corev1.Pod, t time.Time) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.RestartCount > 0 && cs.State.Running != nil && cs.State.Running.StartedAt.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // HasGate reports whether the pod carries registrar's readiness gate.
@@ -178,8 +197,8 @@ func ResolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int
 func resolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
 	ports := make(map[string]int32, len(specs))
 	for _, p := range specs {
-		if p.Port != nil {
-			ports[p.Name] = *p.Port
+		if p.Port != 0 {
+			ports[p.Name] = p.Port
 			continue
 		}
 		n, ok := containerPort(pod, p.TargetPort)

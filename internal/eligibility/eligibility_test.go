@@ -248,14 +248,14 @@ func TestEndpoint(t *testing.T) {
 	}{
 		{
 			name: "literal port",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: ptr[int32](80)}),
+			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: 80}),
 			pod:  readyPod(),
 			at:   at,
 			want: with(func(e *store.Endpoint) { e.Ports = map[string]int32{"http": 80} }),
 		},
 		{
 			name: "literal port wins even if a container port has the same name",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: ptr[int32](81)}),
+			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: 81}),
 			pod:  readyPod(),
 			at:   at,
 			want: with(func(e *store.Endpoint) { e.Ports = map[string]int32{"http": 81} }),
@@ -279,7 +279,7 @@ func TestEndpoint(t *testing.T) {
 			reg: registry("web", "",
 				v1alpha1.ServicePort{Name: "http", TargetPort: "http"},
 				v1alpha1.ServicePort{Name: "admin", TargetPort: "admin"},
-				v1alpha1.ServicePort{Name: "grpc", Port: ptr[int32](9000)},
+				v1alpha1.ServicePort{Name: "grpc", Port: 9000},
 			),
 			pod: readyPod(multiContainer),
 			at:  at,
@@ -343,7 +343,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "explicit serviceName is used",
-			reg:  registry("web-registry", "storefront", v1alpha1.ServicePort{Name: "http", Port: ptr[int32](80)}),
+			reg:  registry("web-registry", "storefront", v1alpha1.ServicePort{Name: "http", Port: 80}),
 			pod:  readyPod(),
 			at:   at,
 			want: with(func(e *store.Endpoint) {
@@ -353,7 +353,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "serviceName defaults to metadata.name",
-			reg:  registry("checkout", "", v1alpha1.ServicePort{Name: "http", Port: ptr[int32](80)}),
+			reg:  registry("checkout", "", v1alpha1.ServicePort{Name: "http", Port: 80}),
 			pod:  readyPod(),
 			at:   at,
 			want: with(func(e *store.Endpoint) {
@@ -363,7 +363,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "empty placement and unscheduled pod leave fields empty",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: ptr[int32](80)}),
+			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: 80}),
 			pod:  readyPod(func(p *corev1.Pod) { p.Spec.NodeName = "" }),
 			at:   Placement{},
 			want: with(func(e *store.Endpoint) {
@@ -373,7 +373,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "namespace, pod, uid and address come from the pod",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: ptr[int32](80)}),
+			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: 80}),
 			pod: readyPod(func(p *corev1.Pod) {
 				p.Name, p.Namespace, p.UID = "web-9", "other-ns", "pod-uid-9"
 				p.Status.PodIP = "fd00::9"

@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 )
@@ -60,15 +61,15 @@ type Result struct {
 // is nil (a ServiceRegistry read back from the API server always has the default applied;
 // one built in code may not).
 func DrainSeconds(reg *v1alpha1.ServiceRegistry) int32 {
-	if reg.Spec.Drain == nil {
+	if reg.Spec.Drain == nil || reg.Spec.Drain.Seconds == nil {
 		return v1alpha1.DefaultDrainSeconds
 	}
-	return reg.Spec.Drain.Seconds
+	return *reg.Spec.Drain.Seconds
 }
 
 // Enabled reports whether the registry asks for injection.
 func Enabled(reg *v1alpha1.ServiceRegistry) bool {
-	return reg.Spec.Injection != nil && reg.Spec.Injection.Enabled
+	return reg.Spec.Injection != nil && ptr.Deref(reg.Spec.Injection.Enabled, false)
 }
 
 // Inject mutates pod in place for reg and returns what it did. It does not check that reg
@@ -189,7 +190,7 @@ func servingContainers(pod *corev1.Pod, reg *v1alpha1.ServiceRegistry) ([]int, s
 func containerServes(c corev1.Container, ports []v1alpha1.ServicePort) bool {
 	for _, cp := range c.Ports {
 		for _, sp := range ports {
-			if sp.Port != nil && cp.ContainerPort == *sp.Port {
+			if sp.Port != 0 && cp.ContainerPort == sp.Port {
 				return true
 			}
 			if sp.TargetPort != "" && cp.Name == sp.TargetPort {

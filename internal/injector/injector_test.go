@@ -18,17 +18,17 @@ func registry(drain *int32, ports ...v1alpha1.ServicePort) *v1alpha1.ServiceRegi
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"app": "orders"}},
 			Ports:     ports,
-			Injection: &v1alpha1.InjectionSpec{Enabled: true},
+			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
 		},
 	}
 	if drain != nil {
-		r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: *drain}
+		r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To(*drain)}
 	}
 	return r
 }
 
 func port(name string, n int32) v1alpha1.ServicePort {
-	return v1alpha1.ServicePort{Name: name, Port: ptr.To(n)}
+	return v1alpha1.ServicePort{Name: name, Port: n}
 }
 
 func target(name, target string) v1alpha1.ServicePort {
@@ -284,7 +284,7 @@ func TestDrainSecondsAndEnabled(t *testing.T) {
 	if DrainSeconds(r) != 15 {
 		t.Errorf("default drain = %d", DrainSeconds(r))
 	}
-	r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: 0}
+	r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](0)}
 	if DrainSeconds(r) != 0 {
 		t.Errorf("drain 0 = %d", DrainSeconds(r))
 	}
@@ -295,7 +295,7 @@ func TestDrainSecondsAndEnabled(t *testing.T) {
 	if Enabled(r) {
 		t.Errorf("Enabled = true without spec.injection")
 	}
-	r.Spec.Injection = &v1alpha1.InjectionSpec{Enabled: false}
+	r.Spec.Injection = &v1alpha1.InjectionSpec{Enabled: ptr.To(false)}
 	if Enabled(r) {
 		t.Errorf("Enabled = true with injection.enabled=false")
 	}

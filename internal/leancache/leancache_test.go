@@ -126,7 +126,7 @@ func TestDecisionsUnchanged(t *testing.T) {
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}},
 			Ports: []v1alpha1.ServicePort{{Name: "http", TargetPort: "http"}, {Name: "admin", TargetPort: "proxy-admin"},
-				{Name: "fixed", Port: ptr.To[int32](7000)}},
+				{Name: "fixed", Port: 7000}},
 			Warmup: &v1alpha1.WarmupSpec{},
 		},
 	}

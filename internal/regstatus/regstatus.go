@@ -156,10 +156,11 @@ func endpoints(old []v1alpha1.EndpointStatus, in Input) (eps []v1alpha1.Endpoint
 			until := metav1.NewTime(*p.DrainUntil)
 			e.DrainUntil = &until
 		}
-		e.Since = metav1.NewTime(in.Now)
-		if was, ok := prev[p.Name]; ok && was.UID == e.UID && was.State == e.State {
-			e.Since = was.Since
+		since := metav1.NewTime(in.Now)
+		if was, ok := prev[p.Name]; ok && was.UID == e.UID && was.State == e.State && was.Since != nil {
+			since = *was.Since
 		}
+		e.Since = &since
 		if len(eps) < MaxEndpoints {
 			eps = append(eps, e)
 		}
@@ -240,7 +241,7 @@ func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainSt
 	recommended := int32((staleness + time.Second - 1) / time.Second)
 	d := &v1alpha1.DrainStatus{
 		Seconds: in.Drain.Seconds, CallerCacheSeconds: in.Drain.CallerCacheSeconds,
-		DeregistrationLagMillis: lag.Milliseconds(), XDSPushLagMillis: push.Milliseconds(), RecommendedSeconds: recommended,
+		DeregistrationLagMillis: positiveMillis(lag), XDSPushLagMillis: positiveMillis(push), RecommendedSeconds: recommended,
 	}
 	why := fmt.Sprintf("cache %ds + deregistration lag %s", in.Drain.CallerCacheSeconds, lag)
 	if push > cache {
@@ -256,6 +257,15 @@ func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainSt
 		fmt.Sprintf("terminating pods keep serving for %ds after deregistration; callers may hold them for %s (%s)",
 			in.Drain.Seconds, staleness, why))
 	return d
+}
+
+// positiveMillis is d in milliseconds, or nil when it is not positive (status leaves
+// deregistrationLagMillis unset while no lag was measured).
+func positiveMillis(d time.Duration) *int64 {
+	if ms := d.Milliseconds(); ms > 0 {
+		return &ms
+	}
+	return nil
 }
 
 // maxNamed is how many pods a condition message names.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -69,7 +70,7 @@ func stored(pods ...Pod) map[string]store.Record {
 
 // ep is the EndpointStatus expected for p in state/reason since the given time.
 func ep(p Pod, state v1alpha1.EndpointState, reason string, since time.Time) v1alpha1.EndpointStatus {
-	return v1alpha1.EndpointStatus{Pod: p.Name, UID: p.UID, IP: p.IP, State: state, Reason: reason, Since: metav1.NewTime(since)}
+	return v1alpha1.EndpointStatus{Pod: p.Name, UID: p.UID, IP: p.IP, State: state, Reason: reason, Since: ptr.To(metav1.NewTime(since))}
 }
 
 func cond(typ string, status metav1.ConditionStatus, reason, msg string, og int64, ltt time.Time) metav1.Condition {
@@ -578,7 +579,7 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 			ep(nowDraining, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
 			ep(pending, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
 			{Pod: recreated.Name, UID: "uid-previous", IP: "10.0.9.9", State: v1alpha1.EndpointRegistered,
-				Reason: v1alpha1.ReasonContainersReady, Since: metav1.NewTime(t0)},
+				Reason: v1alpha1.ReasonContainersReady, Since: ptr.To(metav1.NewTime(t0))},
 			ep(wasUnready, v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady, t0),
 		},
 	}
@@ -706,7 +707,7 @@ func TestBuildSince(t *testing.T) {
 		{
 			name: "same state, pod recreated under a new UID",
 			old: []v1alpha1.EndpointStatus{{Pod: p.Name, UID: "uid-previous", IP: p.IP, State: v1alpha1.EndpointRegistered,
-				Reason: v1alpha1.ReasonContainersReady, Since: metav1.NewTime(t0)}},
+				Reason: v1alpha1.ReasonContainersReady, Since: ptr.To(metav1.NewTime(t0))}},
 			pod: p, sto: stored(p),
 			want: now,
 		},
@@ -959,7 +960,7 @@ func TestBuildDoesNotMutateOld(t *testing.T) {
 			}
 			for i := range got.Endpoints {
 				got.Endpoints[i].State = v1alpha1.EndpointUnready
-				got.Endpoints[i].Since = metav1.NewTime(now.Add(time.Hour))
+				got.Endpoints[i].Since = ptr.To(metav1.NewTime(now.Add(time.Hour)))
 			}
 			if !reflect.DeepEqual(old, before) {
 				t.Fatalf("the result of Build aliases old:\n got  %+v\n want %+v", old, before)
@@ -1003,11 +1004,17 @@ func TestBuildDrainAdvice(t *testing.T) {
 				t.Errorf("message %q does not tell the user the drain to set (%d)", c.Message, tt.wantRecommended)
 			}
 			want := v1alpha1.DrainStatus{Seconds: tt.drain.Seconds, CallerCacheSeconds: tt.drain.CallerCacheSeconds,
-				DeregistrationLagMillis: tt.wantLagMillis, XDSPushLagMillis: tt.wantPushMillis, RecommendedSeconds: tt.wantRecommended}
+				RecommendedSeconds: tt.wantRecommended}
+			if tt.wantLagMillis > 0 { // unset while no lag was measured (or it rounded to 0)
+				want.DeregistrationLagMillis = &tt.wantLagMillis
+			}
+			if tt.wantPushMillis > 0 {
+				want.XDSPushLagMillis = &tt.wantPushMillis
+			}
 			if push := tt.drain.XDSPushLag; push > time.Duration(tt.drain.CallerCacheSeconds)*time.Second && !strings.Contains(c.Message, "xDS push lag "+push.String()) {
 				t.Errorf("message %q does not name the xDS push lag that decided the advice", c.Message)
 			}
-			if got.Drain == nil || *got.Drain != want {
+			if got.Drain == nil || !reflect.DeepEqual(*got.Drain, want) {
 				t.Errorf("drain = %+v, want %+v", got.Drain, want)
 			}
 		})

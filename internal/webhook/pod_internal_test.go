@@ -29,7 +29,7 @@ func reg(name string, created time.Time, inject bool, sel map[string]string) v1a
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: sel},
-			Injection: &v1alpha1.InjectionSpec{Enabled: inject},
+			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(inject)},
 		},
 	}
 }

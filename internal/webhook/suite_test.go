@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -118,9 +119,9 @@ func newRegistry(ns, name string, podLabels map[string]string, drain int32, inje
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: podLabels},
-			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: &port}},
-			Drain:     &v1alpha1.DrainSpec{Seconds: drain},
-			Injection: &v1alpha1.InjectionSpec{Enabled: inject},
+			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: port}},
+			Drain:     &v1alpha1.DrainSpec{Seconds: ptr.To(drain)},
+			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(inject)},
 		},
 	}
 	// Created unstructured: drain.seconds is `omitempty` with a CRD default of 15, so a typed
@@ -133,7 +134,7 @@ func newRegistry(ns, name string, podLabels map[string]string, drain int32, inje
 	Expect(k8sClient.Create(context.Background(), u)).To(Succeed())
 	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), reg)).To(Succeed())
 	Expect(reg.Spec.Drain).NotTo(BeNil())
-	Expect(reg.Spec.Drain.Seconds).To(Equal(drain))
+	Expect(reg.Spec.Drain.Seconds).To(HaveValue(Equal(drain)))
 	Eventually(func(g Gomega) {
 		var seen v1alpha1.ServiceRegistry
 		g.Expect(mgrClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &seen)).To(Succeed())

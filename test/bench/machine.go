@@ -5,55 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 )
-
-// Machine are the facts of the machine a run measured on.
-type Machine struct {
-	Cores      int        `json:"cores"`
-	CPUModel   string     `json:"cpu_model"`
-	MemGiB     float64    `json:"mem_gib"`
-	LoadBefore [3]float64 `json:"load_before"`
-	LoadAfter  [3]float64 `json:"load_after"`
-}
-
-// MachineFacts reads cores, CPU model and memory (the load fields are left to the caller).
-func MachineFacts() Machine {
-	m := Machine{Cores: runtime.NumCPU()}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-				kb, _ := strconv.ParseFloat(f[1], 64)
-				m.MemGiB = float64(int(kb/1024/1024*10+0.5)) / 10
-			}
-		}
-	}
-	return m
-}
-
-// LoadAvg reads /proc/loadavg (zeros when it cannot).
-func LoadAvg() [3]float64 {
-	var l [3]float64
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return l
-	}
-	f := strings.Fields(string(data))
-	for i := 0; i < 3 && i < len(f); i++ {
-		l[i], _ = strconv.ParseFloat(f[i], 64)
-	}
-	return l
-}
 
 // machineBusySeconds is the CPU time all cores spent busy (not idle, not waiting for I/O)
 // since boot, from /proc/stat.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
 // Results is what one run measured; the runs of a configuration are written together as a
@@ -44,7 +46,7 @@ type Results struct {
 	// Harness is the harness's own health: if it lagged, the lags include its own.
 	Harness HarnessStats `json:"harness"`
 	// Machine are the machine's facts and its load average before and after the run.
-	Machine Machine `json:"machine"`
+	Machine benchfmt.Machine `json:"machine"`
 	// Warnings say why the run's figures may not measure the systems (empty: none).
 	Warnings []string `json:"warnings"`
 	// CreateSeconds is how long creating the namespaces, nodes, registries, Services and pods

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
 // Rounds are the measured phase: every pod becomes ready, unready, ready again, and is
@@ -85,7 +86,7 @@ func Run(ctx context.Context, c Config) (*Results, error) {
 	if err := os.MkdirAll(c.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
-	loadBefore := LoadAvg()
+	loadBefore := benchfmt.LoadAvg()
 	c.Logf("starting kube-apiserver, etcd, the store, registrar (%s)%s", c.Operator, map[bool]string{true: " and kube-controller-manager"}[c.EndpointSlice])
 	cl, err := startCluster(ctx, &c)
 	if err != nil {
@@ -331,8 +332,8 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	}
 	res := r.results(before, after)
 	res.Harness = r.harnessStats(hlag, wstats, measured, busyAfter-busyBefore, treeBefore, treeAfter)
-	res.Machine = MachineFacts()
-	res.Machine.LoadBefore, res.Machine.LoadAfter = r.loadBefore, LoadAvg()
+	res.Machine = benchfmt.MachineFacts()
+	res.Machine.LoadBefore, res.Machine.LoadAfter = r.loadBefore, benchfmt.LoadAvg()
 	res.Warnings = warnings(r.c, res)
 	res.Profiles = paths
 	res.Operator = operatorStats(metricsBefore, metricsAfter)

@@ -9,30 +9,17 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
 // Publication is what a published configuration's runs are committed as (docs/bench/*.json):
 // the shared envelope (kind, date, commit, command, machine, raw runs, rendered tables) that
 // hack/benchdoc turns into the tables of the docs.
 type Publication struct {
-	Kind    string     `json:"kind"`
-	Date    string     `json:"date"`
-	Commit  string     `json:"commit"`
-	Command string     `json:"command"`
-	Machine Machine    `json:"machine"`
-	Runs    []*Results `json:"runs"`
-	Tables  []Table    `json:"tables"`
+	benchfmt.Envelope[*Results]
 	// Noise says which registrar/peer pairs are within noise of each other.
 	Noise []string `json:"noise"`
-}
-
-// Table is one rendered table of the envelope.
-type Table struct {
-	ID      string     `json:"id"`
-	Title   string     `json:"title"`
-	Columns []string   `json:"columns"`
-	Rows    [][]string `json:"rows"`
-	Notes   []string   `json:"notes,omitempty"`
 }
 
 // Spread is the median and range of one figure over the runs.
@@ -106,7 +93,7 @@ var lagFigures = []lagFigure{
 // Publish builds the envelope of runs: a lag table (median and range of each figure per
 // system), a table of ratios to registrar with a within-noise verdict, and notes.
 func Publish(kind, tableID, command, commit string, runs []*Results) *Publication {
-	p := &Publication{Kind: kind, Date: time.Now().UTC().Format(time.RFC3339), Commit: commit, Command: command, Runs: runs}
+	p := &Publication{Envelope: benchfmt.Envelope[*Results]{Kind: kind, Date: time.Now().UTC().Format(time.RFC3339), Commit: commit, Command: command, Runs: runs}}
 	if len(runs) == 0 {
 		return p
 	}
@@ -121,7 +108,7 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 			systems = append(systems, name)
 		}
 	}
-	lag := Table{ID: tableID, Title: fmt.Sprintf("%s: lag from the API write to the change seen by a separate watcher, median (min–max) of %d runs",
+	lag := benchfmt.Table{ID: tableID, Title: fmt.Sprintf("%s: lag from the API write to the change seen by a separate watcher, median (min–max) of %d runs",
 		command, len(runs)),
 		Columns: append([]string{""}, systems...)}
 	for _, f := range lagFigures {
@@ -163,7 +150,7 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 	lag.Rows = append(lag.Rows, row)
 	lag.Notes = append(lag.Notes, p.harnessNotes()...)
 
-	ratio := Table{ID: tableID + "-ratios", Title: fmt.Sprintf("%s: each system against registrar (its median over registrar's median, %d runs); "+
+	ratio := benchfmt.Table{ID: tableID + "-ratios", Title: fmt.Sprintf("%s: each system against registrar (its median over registrar's median, %d runs); "+
 		"figures whose ranges over the runs overlap are within noise", command, len(runs)),
 		Columns: []string{"system"}}
 	for _, f := range lagFigures {
@@ -189,15 +176,15 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 		ratio.Rows = append(ratio.Rows, cells)
 	}
 	ratio.Notes = []string{"\"within noise\": the two figures' min–max ranges over the runs overlap, so these runs do not tell them apart"}
-	p.Tables = []Table{lag, ratio, harnessTable(tableID, command, runs)}
+	p.Tables = []benchfmt.Table{lag, ratio, harnessTable(tableID, command, runs)}
 	return p
 }
 
 // harnessTable is one row per run of what could make the floor move: the same pod watch from
 // the watcher process, from the harness on its own connection and on the writers' connection;
 // the achieved rate and the writers' lateness; the processes' scheduling lag; other load.
-func harnessTable(tableID, command string, runs []*Results) Table {
-	t := Table{ID: tableID + "-harness",
+func harnessTable(tableID, command string, runs []*Results) benchfmt.Table {
+	t := benchfmt.Table{ID: tableID + "-harness",
 		Title: fmt.Sprintf("%s: the floor and the harness, per run (dereg / reg p99 in ms)", command),
 		Columns: []string{"run", "apiwatch (watcher process)", "apiwatch-inproc (harness, own connection)", "apiwatch-shared (harness, writers' connection)",
 			"writes/s achieved", "writes sent late p99 (ms)", "API write p99 (ms)", "sleep late p99 harness / watcher (ms)", "other processes (cores)",

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
 // The sweep (make bench-sweep) runs the benchmark at several sizes and shows how the cost of
@@ -90,14 +92,14 @@ func (s sizeRuns) cpuRatio() Spread {
 // PublishSweep builds the envelope of a sweep: a table of the growth curve (one row per size,
 // medians and ranges over the runs of that size) and the targets of issue 16, met or missed.
 func PublishSweep(kind, tableID, command, commit string, runs []*Results) *Publication {
-	p := &Publication{Kind: kind, Date: time.Now().UTC().Format(time.RFC3339), Commit: commit, Command: command, Runs: runs}
+	p := &Publication{Envelope: benchfmt.Envelope[*Results]{Kind: kind, Date: time.Now().UTC().Format(time.RFC3339), Commit: commit, Command: command, Runs: runs}}
 	if len(runs) == 0 {
 		return p
 	}
 	p.Machine = runs[0].Machine
 	p.Machine.LoadAfter = runs[len(runs)-1].Machine.LoadAfter
 	sizes := groupBySize(runs)
-	curve := Table{ID: tableID,
+	curve := benchfmt.Table{ID: tableID,
 		Title: fmt.Sprintf("%s: cost per transition as the cluster grows, registrar and the EndpointSlice controller side by side "+
 			"(median (min–max) over the runs of each size)", command),
 		Columns: []string{"pods / registries", "runs", "CPU s per 1,000 transitions: registrar", "EndpointSlice", "registrar / EndpointSlice",
@@ -137,7 +139,7 @@ func PublishSweep(kind, tableID, command, commit string, runs []*Results) *Publi
 			curve.Notes = append(curve.Notes, fmt.Sprintf("%d pods: %s", r.Pods, w))
 		}
 	}
-	p.Tables = []Table{curve, sweepTargets(tableID, command, sizes)}
+	p.Tables = []benchfmt.Table{curve, sweepTargets(tableID, command, sizes)}
 	return p
 }
 
@@ -149,8 +151,8 @@ func verdict(met bool) string {
 	return "missed"
 }
 
-func sweepTargets(tableID, command string, sizes []sizeRuns) Table {
-	t := Table{ID: tableID + "-targets", Title: fmt.Sprintf("%s: the targets of issue 16 (medians over the runs of each size)", command),
+func sweepTargets(tableID, command string, sizes []sizeRuns) benchfmt.Table {
+	t := benchfmt.Table{ID: tableID + "-targets", Title: fmt.Sprintf("%s: the targets of issue 16 (medians over the runs of each size)", command),
 		Columns: []string{"target", "pods", "measured", "verdict"}}
 	add := func(name string, pods any, value, v string) {
 		t.Rows = append(t.Rows, []string{name, fmt.Sprint(pods), value, v})

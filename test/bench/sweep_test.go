@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
 // sweepRun is a synthetic run of size pods: CPU seconds of registrar and the EndpointSlice
@@ -25,7 +27,7 @@ func sweepRun(pods int, regCPU, esCPU, regRSS, esRSS, regP99, floorP99 float64) 
 		Usage:              map[string]Usage{SystemRegistrar: {PeakRSSMiB: regRSS}, SystemEndpointSlice: {PeakRSSMiB: esRSS}},
 		Operator:           OperatorStats{StoreTxns: transitions / 2, StoreTxnItems: transitions},
 		Harness:            HarnessStats{MeasuredSeconds: float64(transitions) / 100},
-		Machine:            Machine{Cores: 2, LoadBefore: [3]float64{1, 1, 1}, LoadAfter: [3]float64{2, 2, 2}},
+		Machine:            benchfmt.Machine{Cores: 2, LoadBefore: [3]float64{1, 1, 1}, LoadAfter: [3]float64{2, 2, 2}},
 		CreateSeconds:      float64(pods) / 100,
 	}
 }

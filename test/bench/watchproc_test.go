@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
 // The watcher's lines, read back by the harness, give the tracker what a direct call would.
@@ -110,7 +112,7 @@ func TestPublishTablesAndNoise(t *testing.T) {
 		}
 		return &Results{Pods: 10, Registries: 1, OfferedRate: 100, WriteRate: 100,
 			Workers:  map[string]int{SystemRegistrar: 8, SystemEndpointSlice: 8},
-			Machine:  Machine{Cores: 2, LoadBefore: [3]float64{1, 1, 1}, LoadAfter: [3]float64{2, 2, 2}},
+			Machine:  benchfmt.Machine{Cores: 2, LoadBefore: [3]float64{1, 1, 1}, LoadAfter: [3]float64{2, 2, 2}},
 			Systems:  []SystemResult{sys(SystemRegistrar, reg), sys(SystemEndpointSlice, eps), sys(SystemAPIWatch, floor), sys(SystemAPIWatchShared, 9999)},
 			Warnings: []string{"w"},
 		}
@@ -142,12 +144,12 @@ func TestPublishTablesAndNoise(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	c := &Config{Rate: 100, MinRateFraction: 0.9}
-	quiet := &Results{WriteRate: 95, Machine: Machine{Cores: 2},
+	quiet := &Results{WriteRate: 95, Machine: benchfmt.Machine{Cores: 2},
 		Harness: HarnessStats{MeasuredSeconds: 60, OtherCPUSeconds: 20, SchedLag: LagStats{P99: 20}, WatcherSchedLag: LagStats{P99: 20}}}
 	if w := warnings(c, quiet); len(w) != 0 {
 		t.Errorf("a run at 95/s of 100 with little other load: %v", w)
 	}
-	loaded := &Results{WriteRate: 80, Machine: Machine{Cores: 2},
+	loaded := &Results{WriteRate: 80, Machine: benchfmt.Machine{Cores: 2},
 		Harness: HarnessStats{MeasuredSeconds: 60, OtherCPUSeconds: 60, SchedLag: LagStats{P99: 20}, WatcherSchedLag: LagStats{P99: 80}}}
 	w := strings.Join(warnings(c, loaded), "\n")
 	for _, want := range []string{"offered rate not achieved: 80/s", "watcher process was starved", "other processes used 1.0 of 2 cores"} {

@@ -121,7 +121,7 @@ func (cl *cluster) createService(ctx context.Context, s benchPod, withService bo
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Service},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: sel},
-			Ports:    []v1alpha1.ServicePort{{Name: portName, Port: ptr.To[int32](8080)}},
+			Ports:    []v1alpha1.ServicePort{{Name: portName, Port: 8080}},
 		},
 	}
 	if err := cl.client.Create(ctx, reg); err != nil {

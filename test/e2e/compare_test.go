@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
 // The comparison: every setup runs the same demo app (3 replicas) on the same cluster, at
@@ -170,40 +172,9 @@ type victim struct {
 	pod, addr, containerID string
 }
 
-// scenarioResult is one row of the run's results.
-type scenarioResult struct {
-	Scenario       string `json:"scenario"`
-	Setup          string `json:"setup"`
-	SetupName      string `json:"setup_name"`
-	Requests       int64  `json:"requests"`
-	Failed         int64  `json:"failed"`
-	NoTarget       int64  `json:"no_target"`
-	AfterSigterm   int64  `json:"after_sigterm"`
-	RetryRequests  int64  `json:"retry_requests"`
-	RetryFailed    int64  `json:"retry_failed"`
-	RetryNoTarget  int64  `json:"retry_no_target"`
-	ExclusionMS    *int64 `json:"exclusion_ms"`    // fault → the caller no longer picks the address (null: never left the list)
-	BackMS         *int64 `json:"back_ms"`         // fault → the address listed again for good and answering (null: not back)
-	LastFailMS     *int64 `json:"last_fail_ms"`    // fault → the plain caller's last failed request to the address (null: none failed)
-	CameBack       bool   `json:"came_back"`       // the address was listed and answered after recovery
-	VictimRestarts string `json:"victim_restarts"` // container restarts and last termination reason of the victims
-	FirstErrors    string `json:"first_errors"`
-}
-
-type runResults struct {
-	Started     time.Time        `json:"started"`
-	Finished    time.Time        `json:"finished"`
-	Seed        int64            `json:"ginkgo_seed"`
-	LoadBefore  []float64        `json:"load_before"`
-	LoadAfter   []float64        `json:"load_after"`
-	Cores       int              `json:"cores"`
-	WallSeconds float64          `json:"wall_seconds"`
-	Results     []scenarioResult `json:"results"`
-}
-
 var (
 	resultsMu sync.Mutex
-	results   = runResults{Cores: runtime.NumCPU()}
+	results   = benchfmt.E2ERun{Cores: runtime.NumCPU()}
 )
 
 var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
@@ -240,9 +211,7 @@ var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
 
 	It("SIGKILL of a container (the kubelet restarts it)", func(ctx SpecContext) {
 		insts := startInstances(ctx, "sigkill")
-		for _, in := range insts {
-			in.pickVictims(ctx, 1)
-		}
+		pickVictims(ctx, insts, 1)
 		for _, in := range insts {
 			in.fault()
 			for _, v := range in.victims {
@@ -250,7 +219,7 @@ var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
 				Expect(err).NotTo(HaveOccurred(), "ctr tasks kill: %s", out)
 			}
 		}
-		finish(ctx, insts, "sigkill", 3*time.Minute, func(in *instance, r scenarioResult) {
+		finish(ctx, insts, "sigkill", 3*time.Minute, func(in *instance, r benchfmt.E2EScenario) {
 			// The caller must stop meeting the dead container within 15 s (a generous bound; the
 			// figures belong to docs/e2e.md): registrar excludes its address, or the kubelet has
 			// restarted it and it answers again before registrar has seen it fail.
@@ -268,27 +237,14 @@ var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
 
 	It("a hung process (stops answering, still alive)", func(ctx SpecContext) {
 		insts := startInstances(ctx, "hang")
-		for _, in := range insts {
-			in.pickVictims(ctx, 1)
-		}
-		httpc := &http.Client{Timeout: 5 * time.Second}
-		for _, in := range insts {
-			in.fault()
-			for _, v := range in.victims {
-				resp, err := httpc.Post(fmt.Sprintf("http://%s/fault/hang?for=%ds", v.addr, hangFor), "", nil)
-				Expect(err).NotTo(HaveOccurred())
-				resp.Body.Close()
-				Expect(resp.StatusCode).To(Equal(http.StatusOK))
-			}
-		}
+		pickVictims(ctx, insts, 1)
+		faultVictims(insts, fmt.Sprintf("/fault/hang?for=%ds", hangFor))
 		finish(ctx, insts, "hang", 3*time.Minute, nil)
 	}, SpecTimeout(8*time.Minute))
 
 	It("a lost node (kubelet stopped, the pods' processes frozen with SIGSTOP)", func(ctx SpecContext) {
 		insts := startInstances(ctx, "node-lost")
-		for _, in := range insts {
-			in.pickVictims(ctx, replicas) // every replica runs on the one node
-		}
+		pickVictims(ctx, insts, replicas) // every replica runs on the one node
 		pid, err := os.ReadFile(kubeletPIDFile)
 		Expect(err).NotTo(HaveOccurred())
 		kubelet := strings.TrimSpace(string(pid))
@@ -337,19 +293,8 @@ var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
 
 	It("an OOM-style crash loop", func(ctx SpecContext) {
 		insts := startInstances(ctx, "crashloop")
-		for _, in := range insts {
-			in.pickVictims(ctx, 1)
-		}
-		httpc := &http.Client{Timeout: 5 * time.Second}
-		for _, in := range insts {
-			in.fault()
-			for _, v := range in.victims {
-				resp, err := httpc.Post(fmt.Sprintf("http://%s/fault/oom?restarts=%d", v.addr, crashRepeats), "", nil)
-				Expect(err).NotTo(HaveOccurred())
-				resp.Body.Close()
-				Expect(resp.StatusCode).To(Equal(http.StatusOK))
-			}
-		}
+		pickVictims(ctx, insts, 1)
+		faultVictims(insts, fmt.Sprintf("/fault/oom?restarts=%d", crashRepeats))
 		// The loop is over once each victim has crashed 1+crashRepeats times.
 		finishWhen(ctx, insts, "crashloop", 5*time.Minute, func(ctx context.Context, in *instance) bool {
 			for _, v := range in.victims {
@@ -381,6 +326,28 @@ var _ = Describe("Comparison under load", Ordered, ContinueOnFailure, func() {
 		}
 	})
 })
+
+// pickVictims picks n victims in each setup.
+func pickVictims(ctx context.Context, insts []*instance, n int) {
+	for _, in := range insts {
+		in.pickVictims(ctx, n)
+	}
+}
+
+// faultVictims marks the fault on each setup and asks each victim's demo app for it: a POST
+// of path (its /fault/... endpoint) that must answer 200.
+func faultVictims(insts []*instance, path string) {
+	httpc := &http.Client{Timeout: 5 * time.Second}
+	for _, in := range insts {
+		in.fault()
+		for _, v := range in.victims {
+			resp, err := httpc.Post("http://"+v.addr+path, "", nil)
+			Expect(err).NotTo(HaveOccurred())
+			resp.Body.Close()
+			Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		}
+	}
+}
 
 // startInstances deploys every selected setup in a namespace of its own, waits until each
 // caller lists every replica, and starts both callers on each; 3 s of steady load follow.
@@ -464,12 +431,12 @@ func (in *instance) back() bool {
 
 // finish waits (at most bound) until every setup's victims are back, keeps the load on for
 // 5 s more, stops it, and records the results; check runs on each result.
-func finish(ctx context.Context, insts []*instance, scenario string, bound time.Duration, check func(*instance, scenarioResult)) {
+func finish(ctx context.Context, insts []*instance, scenario string, bound time.Duration, check func(*instance, benchfmt.E2EScenario)) {
 	finishWhen(ctx, insts, scenario, bound, nil, check)
 }
 
 // finishWhen is finish where a victim counts as back only once over(instance) holds too.
-func finishWhen(ctx context.Context, insts []*instance, scenario string, bound time.Duration, over func(context.Context, *instance) bool, check func(*instance, scenarioResult)) {
+func finishWhen(ctx context.Context, insts []*instance, scenario string, bound time.Duration, over func(context.Context, *instance) bool, check func(*instance, benchfmt.E2EScenario)) {
 	GinkgoHelper()
 	deadline := time.Now().Add(bound)
 	for time.Now().Before(deadline) {
@@ -487,7 +454,7 @@ func finishWhen(ctx context.Context, insts []*instance, scenario string, bound t
 		in.stopLoads()
 		in.victimRestarts = victimState(ctx, in)
 	}
-	rs := make([]scenarioResult, len(insts))
+	rs := make([]benchfmt.E2EScenario, len(insts))
 	for i, in := range insts {
 		rs[i] = in.result(scenario)
 		record(rs[i])
@@ -503,8 +470,8 @@ func finishWhen(ctx context.Context, insts []*instance, scenario string, bound t
 	}
 }
 
-func (in *instance) result(scenario string) scenarioResult {
-	r := scenarioResult{
+func (in *instance) result(scenario string) benchfmt.E2EScenario {
+	r := benchfmt.E2EScenario{
 		Scenario: scenario, Setup: in.id, SetupName: in.name,
 		Requests: in.plain.requests(), Failed: in.plain.failed.Load(), NoTarget: in.plain.noTarget.Load(),
 		AfterSigterm:  in.plain.afterSigterm.Load(),
@@ -578,7 +545,7 @@ func victimState(ctx context.Context, in *instance) string {
 	return strings.Join(parts, "; ")
 }
 
-func record(r scenarioResult) {
+func record(r benchfmt.E2EScenario) {
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
 	results.Results = append(results.Results, r)
@@ -587,7 +554,7 @@ func record(r scenarioResult) {
 }
 
 // renderTable is the one table `make test-e2e` prints.
-func renderTable(rs []scenarioResult) string {
+func renderTable(rs []benchfmt.E2EScenario) string {
 	var b strings.Builder
 	b.WriteString("| scenario | setup | requests | failed | failed, retry once | fault → not picked | fault → last failed request | back after recovery |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {

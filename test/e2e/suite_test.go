@@ -40,6 +40,10 @@ var (
 	// E2E_INSTALL_METHOD=helm installs with `helm upgrade --install` of charts/registrar
 	// (E2E_HELM: the helm binary) instead of applying dist/install.yaml (docs/helm.md).
 	installMethod = envOr("E2E_INSTALL_METHOD", "kustomize")
+	// E2E_UNINSTALL=1 removes the install at the end of the suite (every ServiceRegistry, then
+	// the install's objects and CRD), so that hack/ci-e2e.sh can install again, with the other
+	// method, on the same cluster.
+	uninstallAfter = os.Getenv("E2E_UNINSTALL") == "1"
 )
 
 var (
@@ -87,9 +91,21 @@ var _ = BeforeSuite(func() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	helm := install.Helm{Bin: os.Getenv("E2E_HELM"), Chart: "../../charts/registrar", Kubeconfig: kubeconfigPath}
+	if uninstallAfter {
+		// Registered before the install so that a half-done install is removed too; it runs
+		// before the store's cleanup above (the manager empties the store as registries go).
+		DeferCleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			defer cancel()
+			start := time.Now()
+			Expect(install.Uninstall(ctx, k8s, installMethod, filepath.Clean(installYAML), helm)).To(Succeed())
+			fmt.Fprintf(GinkgoWriter, "uninstalled (%s) in %s\n", installMethod, time.Since(start).Round(time.Millisecond))
+		})
+	}
 	if installMethod == "helm" {
-		Expect(install.HelmRegistrar(ctx, k8s, restCfg, install.Helm{Bin: os.Getenv("E2E_HELM"), Chart: "../../charts/registrar",
-			Kubeconfig: kubeconfigPath}, storeServer.Endpoint())).To(Succeed(), "registrar (helm install) did not become available with its webhook CA injected")
+		Expect(install.HelmRegistrar(ctx, k8s, restCfg, helm, storeServer.Endpoint())).To(Succeed(),
+			"registrar (helm install) did not become available with its webhook CA injected")
 	} else {
 		Expect(install.Registrar(ctx, k8s, restCfg, filepath.Clean(installYAML), storeServer.Endpoint())).To(Succeed(),
 			"registrar did not become available with its webhook CA injected")
@@ -109,8 +125,8 @@ func waitWebhookServing(ctx context.Context) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "probe"},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
-			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](install.DemoPort)}},
-			Injection: &v1alpha1.InjectionSpec{Enabled: true},
+			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: install.DemoPort}},
+			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
 		},
 	}
 	Expect(k8s.Create(ctx, reg)).To(Succeed())

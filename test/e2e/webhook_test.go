@@ -33,8 +33,8 @@ var _ = Describe("Pod webhook scope", Ordered, func() {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: v1alpha1.ServiceRegistrySpec{
 				Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-				Ports:     []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](demoPort)}},
-				Injection: &v1alpha1.InjectionSpec{Enabled: true},
+				Ports:     []v1alpha1.ServicePort{{Name: "http", Port: demoPort}},
+				Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
 			},
 		}
 		Expect(k8s.Create(ctx, reg)).To(Succeed())

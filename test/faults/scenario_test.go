@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -87,7 +86,7 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: service},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": service}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}},
+			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
 		},
 	}
 	if err := k8s.Create(s.ctx, s.reg); err != nil {

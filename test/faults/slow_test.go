@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
@@ -109,7 +108,7 @@ func TestSlowStore(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("svc-%d", i)},
 			Spec: v1alpha1.ServiceRegistrySpec{
 				Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("svc-%d", i)}},
-				Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}},
+				Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
 			},
 		}
 		if err := k8s.Create(s.ctx, reg); err != nil {

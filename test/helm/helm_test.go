@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/registrar-dev/registrar/test/support/helmtest"
 )
 
 const (
@@ -35,31 +37,13 @@ const (
 	release  = "registrar"
 )
 
-// helmBin is $HELM_BIN (make test sets it), else the newest bin/helm-v*.
-func helmBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("HELM_BIN"); b != "" {
-		return b
-	}
-	matches, _ := filepath.Glob(filepath.Join(root, "bin", "helm-v*"))
-	if len(matches) == 0 {
-		t.Fatal("no helm CLI: run `make test` or `make test-chart` (they build bin/helm-<version>), or set HELM_BIN")
-	}
-	slices.Sort(matches)
-	abs, err := filepath.Abs(matches[len(matches)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 // helm runs the helm CLI with an isolated home and returns stdout; stderr goes into the error.
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	home := t.TempDir()
-	cmd := exec.CommandContext(ctx, helmBin(t), args...)
+	cmd := exec.CommandContext(ctx, helmtest.Bin(t), args...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config",
 		"HELM_DATA_HOME="+home+"/data")
 	var stdout, stderr bytes.Buffer

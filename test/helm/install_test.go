@@ -2,8 +2,6 @@ package helm
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/registrar-dev/registrar/test/support/helmtest"
 )
 
 // TestHelmInstall installs, upgrades and uninstalls the chart with the helm CLI against a
@@ -46,27 +46,9 @@ func TestHelmInstall(t *testing.T) {
 // returns a client and the helm flags that reach it as an admin.
 func startAPIServerForHelm(t *testing.T) (client.Client, []string) {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test` or `make test-chart`, which build kube-apiserver and etcd")
-	}
 	env := &envtest.Environment{CRDs: certManagerStandIns()}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := env.AddUser(envtest.User{Name: "helm-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := helmtest.StartAPIServer(t, env)
+	kubeconfig := helmtest.AdminKubeconfig(t, env)
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/registrar-dev/registrar/test/support/helmtest"
 )
 
 const (
@@ -213,12 +215,7 @@ func TestAlmExamplesAgainstAPIServer(t *testing.T) {
 	if err := json.Unmarshal([]byte(readCSV(t).Annotations["alm-examples"]), &examples); err != nil || len(examples) == 0 {
 		t.Fatalf("alm-examples: %v (%d examples)", err, len(examples))
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crdFile}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := helmtest.StartAPIServer(t, &envtest.Environment{CRDDirectoryPaths: []string{crdFile}, ErrorIfCRDPathMissing: true})
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)

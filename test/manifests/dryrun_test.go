@@ -2,7 +2,6 @@ package manifests
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/registrar-dev/registrar/test/support/helmtest"
 )
 
 // TestSelfSignedInstallDryRun sends every object of config/default-selfsigned to a real
@@ -17,15 +18,7 @@ import (
 // dist/install.yaml` does): the API server validates and defaults each one, and stores none.
 // config/default needs cert-manager's CRDs, which this API server does not have.
 func TestSelfSignedInstallDryRun(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds kube-apiserver and etcd")
-	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := helmtest.StartAPIServer(t, &envtest.Environment{})
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -266,7 +265,7 @@ func newRegistryPort(m *member, namespace, name string, port int32) *v1alpha1.Se
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To(port)}},
+			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: port}},
 		},
 	}
 	Expect(m.env.Client.Create(context.Background(), reg)).To(Succeed())

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -94,13 +93,13 @@ var _ = Describe("Publishing to etcd and DNS at once", Serial, func() {
 
 	It("carries spec.dns.ttlSeconds in the answers, and rewrites the records when it changes", func() {
 		reg := newRegistry(ns, "ttl", []string{"etcd", "coredns"}, func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.DNS = &v1alpha1.DNSSpec{TTLSeconds: ptr.To[int32](7)}
+			r.Spec.DNS = &v1alpha1.DNSSpec{TTLSeconds: 7}
 		})
 		readyPod(ns, "ttl-0", "10.4.0.1")
 		Eventually(func() []uint32 { return dnsTTLs("ttl", ns) }).WithTimeout(timeout).Should(Equal([]uint32{7}))
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur := getRegistry(reg)
-			cur.Spec.DNS.TTLSeconds = ptr.To[int32](3)
+			cur.Spec.DNS.TTLSeconds = 3
 			return k8sClient.Update(context.Background(), cur)
 		})).To(Succeed())
 		Eventually(func() []uint32 { return dnsTTLs("ttl", ns) }).WithTimeout(timeout).Should(Equal([]uint32{3}))
@@ -149,7 +148,7 @@ func newRegistry(ns, name string, stores []string, mutate ...func(*v1alpha1.Serv
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}},
+			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
 			Stores:   stores,
 		},
 	}

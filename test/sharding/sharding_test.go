@@ -15,7 +15,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -209,7 +208,7 @@ func (h *harness) setUp(nss []string) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service},
 			Spec: v1alpha1.ServiceRegistrySpec{
 				Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": service}},
-				Ports:    []v1alpha1.ServicePort{{Name: "http", Port: ptr.To[int32](8080)}},
+				Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
 			},
 		}
 		if err := k8s.Create(h.ctx, reg); err != nil {

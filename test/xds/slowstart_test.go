@@ -92,10 +92,10 @@ var _ = Describe("Slow start over xDS", func() {
 		Eventually(func() int64 {
 			cur := &v1alpha1.ServiceRegistry{}
 			Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), cur)).To(Succeed())
-			if cur.Status.Drain == nil {
+			if cur.Status.Drain == nil || cur.Status.Drain.XDSPushLagMillis == nil {
 				return 0
 			}
-			return cur.Status.Drain.XDSPushLagMillis
+			return *cur.Status.Drain.XDSPushLagMillis
 		}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(BeNumerically(">", 0))
 	})
 })

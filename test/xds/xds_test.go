@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -144,7 +143,7 @@ func newRegistry(ns, name, app string, port int32) *v1alpha1.ServiceRegistry {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-			Ports:    []v1alpha1.ServicePort{{Name: "grpc", Port: ptr.To(port)}},
+			Ports:    []v1alpha1.ServicePort{{Name: "grpc", Port: port}},
 		},
 	}
 	Expect(k8sClient.Create(context.Background(), reg)).To(Succeed())

@@ -54,12 +54,8 @@ func HelmRegistrar(ctx context.Context, c client.Client, cfg *rest.Config, h Hel
 	}
 	args := []string{"upgrade", "--install", Release, h.Chart, "--namespace", Namespace, "--create-namespace",
 		"--values", valuesFile, "--kubeconfig", h.Kubeconfig, "--timeout", "3m"}
-	cmd := exec.CommandContext(ctx, h.Bin, args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+dir+"/cache", "HELM_CONFIG_HOME="+dir+"/config", "HELM_DATA_HOME="+dir+"/data")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %v: %w\n%s", h.Bin, args, err, out.String())
+	if err := h.run(ctx, dir, args...); err != nil {
+		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		return managerReady(ctx, c), nil
@@ -96,4 +92,16 @@ func HarnessValues(cfg *rest.Config, storeEndpoint string) ([]byte, error) {
 		"strategy":    map[string]any{"type": "Recreate"},
 	}
 	return yaml.Marshal(values)
+}
+
+// run runs the helm CLI with its cache, config and data under dir (an isolated home).
+func (h Helm) run(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, h.Bin, args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+dir+"/cache", "HELM_CONFIG_HOME="+dir+"/config", "HELM_DATA_HOME="+dir+"/data")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %v: %w\n%s", h.Bin, args, err, out.String())
+	}
+	return nil
 }

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/registrar-dev/registrar/test/support/helmtest"
 )
 
 const repo = "../../.."
@@ -50,7 +52,7 @@ func TestHelmHarnessMatchesKustomize(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	home := t.TempDir()
-	cmd := exec.CommandContext(ctx, helmBin(t), "template", Release, filepath.Join(repo, "charts/registrar"),
+	cmd := exec.CommandContext(ctx, helmtest.Bin(t), "template", Release, filepath.Join(repo, "charts/registrar"),
 		"--namespace", Namespace, "--values", valuesFile)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	out, err := cmd.Output()
@@ -157,50 +159,14 @@ func toDeployment(t *testing.T, u *unstructured.Unstructured) *appsv1.Deployment
 	return d
 }
 
-// helmBin is $HELM_BIN (make test sets it), else the newest bin/helm-v*.
-func helmBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("HELM_BIN"); b != "" {
-		return b
-	}
-	matches, _ := filepath.Glob(filepath.Join(repo, "bin", "helm-v*"))
-	if len(matches) == 0 {
-		t.Fatal("no helm CLI: run `make test` or `make test-chart` (they build bin/helm-<version>), or set HELM_BIN")
-	}
-	slices.Sort(matches)
-	abs, err := filepath.Abs(matches[len(matches)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 // TestHelmRegistrarAgainstAPIServer runs HelmRegistrar, the e2e suite's helm install, against
 // envtest's kube-apiserver. Nothing runs pods there, so the test plays kubelet and manager once
 // the release exists: it marks the Deployment available and sets the webhook's caBundle, which
 // is what HelmRegistrar waits for. The values must pass the chart's schema and the API server.
 func TestHelmRegistrarAgainstAPIServer(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds kube-apiserver and etcd")
-	}
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := env.AddUser(envtest.User{Name: "helm-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := helmtest.StartAPIServer(t, env)
+	kubeconfig := helmtest.AdminKubeconfig(t, env)
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +175,7 @@ func TestHelmRegistrarAgainstAPIServer(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- HelmRegistrar(ctx, c, cfg, Helm{Bin: helmBin(t), Chart: filepath.Join(repo, "charts/registrar"), Kubeconfig: kubeconfig}, "http://10.88.77.1:2379")
+		done <- HelmRegistrar(ctx, c, cfg, Helm{Bin: helmtest.Bin(t), Chart: filepath.Join(repo, "charts/registrar"), Kubeconfig: kubeconfig}, "http://10.88.77.1:2379")
 	}()
 	// Play kubelet and manager until HelmRegistrar returns.
 	tick := time.NewTicker(200 * time.Millisecond)
