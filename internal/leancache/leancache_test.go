@@ -120,6 +120,11 @@ func TestDecisionsUnchanged(t *testing.T) {
 		"no IP":       func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "", nil },
 		"failed":      func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
 		"ungated":     func(p *corev1.Pod) { p.Spec.ReadinessGates = nil },
+		// A container restarted after the gate opened (SIGKILL, OOM kill): warmed up again.
+		"container restarted": func(p *corev1.Pod) {
+			cs := &p.Status.ContainerStatuses[0]
+			cs.RestartCount, cs.State.Running.StartedAt = 1, metav1.NewTime(now.Add(-time.Second))
+		},
 	}
 	reg := &v1alpha1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout", UID: "reg"},
