@@ -15,7 +15,9 @@
 //     containers' names and ports, and the native sidecars' (init containers with
 //     restartPolicy Always: named targetPorts resolve to them too);
 //   - status: phase, podIP, podIPs, conditions (ContainersReady, Ready, the gate; with their
-//     times, reasons and messages).
+//     times, reasons and messages), and of each container status its name, restartCount and
+//     the running state's startedAt (a container restarted after the gate opened is warmed up
+//     again: eligibility's ContainerRestarted).
 //
 // Of a Deployment it reads the metadata (annotations configure a registry; name, uid,
 // generation, creationTimestamp, ownerReferences) and spec.selector.
@@ -57,8 +59,27 @@ func Pod(pod *corev1.Pod) *corev1.Pod {
 		},
 		Status: corev1.PodStatus{
 			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
-			Conditions: pod.Status.Conditions,
+			Conditions:        pod.Status.Conditions,
+			ContainerStatuses: restarts(pod.Status.ContainerStatuses),
 		},
+	}
+	return out
+}
+
+// restarts keeps of each container status what the restart verdict reads: the name, the
+// restart count and when the running instance started; nothing for containers that never
+// restarted (the verdict ignores them).
+func restarts(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
+	var out []corev1.ContainerStatus
+	for i := range cs {
+		if cs[i].RestartCount == 0 {
+			continue
+		}
+		c := corev1.ContainerStatus{Name: cs[i].Name, RestartCount: cs[i].RestartCount}
+		if r := cs[i].State.Running; r != nil {
+			c.State.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
+		}
+		out = append(out, c)
 	}
 	return out
 }
