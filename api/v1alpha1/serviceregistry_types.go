@@ -179,13 +179,13 @@ type SlowStartSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be a duration between 1s and 1h"
 	// +required
-	Window *metav1.Duration `json:"window"`
+	Window metav1.Duration `json:"window"`
 
 	// minWeightPercent is an endpoint's weight at registration, in percent of full weight
 	// (1 to 99; never 0: gRPC rejects endpoints of weight 0).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=99
-	// +kubebuilder:default=10
+	// +default=10
 	// +optional
 	MinWeightPercent *int32 `json:"minWeightPercent,omitempty"`
 }
@@ -240,7 +240,7 @@ type ServiceRegistrySpec struct {
 	// +optional
 	Drain *DrainSpec `json:"drain,omitempty"`
 
-	// slowStart, when set, ramps each newly registered endpoint's weight up over a window
+	// slowStart ramps each newly registered endpoint's weight up over a window, when set
 	// (store value "weight", xDS load_balancing_weight), so a new pod is not handed its full
 	// share of requests at once.
 	// +optional

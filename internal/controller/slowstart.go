@@ -16,7 +16,7 @@ const DefaultSlowStartMinWeightPercent = 10
 // rampOf is the registry's slow start; disabled (zero) without spec.slowStart.
 func rampOf(reg *v1alpha1.ServiceRegistry) slowstart.Ramp {
 	ss := reg.Spec.SlowStart
-	if ss == nil || ss.Window == nil {
+	if ss == nil || ss.Window.Duration <= 0 {
 		return slowstart.Ramp{}
 	}
 	r := slowstart.Ramp{Window: ss.Window.Duration, MinWeight: DefaultSlowStartMinWeightPercent}
