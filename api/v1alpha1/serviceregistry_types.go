@@ -187,7 +187,7 @@ type SlowStartSpec struct {
 	// +kubebuilder:validation:Maximum=99
 	// +default=10
 	// +optional
-	MinWeightPercent *int32 `json:"minWeightPercent,omitempty"`
+	MinWeightPercent int32 `json:"minWeightPercent,omitempty"`
 }
 
 // InjectionSpec controls the pod mutating webhook for pods this registry selects.

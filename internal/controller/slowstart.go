@@ -20,8 +20,8 @@ func rampOf(reg *v1alpha1.ServiceRegistry) slowstart.Ramp {
 		return slowstart.Ramp{}
 	}
 	r := slowstart.Ramp{Window: ss.Window.Duration, MinWeight: DefaultSlowStartMinWeightPercent}
-	if ss.MinWeightPercent != nil {
-		r.MinWeight = *ss.MinWeightPercent
+	if ss.MinWeightPercent > 0 {
+		r.MinWeight = ss.MinWeightPercent
 	}
 	return r
 }

@@ -6,7 +6,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 )
@@ -20,7 +19,7 @@ var _ = Describe("Slow start", func() {
 		reg := newRegistry(ns, "ramp", "ramp")
 		// 3 s: three steps of 1 s, weights 10, 40, 70, then 100.
 		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.SlowStart = &v1alpha1.SlowStartSpec{Window: metav1.Duration{Duration: 3 * time.Second}, MinWeightPercent: ptr.To[int32](10)}
+			r.Spec.SlowStart = &v1alpha1.SlowStartSpec{Window: metav1.Duration{Duration: 3 * time.Second}, MinWeightPercent: 10}
 		})
 		plain := newRegistry(ns, "plain", "plain")
 		readyPod(ns, "plain-1", map[string]string{"app": "plain"}, "10.2.0.2")

@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -41,7 +40,7 @@ var _ = Describe("Slow start over xDS", func() {
 				return err
 			}
 			// 8 steps of 1 s: 10, 21, 32, 43, 55, 66, 77, 88, then 100.
-			cur.Spec.SlowStart = &v1alpha1.SlowStartSpec{Window: metav1.Duration{Duration: 8 * time.Second}, MinWeightPercent: ptr.To[int32](10)}
+			cur.Spec.SlowStart = &v1alpha1.SlowStartSpec{Window: metav1.Duration{Duration: 8 * time.Second}, MinWeightPercent: 10}
 			return k8sClient.Update(context.Background(), cur)
 		})).To(Succeed())
 		name := "ss." + ns
