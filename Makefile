@@ -78,14 +78,20 @@ envtest-assets: $(ENVTEST_ASSETS)/kube-apiserver ## Build kube-apiserver and etc
 $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) hack/envtest-assets.sh
 
+# CoreDNS (built from source into bin/): the DNS canary test in make test, the CoreDNS
+# store suite in make test-stores.
+COREDNS_VERSION := $(shell awk '$$1 == "github.com/coredns/coredns" || ($$1 == "require" && $$2 == "github.com/coredns/coredns") {print $$NF; exit}' hack/coredns/go.mod)
+COREDNS_BIN ?= $(LOCALBIN)/coredns-$(COREDNS_VERSION)
+STORE_TEST_ENV = COREDNS_BIN=$(COREDNS_BIN)
+
 # The suites that need the slower store servers (CoreDNS built from source, ZooKeeper on a
 # JVM) run in make test-stores; make test runs every other package.
 STORE_TEST_PACKAGES := ./internal/store/coredns ./internal/store/zookeeper ./test/multistore
 TEST_PACKAGES = $(shell go list ./... | grep -v -E '/internal/store/(coredns|zookeeper)$$|/test/multistore$$')
 
 .PHONY: test
-test: verify-generated vet envtest-assets $(HELM) test-rules ## Run unit and envtest suites against a real kube-apiserver and etcd, test/helm (helm lint, helm template, chart vs kustomize, helm install into envtest) and the alert rules' unit tests (make test-rules); not the CoreDNS/ZooKeeper suites: make test-stores.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(CHART_TEST_ENV) \
+test: verify-generated vet envtest-assets $(HELM) $(COREDNS_BIN) test-rules ## Run unit and envtest suites against a real kube-apiserver and etcd, test/helm (helm lint, helm template, chart vs kustomize, helm install into envtest), the DNS canary against a real CoreDNS and the alert rules' unit tests (make test-rules); not the CoreDNS-store/ZooKeeper suites: make test-stores.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd $(CHART_TEST_ENV) $(STORE_TEST_ENV) \
 		go test $(TEST_PACKAGES) -race -count=1 -timeout $(TEST_TIMEOUT) -coverprofile cover.out
 
 .PHONY: test-rules
@@ -135,9 +141,6 @@ fuzz: ## Run every Go fuzz target of FUZZ_PACKAGES for FUZZTIME each (seed corpo
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_PACKAGES)
 
 ##@ Stores (the real servers the tests of internal/store/coredns and zookeeper run against: make test-stores)
-COREDNS_VERSION := $(shell awk '$$1 == "github.com/coredns/coredns" || ($$1 == "require" && $$2 == "github.com/coredns/coredns") {print $$NF; exit}' hack/coredns/go.mod)
-COREDNS_BIN ?= $(LOCALBIN)/coredns-$(COREDNS_VERSION)
-STORE_TEST_ENV = COREDNS_BIN=$(COREDNS_BIN)
 
 .PHONY: store-assets
 store-assets: $(COREDNS_BIN) zookeeper-assets ## Build CoreDNS (etcd plugin only, cached in bin/); install ZooKeeper (apt) when missing.
