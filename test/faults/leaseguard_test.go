@@ -210,32 +210,3 @@ func (k *kubelets) stop(node string) time.Time {
 	}
 	return lease.Spec.RenewTime.Time
 }
-
-// addReadyOn is addReady for a pod scheduled on node (spec.nodeName set at creation).
-func (s *scenario) addReadyOn(node string) string {
-	s.t.Helper()
-	s.mu.Lock()
-	s.next++
-	n := s.next
-	s.mu.Unlock()
-	name := fmt.Sprintf("web-%d", n)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: map[string]string{"app": service}},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
-	}
-	s.retry("create pod "+name, func() error {
-		err := k8s.Create(s.ctx, pod)
-		if apierrors.IsAlreadyExists(err) {
-			return k8s.Get(s.ctx, client.ObjectKeyFromObject(pod), pod)
-		}
-		return err
-	})
-	s.world.eligible(name, string(pod.UID))
-	s.retry("ready pod "+name, func() error {
-		return setReady(s.ctx, pod, fmt.Sprintf("10.%d.%d.%d", n/65536%256, n/256%256, n%256), true)
-	})
-	s.mu.Lock()
-	s.pods[name] = pod
-	s.mu.Unlock()
-	return name
-}

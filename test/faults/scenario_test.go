@@ -177,6 +177,13 @@ func (s *scenario) retry(what string, op func() error) {
 // addReady creates pod web-N and plays the kubelet: Running, an IP, ready.
 func (s *scenario) addReady() string {
 	s.t.Helper()
+	return s.addReadyOn("")
+}
+
+// addReadyOn creates pod web-N on node (spec.nodeName set at creation; "" leaves it
+// unscheduled) and plays the kubelet: Running, an IP, ready.
+func (s *scenario) addReadyOn(node string) string {
+	s.t.Helper()
 	s.mu.Lock()
 	s.next++
 	n := s.next
@@ -184,7 +191,7 @@ func (s *scenario) addReady() string {
 	name := fmt.Sprintf("web-%d", n)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: map[string]string{"app": service}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
 	}
 	s.retry("create pod "+name, func() error {
 		err := k8s.Create(s.ctx, pod)
