@@ -339,12 +339,23 @@ func shortType(typeURL string) string {
 	return "other"
 }
 
-// logAdapter routes go-control-plane's logs to logr: debug and info at V(1), warnings and
-// errors at the default level.
+// logAdapter routes go-control-plane's logs to logr: debug at V(2), info at V(1), warnings
+// and errors at the default level. A line is formatted only when the logger writes it:
+// LinearCache logs the subscribed names and known versions of every watch it opens while it
+// holds the cache's lock, so formatting them at the default level would slow every push.
 func logAdapter(l logr.Logger) gcplog.Logger {
+	debug, info := l.V(2), l.V(1)
 	return gcplog.LoggerFuncs{
-		DebugFunc: func(f string, a ...any) { l.V(2).Info(fmt.Sprintf(f, a...)) },
-		InfoFunc:  func(f string, a ...any) { l.V(1).Info(fmt.Sprintf(f, a...)) },
+		DebugFunc: func(f string, a ...any) {
+			if debug.Enabled() {
+				debug.Info(fmt.Sprintf(f, a...))
+			}
+		},
+		InfoFunc: func(f string, a ...any) {
+			if info.Enabled() {
+				info.Info(fmt.Sprintf(f, a...))
+			}
+		},
 		WarnFunc:  func(f string, a ...any) { l.Info(fmt.Sprintf(f, a...)) },
 		ErrorFunc: func(f string, a ...any) { l.Error(nil, fmt.Sprintf(f, a...)) },
 	}
