@@ -16,7 +16,9 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr/testr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -550,5 +552,58 @@ func TestAcknowledged(t *testing.T) {
 	}
 	if ok, _ := s.Acknowledged(types.NamespacedName{Namespace: "ns1", Name: "nope"}, "a", time.Hour); !ok {
 		t.Error("a registry that is not published waits")
+	}
+}
+
+// The per-client request limit counts what costs the server a new watch of new names (a
+// new subscription, a request for names the stream did not ask for), not a client's ACKs:
+// a client that acknowledges every push at once must not throttle its own next push.
+func TestRateLimitCountsNewRequestsNotAcks(t *testing.T) {
+	s := startServer(t, xds.Config{RequestRate: 1, RequestBurst: 3})
+	s.Publish(registry("ns1", "r", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")))
+	st := rawStream(t, s)
+	names := []string{"r.ns1"}
+	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "fast-acker"}, TypeUrl: resourcev3.EndpointType, ResourceNames: names}); err != nil {
+		t.Fatal(err)
+	}
+	resp := recvWithin(t, st)
+	// Ten pushes within well under a second, each acknowledged at once: ten requests, far
+	// beyond a burst of 3 at 1/s if ACKs counted.
+	for i := range 10 {
+		if err := st.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names,
+			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}); err != nil {
+			t.Fatal(err)
+		}
+		s.Publish(registry("ns1", "r", pod("a", v1alpha1.EndpointRegistered, fmt.Sprintf("10.0.1.%d", i+1), "")))
+		resp = recvWithin(t, st)
+		if len(resp.GetResources()) != 1 {
+			t.Fatalf("push %d: %d resources, want 1", i+1, len(resp.GetResources()))
+		}
+	}
+
+	// A client asking for new names faster than the limit still has its stream closed.
+	greedy := rawStream(t, s)
+	for i := range 10 {
+		if err := greedy.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "greedy"}, TypeUrl: resourcev3.EndpointType,
+			ResourceNames: []string{fmt.Sprintf("n%d.ns1", i)}}); err != nil {
+			break // closed already
+		}
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		errc := make(chan error, 1)
+		go func() { _, err := greedy.Recv(); errc <- err }()
+		select {
+		case err := <-errc:
+			if err == nil {
+				continue
+			}
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("greedy stream ended with %v, want ResourceExhausted", err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("a stream asking for new names beyond the limit was not closed")
+		}
 	}
 }
