@@ -58,6 +58,10 @@ type clientState struct {
 	acked   map[string]string // type URL → version last acknowledged
 	nacks   int
 	limiter *rate.Limiter
+	// names is, per type URL, what the stream's last state-of-the-world request asked for
+	// (nil: a wildcard), so that a request for names it did not ask for before counts
+	// against the limiter.
+	names map[string]map[string]bool
 	// edsSubs are the ClusterLoadAssignments the client subscribes to (its last EDS
 	// request's names); edsAcked maps each to the publish (cache version) of the content it
 	// last acknowledged. Both feed the readiness gate's wait for ACKs (Server.Acknowledged).
@@ -117,7 +121,7 @@ func (a *ackTracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
 func (a *ackTracker) open(_ context.Context, id int64, _ string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{},
+	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, names: map[string]map[string]bool{},
 		limiter: rate.NewLimiter(rate.Limit(a.s.cfg.requestRate()), a.s.cfg.requestBurst())}
 	clients.Set(float64(len(a.streams)))
 	return nil
@@ -164,11 +168,17 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		a.mu.Unlock()
 		return nil
 	}
+	subs := make(map[string]bool, len(req.GetResourceNames()))
+	for _, n := range req.GetResourceNames() {
+		subs[n] = true
+	}
+	prev, seen := st.names[req.GetTypeUrl()]
+	newNames := !seen || asksForMore(prev, subs)
+	if len(subs) == 0 {
+		subs = nil // a wildcard
+	}
+	st.names[req.GetTypeUrl()] = subs
 	if req.GetTypeUrl() == resourcev3.EndpointType {
-		subs := make(map[string]bool, len(req.GetResourceNames()))
-		for _, n := range req.GetResourceNames() {
-			subs[n] = true
-		}
 		st.edsSubs, st.edsAll = subs, len(subs) == 0
 	}
 	if sent, ok := st.pending[req.GetTypeUrl()]; ok && req.GetErrorDetail() != nil && req.GetResponseNonce() == sent.nonce &&
@@ -181,14 +191,38 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 	}
 	a.mu.Unlock()
 	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetVersionInfo(),
-		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), time.Now())
+		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), newNames, time.Now())
+}
+
+// asksForMore tells whether a state-of-the-world request for names (nil or empty: a
+// wildcard) asks for something the previous one (prev, nil: a wildcard) did not.
+func asksForMore(prev, names map[string]bool) bool {
+	if prev == nil {
+		return false // the previous request already asked for everything
+	}
+	if len(names) == 0 {
+		return true // a wildcard after names
+	}
+	for n := range names {
+		if !prev[n] {
+			return true
+		}
+	}
+	return false
 }
 
 // answer handles a request of either protocol: the first one names the node; one that
 // answers the pending response's nonce is its ACK, or its NACK when it carries an error
-// (detail). A stream sending requests faster than the per-client limit is closed.
-// keeps is the version the request names (empty for delta requests).
-func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bool, nackMsg string, now time.Time) error {
+// (detail). keeps is the version the request names (empty for delta requests); newNames
+// tells that it asks for names the stream did not ask for before.
+//
+// The per-client limit counts the requests that cost the server a new watch of its own
+// making: every request that does not answer the pending response (a first request, a
+// stale or repeated nonce) and every request for new names. The ACK or NACK of a response
+// does not count: the server decided to send that response, and a client that acknowledges
+// each push at once must not throttle its own next push. A stream beyond the limit is
+// closed.
+func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bool, nackMsg string, newNames bool, now time.Time) error {
 	a.mu.Lock()
 	st := a.streams[id]
 	if st == nil {
@@ -198,14 +232,15 @@ func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack
 	if node != "" {
 		st.node = node
 	}
-	if !st.limiter.Allow() {
+	sent, ok := st.pending[typeURL]
+	answers := ok && nonce != "" && nonce == sent.nonce
+	if (!answers || newNames) && !st.limiter.Allow() {
 		a.mu.Unlock()
 		rateLimited.Inc()
 		a.s.log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
 		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.s.cfg.requestRate())
 	}
-	sent, ok := st.pending[typeURL]
-	if !ok || nonce == "" || nonce != sent.nonce {
+	if !answers {
 		a.mu.Unlock()
 		return nil
 	}

@@ -41,6 +41,7 @@ func (a *ackTracker) deltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryReques
 // accounting as a state-of-the-world one.
 func (a *ackTracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	a.mu.Lock()
+	newNames := len(req.GetResourceNamesSubscribe()) > 0
 	if st := a.streams[id]; st != nil && req.GetTypeUrl() == resourcev3.EndpointType {
 		if st.edsSubs == nil {
 			st.edsSubs = map[string]bool{}
@@ -63,5 +64,5 @@ func (a *ackTracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryReque
 	}
 	a.mu.Unlock()
 	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), "",
-		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), time.Now())
+		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), newNames, time.Now())
 }
