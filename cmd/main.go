@@ -122,10 +122,10 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election clients retry.")
 	fs.StringVar(&c.fenceName, "store-fence-name", "", "Names this installation's write fence {prefix}/.registrar/fence/{name}; replicas of one installation share it (default: the leader election namespace).")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
-	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "ServiceRegistries synced at once.")
+	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "ServiceRegistries synced at once.")
 	fs.Float64Var(&c.endpointEventsQPS, "endpoint-events-qps", 10, "Operator-wide rate of the Registered and Deregistered Events of endpoint changes (one API write each); those beyond it are skipped and counted in registrar_endpoint_events_skipped_total; 0 disables them.")
 	fs.IntVar(&c.endpointEventsBurst, "endpoint-events-burst", 50, "Burst of --endpoint-events-qps.")
-	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", 64, "Pods warmed up at once, across all registries.")
+	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", controller.DefaultMaxConcurrentWarmups, "Pods warmed up at once, across all registries.")
 	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
 	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", v1alpha1.DefaultCallerCacheSeconds,
 		"Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")

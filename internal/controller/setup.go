@@ -29,6 +29,13 @@ import (
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
+// The defaults of cmd/'s --max-concurrent-reconciles and --max-concurrent-warmups; the
+// envtest suites that run the operator as cmd/ does use them too.
+const (
+	DefaultMaxConcurrentReconciles = 8
+	DefaultMaxConcurrentWarmups    = 64
+)
+
 // Options tune the controller.
 type Options struct {
 	// MaxConcurrentReconciles is how many registries sync at once.
