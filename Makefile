@@ -410,10 +410,13 @@ docs: manifests ## Regenerate docs/reference.md (manager flags, annotations, con
 	go run ./hack/benchdoc
 
 ##@ xDS
+XDS_BENCH_RUNS ?= 3
+XDS_BENCH_OUT ?= docs/bench/xds.json
+XDS_BENCH_DIR ?= $(BENCH_DIR)/xds
 .PHONY: bench-xds
-bench-xds: envtest-assets ## 100 ADS clients × 100 registries under 100 pod changes/s, 3 runs: docs/bench/xds-run-{1,2,3}.json and xds-summary.json (median, spread).
-	mkdir -p docs/bench
-	for i in 1 2 3; do KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd XDS_BENCH_OUT=$(CURDIR)/docs/bench/xds-run-$$i.json \
+bench-xds: envtest-assets ## 100 ADS clients × 100 registries under up to 100 pod changes/s with the API watch floor of the same run (XDS_BENCH_RUNS runs): XDS_BENCH_OUT (benchfmt envelope) and its table in docs/xds.md.
+	rm -rf $(XDS_BENCH_DIR); mkdir -p $(XDS_BENCH_DIR)
+	for i in $$(seq 1 $(XDS_BENCH_RUNS)); do KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd XDS_BENCH_OUT=$(XDS_BENCH_DIR)/run-$$i.json \
 		go test ./test/xds/ -count=1 -timeout 20m -ginkgo.label-filter=bench || exit 1; done
-	python3 hack/xds-bench-summary.py docs/bench/xds-run-1.json docs/bench/xds-run-2.json docs/bench/xds-run-3.json > docs/bench/xds-summary.json
-	cat docs/bench/xds-summary.json
+	go run ./hack/xdsbench -out $(XDS_BENCH_OUT) -command "make bench-xds XDS_BENCH_RUNS=$(XDS_BENCH_RUNS)" $(XDS_BENCH_DIR)/run-*.json
+	go run ./hack/benchdoc

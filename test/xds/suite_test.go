@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,12 +56,24 @@ var (
 )
 
 func TestXDS(t *testing.T) {
+	if os.Getenv(benchClientsEnv) != "" {
+		// The benchmark's client process (bench_test.go), not the suite.
+		if err := runBenchClients(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "xDS Suite")
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	if os.Getenv("XDS_BENCH_OUT") != "" {
+		// The benchmark logs as the command does by default: info level, JSON.
+		logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	} else {
+		logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	}
 	env, err := testenv.Start(testenv.Options{})
 	Expect(err).NotTo(HaveOccurred())
 	testEnv, restCfg, k8sClient, scheme = env.Environment, env.Config, env.Client, env.Scheme
@@ -90,6 +101,7 @@ type runningOperator struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	xds    *xds.Server
+	cache  cache.Cache // the manager's informers (the benchmark times its pod events)
 }
 
 // startOperator starts a manager wired like cmd/main.go with --xds-bind-address=xdsAddr.
@@ -118,7 +130,7 @@ func startOperator() *runningOperator {
 			}
 			return keys, nil
 		},
-		Log:         xdsLog(),
+		Log:         ctrl.Log.WithName("xds"),
 		OnAck:       bench.ack,
 		OnPublished: bench.published,
 	})
@@ -129,17 +141,20 @@ func startOperator() *runningOperator {
 		StoreName: storeServer.Endpoint(),
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},
-		Warmup:    &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}, RetryPause: 20 * time.Millisecond},
+		Warmup:    &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}},
 		Publisher: srv,
 		// Gated pods wait for the subscribed clients' ACKs (gateacks_test.go); the other
 		// specs' pods have no gate.
 		XDSGateAckTimeout: gateAckTimeout,
 	}
+	// The command's defaults (cmd/main.go's flags; retry backoff as controller.Options
+	// defaults it), so the specs and the benchmark measure the operator as it ships.
 	Expect(r.SetupWithManager(mgr, controller.Options{
-		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second, MaxConcurrentWarmups: 16,
+		MaxConcurrentReconciles: controller.DefaultMaxConcurrentReconciles,
+		MaxConcurrentWarmups:    controller.DefaultMaxConcurrentWarmups,
 	})).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &runningOperator{cancel: cancel, done: make(chan struct{}), xds: srv}
+	op := &runningOperator{cancel: cancel, done: make(chan struct{}), xds: srv, cache: mgr.GetCache()}
 	go func() {
 		defer GinkgoRecover()
 		defer close(op.done)
@@ -148,15 +163,6 @@ func startOperator() *runningOperator {
 	}()
 	Eventually(srv.Listening()).WithTimeout(60 * time.Second).Should(BeClosed())
 	return op
-}
-
-// xdsLog is the xDS server's logger; the benchmark discards it (its debug lines list every
-// subscribed name and would cost more than the server).
-func xdsLog() logr.Logger {
-	if os.Getenv("XDS_BENCH_OUT") != "" {
-		return logr.Discard()
-	}
-	return ctrl.Log.WithName("xds")
 }
 
 func (o *runningOperator) stop() {
