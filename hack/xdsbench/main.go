@@ -171,8 +171,8 @@ func table(runs []benchfmt.XDSRun) benchfmt.Table {
 	notes := []string{
 		fmt.Sprintf("Target p99 write → all clients' ACK ≤ %d ms above the API watch floor of the same run: **%s** (median %.0f ms over %d runs).",
 			TargetOverFloorMs, verdict(overFloor.median <= TargetOverFloorMs), overFloor.median, n),
-		fmt.Sprintf("Target exactly one ClusterLoadAssignment per changed registry per push: **%s** (%d of %d runs: every client got one per change, none redundant).",
-			verdict(one == n), one, n),
+		fmt.Sprintf("Target exactly one ClusterLoadAssignment per changed registry per push: **%s** "+
+			"(%d of %d runs: every client got one per change, none redundant).", verdict(one == n), one, n),
 	}
 	if busy > 0 {
 		notes = append(notes, fmt.Sprintf("**Busy**: in %d of %d runs other processes used ≥ %.2f cores (read from /proc): the lags are provisional.",

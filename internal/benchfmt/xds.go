@@ -39,12 +39,12 @@ type XDSRun struct {
 
 	// Pushes, counted by the clients over the measured window.
 	Responses          int     `json:"eds_responses"`
-	CLAs               int     `json:"clas"`
+	CLAs               int     `json:"cla_count"`
 	Bytes              int     `json:"bytes"`
-	RedundantCLAs      int     `json:"redundant_clas"` // a ClusterLoadAssignment whose content the client already had
+	RedundantCLAs      int     `json:"redundant_cla_count"` // a ClusterLoadAssignment whose content the client already had
 	ResponsesPerChange float64 `json:"eds_responses_per_change_per_client"`
-	CLAsPerChange      float64 `json:"clas_per_change_per_client"`
-	CLAsPerResponse    float64 `json:"clas_per_response"`
+	CLAsPerChange      float64 `json:"cla_per_change_per_client"`
+	CLAsPerResponse    float64 `json:"cla_per_response"`
 	BytesPerResponse   float64 `json:"bytes_per_response"`
 	BytesPerCLA        float64 `json:"bytes_per_cla"`
 	CPUCores           XDSCPU  `json:"cpu_cores"`

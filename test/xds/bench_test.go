@@ -255,7 +255,7 @@ func (w *podWriter) write(ctx context.Context, ns, name, ip string, ready bool) 
 type clientCounts struct {
 	Ready     int `json:"ready"` // clients that received their first response
 	Responses int `json:"responses"`
-	CLAs      int `json:"clas"`
+	CLAs      int `json:"cla_count"`
 	Bytes     int `json:"bytes"`
 	Redundant int `json:"redundant"`
 }
