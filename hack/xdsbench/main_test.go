@@ -8,9 +8,9 @@ import (
 	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
-func fakeRun(overFloor float64, clas, redundant int, busy bool) benchfmt.XDSRun {
+func fakeRun(overFloor float64, claCount, redundant int, busy bool) benchfmt.XDSRun {
 	return benchfmt.XDSRun{Finished: time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC), Commit: "abc1234", Clients: 100,
-		Registries: 100, PodsPerRegistry: 4, TargetRate: 100, Changes: 10, CLAs: clas, RedundantCLAs: redundant,
+		Registries: 100, PodsPerRegistry: 4, TargetRate: 100, Changes: 10, CLAs: claCount, RedundantCLAs: redundant,
 		P99OverFloor: overFloor, Busy: busy, AllAcks: benchfmt.XDSLag{P50: 50, P99: overFloor + 20}, Floor: benchfmt.XDSLag{P99: 20}}
 }
 

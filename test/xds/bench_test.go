@@ -561,7 +561,7 @@ var _ = Describe("xDS benchmark", Label("bench"), func() {
 			}
 		}
 		bench.mu.Unlock()
-		resp, clas := counts1.Responses-counts0.Responses, counts1.CLAs-counts0.CLAs
+		resp, claCount := counts1.Responses-counts0.Responses, counts1.CLAs-counts0.CLAs
 		byts := counts1.Bytes - counts0.Bytes
 		perClientChange := float64(max(n*benchClients, 1))
 		commit, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
@@ -574,10 +574,10 @@ var _ = Describe("xDS benchmark", Label("bench"), func() {
 			Writes: writes, Changes: n, NoIdleTicks: noIdle, AchievedRate: float64(writes) / benchDuration.Seconds(),
 			Floor: lagOf(floor), OperatorSaw: lagOf(saw), CacheSet: lagOf(set), FirstAck: lagOf(first), AllAcks: lagOf(all),
 			OverFloor: lagOf(over),
-			Responses: resp, CLAs: clas, Bytes: byts, RedundantCLAs: counts1.Redundant - counts0.Redundant,
-			ResponsesPerChange: float64(resp) / perClientChange, CLAsPerChange: float64(clas) / perClientChange,
-			CLAsPerResponse: float64(clas) / float64(max(resp, 1)), BytesPerResponse: float64(byts) / float64(max(resp, 1)),
-			BytesPerCLA: float64(byts) / float64(max(clas, 1)),
+			Responses: resp, CLAs: claCount, Bytes: byts, RedundantCLAs: counts1.Redundant - counts0.Redundant,
+			ResponsesPerChange: float64(resp) / perClientChange, CLAsPerChange: float64(claCount) / perClientChange,
+			CLAsPerResponse: float64(claCount) / float64(max(resp, 1)), BytesPerResponse: float64(byts) / float64(max(resp, 1)),
+			BytesPerCLA: float64(byts) / float64(max(claCount, 1)),
 			CPUCores: benchfmt.XDSCPU{Operator: cores["operator"], APIServer: cores["apiserver"], Store: cores["store"],
 				Clients: cores["clients"], Other: other},
 			Busy: other >= benchfmt.BusyCores,
