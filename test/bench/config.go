@@ -51,6 +51,16 @@ type Config struct {
 	// TTL and the keepalive interval (TTL/3, etcd's client default) of the TTL registry.
 	TTL time.Duration
 
+	// FaultWatchCut, when set, closes every timing watch this often while the watchers run (the
+	// measured phase), as an API server ending a watch or a lost connection would: a watch
+	// must resume from the last position it processed and miss nothing.
+	FaultWatchCut time.Duration
+	// FaultWatchRelist, when set, makes every timing watch this often lose its position, as on
+	// 410 Gone (a resourceVersion that left the API server's watch window) or a compacted etcd
+	// revision: the watch stops, misses what happens for half the period (at most a second),
+	// then lists again. Transitions that fell into that gap are counted unmeasured.
+	FaultWatchRelist time.Duration
+
 	// WatcherExe, when set, is the bench command, run with WatcherArg as the process that
 	// times every system (see watchproc.go); otherwise the watchers run in the harness process,
 	// each on its own connection.

@@ -231,7 +231,8 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 		return nil, err
 	}
 	spec := watcherSpec{Kubeconfig: kc, StoreEndpoint: r.cl.store.Endpoint(), StoreRevision: rev,
-		Prefixes: map[string]string{SystemRegistrar: StorePrefix}, Pods: true, Slices: r.c.EndpointSlice}
+		Prefixes: map[string]string{SystemRegistrar: StorePrefix}, Pods: true, Slices: r.c.EndpointSlice,
+		FaultCut: r.c.FaultWatchCut, FaultRelist: r.c.FaultWatchRelist}
 	if r.c.TTLSample > 0 {
 		spec.Prefixes[SystemTTLGraceful] = TTLGracefulPrefix
 		spec.Prefixes[SystemTTLCrash] = TTLCrashPrefix
@@ -259,8 +260,8 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	diag := make(chan error, 2)
-	go func() { diag <- watchPods(sctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatchShared]) }()
-	go func() { diag <- watchPods(sctx, own, podsRV, r.trackers[SystemAPIWatchInProc]) }()
+	go func() { diag <- watchPods(sctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatchShared], watchFaults{}) }()
+	go func() { diag <- watchPods(sctx, own, podsRV, r.trackers[SystemAPIWatchInProc], watchFaults{}) }()
 	return func() (WatcherStats, error) {
 		cancel()
 		err := h.finish()

@@ -36,8 +36,18 @@ func operatorOwn(prefix, key string) bool {
 // watchStore feeds every etcd event under prefix from revision rev into t: a key created is
 // a registration, a key deleted (or whose lease expired) a deregistration, a key rewritten
 // an unexpected write. It returns when ctx ends.
-func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev int64, t observer) error {
-	for resp := range cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev int64, t observer, f watchFaults) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-wctx.Done():
+		case <-f.cut:
+		case <-f.relist:
+		}
+		cancel()
+	}()
+	for resp := range cli.Watch(clientv3.WithRequireLeader(wctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
 		if err := resp.Err(); err != nil {
 			return fmt.Errorf("watch %s: %w", prefix, err)
 		}
@@ -128,8 +138,8 @@ func (v *sliceView) apply(slice string, pods map[string]bool) (added, removed []
 }
 
 // watchSlices feeds EndpointSlice changes from resourceVersion rv into t.
-func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView, rv string, t observer) error {
-	return retryWatch(ctx, "EndpointSlices", rv, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView, rv string, t observer, f watchFaults) error {
+	return retryWatch(ctx, "EndpointSlices", rv, f, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		o.LabelSelector = managedBy
 		return kube.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 	}, func(ev watch.Event) { sliceEvent(view, ev, t, time.Now()) })
@@ -137,7 +147,7 @@ func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView
 
 // retryWatch runs a watch from resourceVersion rv that resumes after errors, handing every
 // event to handle, until ctx ends or the watch closes.
-func retryWatch(ctx context.Context, what, rv string, watchFunc cache.WatchFuncWithContext, handle func(watch.Event)) error {
+func retryWatch(ctx context.Context, what, rv string, f watchFaults, watchFunc cache.WatchFuncWithContext, handle func(watch.Event)) error {
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFunc})
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", what, err)
@@ -147,6 +157,10 @@ func retryWatch(ctx context.Context, what, rv string, watchFunc cache.WatchFuncW
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-f.cut:
+			w.Stop()
+		case <-f.relist:
+			w.Stop() // what the retry watcher does on 410 Gone
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return fmt.Errorf("%s watch closed", what)
@@ -194,8 +208,8 @@ func listSlices(ctx context.Context, kube kubernetes.Interface) (*sliceView, str
 
 // watchPods feeds the API server's pod watch into t: the baseline every controller pays (the
 // write committed, then delivered to a watcher). Ready pods count as registered.
-func watchPods(ctx context.Context, kube kubernetes.Interface, rv string, t observer) error {
-	return retryWatch(ctx, "pods", rv, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+func watchPods(ctx context.Context, kube kubernetes.Interface, rv string, t observer, f watchFaults) error {
+	return retryWatch(ctx, "pods", rv, f, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return kube.CoreV1().Pods("").Watch(ctx, o)
 	}, func(ev watch.Event) { podEvent(ev, t, time.Now()) })
 }

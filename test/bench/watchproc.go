@@ -48,13 +48,16 @@ type watcherSpec struct {
 	Prefixes      map[string]string
 	Pods, Slices  bool
 	StoreRevision int64
+	// FaultCut and FaultRelist are Config.FaultWatchCut and FaultWatchRelist.
+	FaultCut, FaultRelist time.Duration
 }
 
 func (s watcherSpec) args() []string {
-	out := make([]string, 0, 6+len(s.Prefixes))
+	out := make([]string, 0, 8+len(s.Prefixes))
 	out = append(out, WatcherArg, "-kubeconfig="+s.Kubeconfig, "-store="+s.StoreEndpoint,
 		"-store-revision="+strconv.FormatInt(s.StoreRevision, 10),
-		"-pods="+strconv.FormatBool(s.Pods), "-slices="+strconv.FormatBool(s.Slices))
+		"-pods="+strconv.FormatBool(s.Pods), "-slices="+strconv.FormatBool(s.Slices),
+		"-fault-cut="+s.FaultCut.String(), "-fault-relist="+s.FaultRelist.String())
 	for name, prefix := range s.Prefixes {
 		out = append(out, "-prefix="+name+"="+prefix)
 	}
@@ -83,6 +86,8 @@ func WatcherMain(args []string) error {
 	fs.BoolVar(&spec.Pods, "pods", true, "watch pods (apiwatch)")
 	fs.BoolVar(&spec.Slices, "slices", false, "watch EndpointSlices")
 	fs.Var(prefixFlag(spec.Prefixes), "prefix", "system=store prefix (repeatable)")
+	fs.DurationVar(&spec.FaultCut, "fault-cut", 0, "cut every timing watch this often (0: never)")
+	fs.DurationVar(&spec.FaultRelist, "fault-relist", 0, "make every timing watch lose its position and relist this often (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -172,6 +177,7 @@ func runWatchers(ctx context.Context, spec watcherSpec, out *bufio.Writer) error
 	lag := startSchedLag(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	faults := startFaults(ctx, spec.FaultCut, spec.FaultRelist)
 	errs := make(chan error, len(spec.Prefixes)+2)
 	n := 0
 	run := func(fn func() error) {
@@ -185,7 +191,8 @@ func runWatchers(ctx context.Context, spec watcherSpec, out *bufio.Writer) error
 		}
 		defer cli.Close()
 		s := sink{w, name}
-		run(func() error { return watchStore(ctx, cli, prefix, spec.StoreRevision+1, s) })
+		f := faults.watch()
+		run(func() error { return watchStore(ctx, cli, prefix, spec.StoreRevision+1, s, f) })
 	}
 	if spec.Pods {
 		kube, err := kubernetes.NewForConfig(ownConnection(cfg))
@@ -196,8 +203,8 @@ func runWatchers(ctx context.Context, spec watcherSpec, out *bufio.Writer) error
 		if err != nil {
 			return err
 		}
-		s := sink{w, SystemAPIWatch}
-		run(func() error { return watchPods(ctx, kube, rv, s) })
+		s, f := sink{w, SystemAPIWatch}, faults.watch()
+		run(func() error { return watchPods(ctx, kube, rv, s, f) })
 	}
 	if spec.Slices {
 		kube, err := kubernetes.NewForConfig(ownConnection(cfg))
@@ -208,8 +215,8 @@ func runWatchers(ctx context.Context, spec watcherSpec, out *bufio.Writer) error
 		if err != nil {
 			return err
 		}
-		s := sink{w, SystemEndpointSlice}
-		run(func() error { return watchSlices(ctx, kube, view, rv, s) })
+		s, f := sink{w, SystemEndpointSlice}, faults.watch()
+		run(func() error { return watchSlices(ctx, kube, view, rv, s, f) })
 	}
 	w.control("READY")
 	var all []error

@@ -61,6 +61,9 @@ func main() {
 	flag.StringVar(&out, "out", "bin/bench/bench-results.json", "Where the JSON results go.")
 	flag.StringVar(&o.sweep, "sweep", "", "Comma-separated pod counts (e.g. 1000,5000,20000): run -runs runs at each size (registries = pods / 10) and publish the growth curve, "+
 		"the targets of issue 16, and a PNG plot next to -out (.png for .json).")
+	flag.DurationVar(&c.FaultWatchCut, "fault-watch-cut", 0, "Fault: close every timing watch this often during the measured phase (they must resume and miss nothing; 0: never).")
+	flag.DurationVar(&c.FaultWatchRelist, "fault-watch-relist", 0, "Fault: make every timing watch lose its position this often, as on 410 Gone, for half the period (at most 1s), "+
+		"then relist; transitions in the gap count as unmeasured (0: never).")
 	flag.DurationVar(&c.SetupTimeout, "setup-timeout", 0, "Longest wait for the systems to show the created objects (default 5m, and 1m per 1,000 pods above 5,000).")
 	flag.Parse()
 	c.KCMArgs = strings.Fields(*kcmArgs)
