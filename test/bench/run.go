@@ -248,11 +248,6 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 		return nil, err
 	}
 	r.watchers = h
-	podsRV, err := podsResourceVersion(ctx, r.cl.kube)
-	if err != nil {
-		_ = h.finish()
-		return nil, err
-	}
 	own, err := kubernetes.NewForConfig(ownConnection(r.cl.cfg))
 	if err != nil {
 		_ = h.finish()
@@ -260,8 +255,18 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	diag := make(chan error, 2)
-	go func() { diag <- watchPods(sctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatchShared], watchFaults{}) }()
-	go func() { diag <- watchPods(sctx, own, podsRV, r.trackers[SystemAPIWatchInProc], watchFaults{}) }()
+	for _, d := range []struct {
+		kube kubernetes.Interface
+		t    *Tracker
+	}{{r.cl.kube, r.trackers[SystemAPIWatchShared]}, {own, r.trackers[SystemAPIWatchInProc]}} {
+		fn, err := startPodWatch(sctx, d.kube, d.t, watchFaults{})
+		if err != nil {
+			cancel()
+			_ = h.finish()
+			return nil, err
+		}
+		go func() { diag <- fn() }()
+	}
 	return func() (WatcherStats, error) {
 		cancel()
 		err := h.finish()
