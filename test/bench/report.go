@@ -129,6 +129,12 @@ func warnings(c *Config, res *Results) []string {
 				name, l.P99, l.Max))
 		}
 	}
+	for _, s := range res.Systems {
+		if s.Unmeasured > 0 {
+			w = append(w, fmt.Sprintf("%s: %d of %d transitions unmeasured: they showed while its timing watch had lost its position (relisted %d times), "+
+				"so their lags are not in its percentiles", s.Name, s.Unmeasured, s.Transitions, s.WatchRelisted))
+		}
+	}
 	if res.Harness.MeasuredSeconds > 0 {
 		if other := res.Harness.OtherCPUSeconds / res.Harness.MeasuredSeconds; other > 0.25*float64(res.Machine.Cores) {
 			w = append(w, fmt.Sprintf("other processes used %.1f of %d cores during the measured phase (shared machine)", other, res.Machine.Cores))
@@ -330,6 +336,8 @@ func (r *Results) WriteTable(out io.Writer) {
 	}
 	row("transitions observed/written", func(s SystemResult) string { return fmt.Sprintf("%d/%d", s.Observed, s.Transitions) })
 	row("lost / unexpected writes", func(s SystemResult) string { return fmt.Sprintf("%d / %d", s.Lost, s.Unexpected) })
+	row("unmeasured (in a watch gap)", func(s SystemResult) string { return fmt.Sprint(s.Unmeasured) })
+	row("timing watch resumed / relisted", func(s SystemResult) string { return fmt.Sprintf("%d / %d", s.WatchResumed, s.WatchRelisted) })
 	row("transitions/s sustained", func(s SystemResult) string { return fmt.Sprintf("%.0f", s.Sustained) })
 	row("store writes per transition", func(s SystemResult) string {
 		if s.Writes == 0 {
