@@ -111,7 +111,10 @@ func PublishSweep(kind, tableID, command, commit string, runs []*Results) *Publi
 	for _, s := range sizes {
 		curve.Rows = append(curve.Rows, []string{
 			fmt.Sprintf("%d / %d", s.pods, s.registries), fmt.Sprint(len(s.runs)),
-			s.of(func(r *Results) (float64, bool) { reg, ok := r.System(SystemRegistrar); return float64(reg.Transitions), ok }).cell("%.0f"),
+			s.of(func(r *Results) (float64, bool) {
+				reg, ok := r.System(SystemRegistrar)
+				return float64(reg.Transitions), ok
+			}).cell("%.0f"),
 			s.cpu(SystemRegistrar).cell("%.2f"), s.cpu(SystemEndpointSlice).cell("%.2f"), s.cpuRatio().cell("%.2f×"),
 			s.rss(SystemRegistrar).cell("%.0f"), s.rss(SystemEndpointSlice).cell("%.0f"),
 			s.dereg(SystemRegistrar).cell("%.0f"), s.dereg(SystemAPIWatch).cell("%.0f"), s.overFloor().cell("%+.0f"),
