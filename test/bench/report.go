@@ -26,6 +26,9 @@ type Results struct {
 	Registries  int       `json:"registries"`
 	Namespaces  int       `json:"namespaces"`
 	OfferedRate float64   `json:"offeredRatePerSecond"`
+	// TransitionsPerRound is how many pods each round flipped (all of them unless capped by
+	// -transitions-per-round).
+	TransitionsPerRound int `json:"transitionsPerRound"`
 	// WriteRate is the rate the harness achieved writing transitions to the API server.
 	WriteRate   float64          `json:"writeRatePerSecond"`
 	WriteErrors int64            `json:"writeErrors"`
@@ -170,7 +173,7 @@ func (r *Results) System(name string) (SystemResult, bool) {
 func (r *runner) results(before, after map[string]Usage) *Results {
 	res := &Results{
 		Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
-		Pods: r.c.Pods, Registries: r.c.Registries, Namespaces: r.c.Namespaces, OfferedRate: r.c.Rate,
+		Pods: r.c.Pods, Registries: r.c.Registries, Namespaces: r.c.Namespaces, OfferedRate: r.c.Rate, TransitionsPerRound: len(r.flipped),
 		WriteErrors: r.writeErrors.Load(), TTLSample: r.c.TTLSample, TTLSeconds: r.c.TTL.Seconds(),
 		Usage: after, MeasuredCPUSeconds: map[string]float64{},
 		Workers:       map[string]int{SystemRegistrar: r.c.Reconciles},
@@ -262,7 +265,8 @@ func notes(c *Config) []string {
 	n := []string{
 		"lag = API write sent (pod status patch or delete) -> change seen by the watcher process (separate from the writers; each system on its own " +
 			"connection: etcd watches for registrar and TTL, API watches for EndpointSlices and pods)",
-		fmt.Sprintf("rounds: every pod %s, each round in random order at the offered rate; delete is grace period 0", strings.Join(causes(), " -> ")),
+		fmt.Sprintf("rounds: every flipped pod (%d of %d) %s, each round in random order at the offered rate; delete is grace period 0",
+			c.flipped(), c.Pods, strings.Join(causes(), " -> ")),
 		"apiwatch: the floor every controller pays, the pod write seen by a plain API watch in the watcher process; diagnostics of the harness, not " +
 			"peers: apiwatch-inproc, the same watch inside the harness process on its own connection, and apiwatch-shared, the old harness's floor (inside " +
 			"the harness on the writers' connection)",
@@ -305,9 +309,9 @@ func (r *Results) WriteJSON(path string) error {
 
 // WriteTable prints the results as a table.
 func (r *Results) WriteTable(out io.Writer) {
-	fmt.Fprintf(out, "registrar benchmark %s: %d pods, %d ServiceRegistries, %d namespaces, %d CPUs, offered %.0f transitions/s (API writes achieved "+
-		"%.0f/s, %d failed); load average %.2f/%.2f/%.2f before, %.2f/%.2f/%.2f after\n",
-		r.Date.Format(time.RFC3339), r.Pods, r.Registries, r.Namespaces, r.CPUs, r.OfferedRate, r.WriteRate, r.WriteErrors,
+	fmt.Fprintf(out, "registrar benchmark %s: %d pods (%d flipped per round), %d ServiceRegistries, %d namespaces, %d CPUs, offered %.0f transitions/s "+
+		"(API writes achieved %.0f/s, %d failed); load average %.2f/%.2f/%.2f before, %.2f/%.2f/%.2f after\n",
+		r.Date.Format(time.RFC3339), r.Pods, r.TransitionsPerRound, r.Registries, r.Namespaces, r.CPUs, r.OfferedRate, r.WriteRate, r.WriteErrors,
 		r.Machine.LoadBefore[0], r.Machine.LoadBefore[1], r.Machine.LoadBefore[2], r.Machine.LoadAfter[0], r.Machine.LoadAfter[1], r.Machine.LoadAfter[2])
 	fmt.Fprintf(out, "workers: registrar %d reconcilers, kube-controller-manager %d EndpointSlice syncs\n",
 		r.Workers[SystemRegistrar], r.Workers[SystemEndpointSlice])

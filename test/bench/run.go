@@ -72,6 +72,8 @@ type runner struct {
 	writeRTTs  []time.Duration
 	loadBefore [3]float64
 	watchers   *watcherHandle
+	// flipped are the indices of the pods the rounds flip (Config.TransitionsPerRound).
+	flipped []int
 	// created and settled: how long creating the objects took, and until every system
 	// showed them (from the start of the creation).
 	created, settledAfter time.Duration
@@ -93,7 +95,8 @@ func Run(ctx context.Context, c Config) (*Results, error) {
 		return nil, err
 	}
 	defer cl.stop()
-	r := &runner{c: &c, cl: cl, l: newLayout(&c), trackers: map[string]*Tracker{SystemRegistrar: NewTracker()}, loadBefore: loadBefore}
+	r := &runner{c: &c, cl: cl, l: newLayout(&c), trackers: map[string]*Tracker{SystemRegistrar: NewTracker()}, loadBefore: loadBefore,
+		flipped: flippedPods(c.Pods, c.TransitionsPerRound, c.Seed)}
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -130,8 +133,9 @@ func (r *runner) setup(ctx context.Context) error {
 		r.ttl[SystemTTLGraceful] = newTTLRegistry(r.cl.storeCli, TTLGracefulPrefix, r.c.TTL, true)
 		r.ttl[SystemTTLCrash] = newTTLRegistry(r.cl.storeCli, TTLCrashPrefix, r.c.TTL, false)
 		rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 1))
-		perm := rng.Perm(len(r.l.pods))
-		for i, k := range perm[:2*r.c.TTLSample] {
+		perm := rng.Perm(len(r.flipped))
+		for i, j := range perm[:2*r.c.TTLSample] {
+			k := r.flipped[j]
 			sys := SystemTTLGraceful
 			if i%2 == 1 {
 				sys = SystemTTLCrash
@@ -299,7 +303,11 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	measureStart := time.Now()
 	rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 2))
 	for i, cause := range Rounds {
-		if err := r.round(ctx, i+1, cause, rng.Perm(len(r.l.pods))); err != nil {
+		order := make([]int, len(r.flipped))
+		for n, j := range rng.Perm(len(r.flipped)) {
+			order[n] = r.flipped[j]
+		}
+		if err := r.round(ctx, i+1, cause, order); err != nil {
 			_, _ = stopWatchers()
 			harnessLag()
 			return nil, err

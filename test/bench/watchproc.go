@@ -189,6 +189,7 @@ func runWatchers(ctx context.Context, spec watcherSpec, out *bufio.Writer) error
 	if err != nil {
 		return fmt.Errorf("watcher kubeconfig: %w", err)
 	}
+	cfg = withProtobuf(cfg)
 	lag := startSchedLag(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -36,6 +36,8 @@ func main() {
 	flag.IntVar(&c.Registries, "registries", 100, "ServiceRegistries (and Services).")
 	flag.IntVar(&c.Namespaces, "namespaces", 10, "Namespaces the registries are spread over.")
 	flag.Float64Var(&c.Rate, "rate", 500, "Offered transitions per second.")
+	flag.IntVar(&c.TransitionsPerRound, "transitions-per-round", 0, "Pods each round flips (ready, unready, ready, delete: the same pods, chosen by -seed); "+
+		"0: every pod. A cap keeps a 20,000-pod run bounded and CPU per 1,000 transitions comparable between sizes.")
 	flag.IntVar(&c.Writers, "writers", 256, "API writes in flight at most (more than the rate times the API write latency, or the writers limit the rate).")
 	flag.StringVar(&c.Operator, "operator", "bin/bench/registrar", "registrar binary (go build -o ... ./cmd).")
 	flag.BoolVar(&c.EndpointSlice, "endpointslice", true, "Run kube-controller-manager's EndpointSlice controller side by side.")
