@@ -100,3 +100,17 @@ func TestSliceViewResync(t *testing.T) {
 		t.Errorf("a second resync with nothing changed reported %v", rec.events)
 	}
 }
+
+// A run whose store watch relisted checks one write per transition over the transitions seen.
+func TestTargetsWithUnmeasured(t *testing.T) {
+	res := &Results{Pods: 1000, Systems: []SystemResult{{Name: SystemRegistrar, Transitions: 4000, Observed: 3788, Unmeasured: 212, Writes: 3788}}}
+	for _, tg := range targets(res) {
+		if strings.HasPrefix(tg.Name, "exactly one store write") {
+			if !tg.Met || tg.Value != "3788 writes / 3788 transitions seen of 4000 (unmeasured 212, lost 0, unexpected 0)" {
+				t.Errorf("%s: met %v, %q", tg.Name, tg.Met, tg.Value)
+			}
+			return
+		}
+	}
+	t.Error("no one-write target")
+}
