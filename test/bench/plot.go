@@ -127,7 +127,7 @@ func curvePlot(sizes []sizeRuns, title, unit string, get func(sizeRuns, string) 
 				return nil, fmt.Errorf("plot %s spread: %w", title, err)
 			}
 			bars.Color = systemColors[sys]
-			bars.LineStyle.Width = vg.Points(1.5)
+			bars.Width = vg.Points(1.5)
 			bars.CapWidth = vg.Points(8)
 			pl.Add(bars)
 		}

@@ -304,7 +304,11 @@ func (a *apiWatch) run(ctx context.Context, rv string) error {
 	for ctx.Err() == nil {
 		w, err := a.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true,
 			TimeoutSeconds: ptr.To(int64(watchTimeout.Seconds()))})
-		step, pause, failed := watchgap.Resume, time.Duration(0), false
+		var (
+			step   watchgap.Step
+			pause  time.Duration
+			failed bool
+		)
 		if err != nil {
 			step, failed = watchgap.OnError(err), true
 			logWatch("%s watch from resourceVersion %s: %v: %s", a.what, rv, err, step)

@@ -51,7 +51,7 @@ func TestOnError(t *testing.T) {
 		want Step
 	}{
 		{"resource version too old", apierrors.NewResourceExpired("too old resource version: 1 (200)"), Relist},
-		{"gone", apierrors.NewGone("gone"), Relist},
+		{"gone", &apierrors.StatusError{ErrStatus: *status(410, metav1.StatusReasonGone)}, Relist},
 		{"timeout", apierrors.NewTimeoutError("later", 1), Resume},
 		{"throttled", apierrors.NewTooManyRequests("busy", 1), Resume},
 		{"not found", apierrors.NewNotFound(gr, "x"), Resume},
