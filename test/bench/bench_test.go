@@ -207,6 +207,47 @@ func TestLayoutSpreadsPods(t *testing.T) {
 	}
 }
 
+func TestFlippedPods(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		pods, perRound int
+		wantN          int
+		wantEveryPod   bool
+	}{
+		{"no cap: every pod", 10, 0, 10, true},
+		{"a cap above the pods: every pod", 10, 50, 10, true},
+		{"a cap equal to the pods: every pod", 10, 10, 10, true},
+		{"capped", 20000, 5000, 5000, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := flippedPods(tt.pods, tt.perRound, 1)
+			if len(got) != tt.wantN || !slices.IsSorted(got) {
+				t.Fatalf("%d pods flipped (sorted %v), want %d sorted", len(got), slices.IsSorted(got), tt.wantN)
+			}
+			seen := map[int]bool{}
+			for _, k := range got {
+				if k < 0 || k >= tt.pods || seen[k] {
+					t.Fatalf("index %d out of range or twice", k)
+				}
+				seen[k] = true
+			}
+			if tt.wantEveryPod && got[len(got)-1] != tt.pods-1 {
+				t.Errorf("not every pod: %v", got)
+			}
+			if again := flippedPods(tt.pods, tt.perRound, 1); !slices.Equal(again, got) {
+				t.Error("the same seed chose other pods")
+			}
+		})
+	}
+	if slices.Equal(flippedPods(100, 10, 1), flippedPods(100, 10, 2)) {
+		t.Error("two seeds chose the same 10 of 100 pods")
+	}
+	c := Config{Pods: 100, TransitionsPerRound: 10, TTLSample: 6, Operator: "x", WorkDir: "w"}
+	if err := c.Validate(); err == nil {
+		t.Error("two TTL samples of 6 among 10 flipped pods were accepted")
+	}
+}
+
 func TestOperatorStatsFromMetrics(t *testing.T) {
 	before := sumMetrics(mustParse(strings.NewReader(`# HELP x
 workqueue_queue_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 1

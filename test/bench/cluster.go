@@ -89,18 +89,29 @@ func (cl *cluster) startAPIServer() error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0 // the harness paces itself
 	cfg.Timeout = 30 * time.Second
-	cl.cfg = cfg
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
-	if cl.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		return fmt.Errorf("kube client: %w", err)
-	}
+	// The ServiceRegistries (a CRD: JSON only) go through the controller-runtime client; pods,
+	// nodes, Services and EndpointSlices through the clientset, in protobuf.
 	if cl.client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
+	cl.cfg = withProtobuf(cfg)
+	if cl.kube, err = kubernetes.NewForConfig(cl.cfg); err != nil {
+		return fmt.Errorf("kube client: %w", err)
+	}
 	return nil
+}
+
+// withProtobuf copies cfg for built-in types in protobuf, the API server's cheapest encoding
+// (creating 20,000 pods, listing them again after a lost watch).
+func withProtobuf(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg
 }
 
 // kubeconfig writes a kubeconfig of an admin user for a component.

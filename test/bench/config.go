@@ -20,6 +20,11 @@ type Config struct {
 	// Nodes are the Node objects pods are bound to (the EndpointSlice controller skips pods
 	// whose node does not exist).
 	Nodes int
+	// TransitionsPerRound caps the pods a round flips (0: every pod): the same randomly chosen
+	// pods go ready, unready, ready and are deleted, the others stay (unready) and only make
+	// the cluster large. A fixed cap keeps the run time bounded at 20,000 pods and the CPU per
+	// 1,000 transitions comparable between sizes.
+	TransitionsPerRound int
 	// Rate is the offered transitions per second (pod status writes and deletes).
 	Rate float64
 	// Writers bounds the API writes in flight. It must exceed the offered rate times the API
@@ -50,6 +55,16 @@ type Config struct {
 	TTLSample int
 	// TTL and the keepalive interval (TTL/3, etcd's client default) of the TTL registry.
 	TTL time.Duration
+
+	// FaultWatchCut, when set, closes every timing watch this often while the watchers run (the
+	// measured phase), as an API server ending a watch or a lost connection would: a watch
+	// must resume from the last position it processed and miss nothing.
+	FaultWatchCut time.Duration
+	// FaultWatchRelist, when set, makes every timing watch this often lose its position, as on
+	// 410 Gone (a resourceVersion that left the API server's watch window) or a compacted etcd
+	// revision: the watch stops, misses what happens for half the period (at most a second),
+	// then lists again. Transitions that fell into that gap are counted unmeasured.
+	FaultWatchRelist time.Duration
 
 	// WatcherExe, when set, is the bench command, run with WatcherArg as the process that
 	// times every system (see watchproc.go); otherwise the watchers run in the harness process,
@@ -125,12 +140,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("no operator binary: build ./cmd and pass its path")
 	case c.EndpointSlice && c.ControllerManager == "":
 		return fmt.Errorf("EndpointSlice peer needs the kube-controller-manager binary")
-	case 2*c.TTLSample > c.Pods:
-		return fmt.Errorf("two TTL samples of %d (graceful and crash) need more than the %d pods", c.TTLSample, c.Pods)
+	case c.TransitionsPerRound < 0:
+		return fmt.Errorf("transitions per round %d: want 0 (every pod) or more", c.TransitionsPerRound)
+	case 2*c.TTLSample > c.flipped():
+		return fmt.Errorf("two TTL samples of %d (graceful and crash) need more than the %d pods flipped", c.TTLSample, c.flipped())
 	case c.Registries > c.Pods:
 		return fmt.Errorf("%d registries for %d pods: every registry needs a pod", c.Registries, c.Pods)
 	case c.WorkDir == "":
 		return fmt.Errorf("no work directory")
 	}
 	return nil
+}
+
+// flipped is how many pods each round flips.
+func (c *Config) flipped() int {
+	if c.TransitionsPerRound <= 0 {
+		return c.Pods
+	}
+	return min(c.TransitionsPerRound, c.Pods)
 }

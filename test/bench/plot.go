@@ -20,7 +20,9 @@ var systemColors = map[string]color.Color{
 }
 
 // WritePlot draws the sweep's growth curves into a PNG at path: CPU seconds per 1,000
-// transitions and peak RSS against pods, registrar and the EndpointSlice controller.
+// transitions and peak RSS against pods, registrar and the EndpointSlice controller; the
+// median of the runs of each size, with error bars from their min to their max when a size
+// has several runs.
 func (p *Publication) WritePlot(path string) error {
 	sizes := groupBySize(p.Runs)
 	if len(sizes) == 0 {
@@ -52,8 +54,13 @@ func (p *Publication) WritePlot(path string) error {
 	if dirty {
 		commit += "-dirty"
 	}
-	caption := fmt.Sprintf("%s, commit %s, shared %d-core machine, 1-min load %.1f before, %.1f after; offered %.0f transitions/s",
-		p.Date, commit, p.Machine.Cores, p.Machine.LoadBefore[0], p.Machine.LoadAfter[0], p.Runs[0].OfferedRate)
+	runs := make([]string, 0, len(sizes))
+	for _, s := range sizes {
+		runs = append(runs, fmt.Sprint(len(s.runs)))
+	}
+	caption := fmt.Sprintf("%s, commit %s, shared %d-core machine, 1-min load %.1f before, %.1f after; offered %.0f transitions/s; "+
+		"median of %s run(s) per size, bars min–max",
+		p.Date, commit, p.Machine.Cores, p.Machine.LoadBefore[0], p.Machine.LoadAfter[0], p.Runs[0].OfferedRate, strings.Join(runs, "/"))
 	font := plot.DefaultFont
 	font.Size = vg.Points(9)
 	style := draw.TextStyle{Color: color.Black, Font: font, Handler: plot.DefaultTextHandler}
@@ -67,6 +74,12 @@ func (p *Publication) WritePlot(path string) error {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// errorPoints are medians with their min–max spread, for plotter.NewYErrorBars.
+type errorPoints struct {
+	plotter.XYs
+	plotter.YErrors
 }
 
 func curvePlot(sizes []sizeRuns, title, unit string, get func(sizeRuns, string) Spread) (*plot.Plot, error) {
@@ -84,14 +97,19 @@ func curvePlot(sizes []sizeRuns, title, unit string, get func(sizeRuns, string) 
 	pl.X.Tick.Marker = plot.ConstantTicks(ticks)
 	maxY := 0.0
 	for _, sys := range []string{SystemRegistrar, SystemEndpointSlice} {
-		xs, ys := sweepPoints(sizes, func(s sizeRuns) Spread { return get(s, sys) })
+		xs, spreads := sweepPoints(sizes, func(s sizeRuns) Spread { return get(s, sys) })
 		if len(xs) == 0 {
 			continue
 		}
 		pts := make(plotter.XYs, len(xs))
+		errs := make(plotter.YErrors, len(xs))
+		withSpread := false
 		for i := range xs {
-			pts[i].X, pts[i].Y = xs[i], ys[i]
-			maxY = max(maxY, ys[i])
+			sp := spreads[i]
+			pts[i].X, pts[i].Y = xs[i], sp.Median
+			errs[i].Low, errs[i].High = sp.Median-sp.Min, sp.Max-sp.Median
+			withSpread = withSpread || sp.N > 1
+			maxY = max(maxY, sp.Max)
 		}
 		line, points, err := plotter.NewLinePoints(pts)
 		if err != nil {
@@ -102,6 +120,17 @@ func curvePlot(sizes []sizeRuns, title, unit string, get func(sizeRuns, string) 
 		points.Shape = draw.CircleGlyph{}
 		pl.Add(line, points)
 		pl.Legend.Add(sys, line, points)
+		if withSpread {
+			// The spread over the runs of each size: min to max around the median.
+			bars, err := plotter.NewYErrorBars(errorPoints{pts, errs})
+			if err != nil {
+				return nil, fmt.Errorf("plot %s spread: %w", title, err)
+			}
+			bars.Color = systemColors[sys]
+			bars.Width = vg.Points(1.5)
+			bars.CapWidth = vg.Points(8)
+			pl.Add(bars)
+		}
 	}
 	pl.Y.Max = maxY * 1.2
 	pl.Add(plotter.NewGrid())

@@ -72,6 +72,8 @@ type runner struct {
 	writeRTTs  []time.Duration
 	loadBefore [3]float64
 	watchers   *watcherHandle
+	// flipped are the indices of the pods the rounds flip (Config.TransitionsPerRound).
+	flipped []int
 	// created and settled: how long creating the objects took, and until every system
 	// showed them (from the start of the creation).
 	created, settledAfter time.Duration
@@ -93,7 +95,8 @@ func Run(ctx context.Context, c Config) (*Results, error) {
 		return nil, err
 	}
 	defer cl.stop()
-	r := &runner{c: &c, cl: cl, l: newLayout(&c), trackers: map[string]*Tracker{SystemRegistrar: NewTracker()}, loadBefore: loadBefore}
+	r := &runner{c: &c, cl: cl, l: newLayout(&c), trackers: map[string]*Tracker{SystemRegistrar: NewTracker()}, loadBefore: loadBefore,
+		flipped: flippedPods(c.Pods, c.TransitionsPerRound, c.Seed)}
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -130,8 +133,9 @@ func (r *runner) setup(ctx context.Context) error {
 		r.ttl[SystemTTLGraceful] = newTTLRegistry(r.cl.storeCli, TTLGracefulPrefix, r.c.TTL, true)
 		r.ttl[SystemTTLCrash] = newTTLRegistry(r.cl.storeCli, TTLCrashPrefix, r.c.TTL, false)
 		rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 1))
-		perm := rng.Perm(len(r.l.pods))
-		for i, k := range perm[:2*r.c.TTLSample] {
+		perm := rng.Perm(len(r.flipped))
+		for i, j := range perm[:2*r.c.TTLSample] {
+			k := r.flipped[j]
 			sys := SystemTTLGraceful
 			if i%2 == 1 {
 				sys = SystemTTLCrash
@@ -231,7 +235,8 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 		return nil, err
 	}
 	spec := watcherSpec{Kubeconfig: kc, StoreEndpoint: r.cl.store.Endpoint(), StoreRevision: rev,
-		Prefixes: map[string]string{SystemRegistrar: StorePrefix}, Pods: true, Slices: r.c.EndpointSlice}
+		Prefixes: map[string]string{SystemRegistrar: StorePrefix}, Pods: true, Slices: r.c.EndpointSlice,
+		FaultCut: r.c.FaultWatchCut, FaultRelist: r.c.FaultWatchRelist}
 	if r.c.TTLSample > 0 {
 		spec.Prefixes[SystemTTLGraceful] = TTLGracefulPrefix
 		spec.Prefixes[SystemTTLCrash] = TTLCrashPrefix
@@ -247,11 +252,6 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 		return nil, err
 	}
 	r.watchers = h
-	podsRV, err := podsResourceVersion(ctx, r.cl.kube)
-	if err != nil {
-		_ = h.finish()
-		return nil, err
-	}
 	own, err := kubernetes.NewForConfig(ownConnection(r.cl.cfg))
 	if err != nil {
 		_ = h.finish()
@@ -259,8 +259,18 @@ func (r *runner) startWatchers(ctx context.Context) (func() (WatcherStats, error
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	diag := make(chan error, 2)
-	go func() { diag <- watchPods(sctx, r.cl.kube, podsRV, r.trackers[SystemAPIWatchShared]) }()
-	go func() { diag <- watchPods(sctx, own, podsRV, r.trackers[SystemAPIWatchInProc]) }()
+	for _, d := range []struct {
+		kube kubernetes.Interface
+		t    *Tracker
+	}{{r.cl.kube, r.trackers[SystemAPIWatchShared]}, {own, r.trackers[SystemAPIWatchInProc]}} {
+		fn, err := startPodWatch(sctx, d.kube, d.t, watchFaults{})
+		if err != nil {
+			cancel()
+			_ = h.finish()
+			return nil, err
+		}
+		go func() { diag <- fn() }()
+	}
 	return func() (WatcherStats, error) {
 		cancel()
 		err := h.finish()
@@ -293,7 +303,11 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	measureStart := time.Now()
 	rng := rand.New(rand.NewPCG(uint64(r.c.Seed), 2))
 	for i, cause := range Rounds {
-		if err := r.round(ctx, i+1, cause, rng.Perm(len(r.l.pods))); err != nil {
+		order := make([]int, len(r.flipped))
+		for n, j := range rng.Perm(len(r.flipped)) {
+			order[n] = r.flipped[j]
+		}
+		if err := r.round(ctx, i+1, cause, order); err != nil {
 			_, _ = stopWatchers()
 			harnessLag()
 			return nil, err

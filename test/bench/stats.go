@@ -24,6 +24,13 @@ type SystemResult struct {
 	Observed   int `json:"observed"`
 	Lost       int `json:"lost"`
 	Unexpected int `json:"unexpected"`
+	// Unmeasured transitions did show, but in a gap of the timing watch (it lost its position
+	// and listed again): the system made them, when is unknown, so they have no lag.
+	Unmeasured int `json:"unmeasured"`
+	// WatchResumed counts the times the system's timing watch ended and resumed from the last
+	// position it processed; WatchRelisted the times it had lost that position and listed again.
+	WatchResumed  int `json:"watchResumed"`
+	WatchRelisted int `json:"watchRelisted"`
 	// Writes the system made (store events, EndpointSlice changes) and per transition.
 	Writes              int     `json:"writes"`
 	WritesPerTransition float64 `json:"writesPerTransition"`

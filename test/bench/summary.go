@@ -129,6 +129,9 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 		row = append(row, fmt.Sprintf("%d / %d", lost, unexp))
 	}
 	lag.Rows = append(lag.Rows, row)
+	if unmeasured := sumOver(runs, systems, func(s SystemResult) int { return s.Unmeasured }); unmeasured != nil {
+		lag.Rows = append(lag.Rows, append([]string{"unmeasured: shown in a watch gap (sum)"}, unmeasured...))
+	}
 	row = []string{"writes per transition"}
 	for _, sys := range systems {
 		if sys == SystemAPIWatch {
@@ -178,6 +181,26 @@ func Publish(kind, tableID, command, commit string, runs []*Results) *Publicatio
 	ratio.Notes = []string{"\"within noise\": the two figures' min–max ranges over the runs overlap, so these runs do not tell them apart"}
 	p.Tables = []benchfmt.Table{lag, ratio, harnessTable(tableID, command, runs)}
 	return p
+}
+
+// sumOver is, per system, the sum of a count over the runs; nil when it is zero everywhere.
+func sumOver(runs []*Results, systems []string, get func(SystemResult) int) []string {
+	out := make([]string, 0, len(systems))
+	nonzero := false
+	for _, sys := range systems {
+		n := 0
+		for _, r := range runs {
+			if s, ok := r.System(sys); ok {
+				n += get(s)
+			}
+		}
+		nonzero = nonzero || n > 0
+		out = append(out, fmt.Sprint(n))
+	}
+	if !nonzero {
+		return nil
+	}
+	return out
 }
 
 // harnessTable is one row per run of what could make the floor move: the same pod watch from

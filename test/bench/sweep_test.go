@@ -49,14 +49,25 @@ func TestPublishSweep(t *testing.T) {
 		t.Fatalf("curve has %d rows, want one per size", len(curve.Rows))
 	}
 	// 1,000 pods: 4,000 transitions; registrar 8 and 10 CPU s -> 2.00 and 2.50 per 1,000.
-	if got, want := curve.Rows[0][:6], []string{"1000 / 100", "2", "2.25 (2.00–2.50)", "3.00", "0.75× (0.67×–0.83×)", "62 (60–64)"}; !slicesEqual(got, want) {
+	if got, want := curve.Rows[0][:7], []string{"1000 / 100", "2", "4000", "2.25 (2.00–2.50)", "3.00", "0.75× (0.67×–0.83×)", "62 (60–64)"}; !slicesEqual(got, want) {
 		t.Errorf("1,000-pod row starts %q, want %q", got, want)
 	}
 	if got := curve.Rows[2][0]; got != "20000 / 2000" {
 		t.Errorf("last row is %q, want 20,000 pods", got)
 	}
-	if got := curve.Rows[0][10]; got != "50, 50" {
-		t.Errorf("store txns/s = %q, want 50 per run", got)
+	if got := curve.Rows[0][11]; got != "0 / 0" {
+		t.Errorf("unmeasured = %q, want 0 / 0", got)
+	}
+	if got := curve.Rows[0][12]; got != "50" {
+		t.Errorf("store txns/s = %q, want 50 (both runs)", got)
+	}
+	if got := curve.Rows[0][15]; got != "1.0 → 2.0" {
+		t.Errorf("load = %q", got)
+	}
+	for _, row := range curve.Rows {
+		if len(row) != len(curve.Columns) {
+			t.Errorf("row %v has %d cells for %d columns", row, len(row), len(curve.Columns))
+		}
 	}
 	verdicts := map[string]string{}
 	for _, r := range p.Tables[1].Rows {
@@ -105,3 +116,31 @@ func TestPublishSweep(t *testing.T) {
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
+
+// A size whose timing watch relisted: its unmeasured transitions are in the curve, and the
+// one-write-per-transition check covers the transitions the watch saw.
+func TestPublishSweepUnmeasured(t *testing.T) {
+	gap := sweepRun(1000, 8, 12, 60, 80, 20, 15)
+	for i := range gap.Systems {
+		if gap.Systems[i].Name == SystemRegistrar {
+			gap.Systems[i].Unmeasured, gap.Systems[i].Observed, gap.Systems[i].Writes = 30, 3970, 3970
+		}
+		if gap.Systems[i].Name == SystemAPIWatch {
+			gap.Systems[i].Unmeasured = 12
+		}
+	}
+	p := PublishSweep(KindSweep, "bench-sweep", "make bench-sweep", "abc", []*Results{gap, sweepRun(1000, 9, 12, 61, 80, 21, 15)})
+	if got := p.Tables[0].Rows[0][11]; got != "15 (0–30) / 6 (0–12)" {
+		t.Errorf("unmeasured = %q", got)
+	}
+	for _, r := range p.Tables[1].Rows {
+		if r[0] == "exactly one store write per transition" {
+			if want := "7970 writes / 7970 transitions seen of 8000 (unmeasured 30, lost 0, unexpected 0)"; r[2] != want || r[3] != "met (for the transitions seen)" {
+				t.Errorf("one write per transition: %q, %q; want %q, met for the transitions seen", r[2], r[3], want)
+			}
+		}
+	}
+	if err := p.WritePlot(filepath.Join(t.TempDir(), "sweep.png")); err != nil {
+		t.Fatalf("WritePlot with error bars: %v", err)
+	}
+}

@@ -55,7 +55,10 @@ type Tracker struct {
 	expected   int
 	unexpected int
 	lost       int
+	unmeasured int
 	writes     int
+	resumed    int
+	relisted   int
 	roundStart time.Time
 	lastSeen   time.Time
 	busy       time.Duration
@@ -140,6 +143,7 @@ func (t *Tracker) Result(name string) SystemResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := SystemResult{Name: name, Transitions: t.expected, Lost: t.lost, Unexpected: t.unexpected,
+		Unmeasured: t.unmeasured, WatchResumed: t.resumed, WatchRelisted: t.relisted,
 		Writes: t.writes, ByCause: map[Cause]LagStats{}}
 	var reg, dereg []time.Duration
 	for cause, lags := range t.lags {
@@ -178,4 +182,33 @@ func (t *Tracker) ObserveIfPending(pod string, kind Kind, at time.Time) {
 	if ok {
 		t.Observe(pod, kind, at)
 	}
+}
+
+// Gap records that the system showed kind for pod while its timing watch was not watching
+// (a relist found the change): the pending transition of that kind is unmeasured, shown but
+// without a lag. A change no transition called for is unexpected.
+func (t *Tracker) Gap(pod string, kind Kind) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, ok := t.pending[pod]
+	if !ok || p.kind != kind {
+		t.unexpected++
+		return
+	}
+	delete(t.pending, pod)
+	t.unmeasured++
+}
+
+// Resumed counts a timing watch that ended and resumed from its last position.
+func (t *Tracker) Resumed() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.resumed++
+}
+
+// Relisted counts a timing watch that lost its position and listed again.
+func (t *Tracker) Relisted() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.relisted++
 }

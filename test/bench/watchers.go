@@ -3,19 +3,25 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
 
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/test/bench/watchgap"
 )
 
 // podOfKey is the namespace/name of the pod at {prefix}/{service}/{namespace}/{pod}.
@@ -33,34 +39,178 @@ func operatorOwn(prefix, key string) bool {
 	return strings.HasPrefix(key, strings.TrimSuffix(prefix, "/")+"/"+etcdstore.FenceDir+"/")
 }
 
-// watchStore feeds every etcd event under prefix from revision rev into t: a key created is
-// a registration, a key deleted (or whose lease expired) a deregistration, a key rewritten
-// an unexpected write. It returns when ctx ends.
-func watchStore(ctx context.Context, cli *clientv3.Client, prefix string, rev int64, t observer) error {
-	for resp := range cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
-		if err := resp.Err(); err != nil {
-			return fmt.Errorf("watch %s: %w", prefix, err)
+// storeWatch is a timing watch of the store keys under prefix: a key created is a
+// registration, a key deleted (or whose lease expired) a deregistration, a key rewritten an
+// unexpected write. It survives the watch's end (it resumes after the last revision it
+// processed) and a compacted revision (it reads the keys again; what changed in the gap is
+// unmeasured).
+type storeWatch struct {
+	cli    *clientv3.Client
+	prefix string
+	t      observer
+	f      watchFaults
+	// keys are the endpoint keys that exist as of next-1.
+	keys map[string]bool
+	next int64
+}
+
+// startStoreWatch reads the keys under prefix at revision rev and returns the watch of every
+// change after it (run it until ctx ends).
+func startStoreWatch(ctx context.Context, cli *clientv3.Client, prefix string, rev int64, t observer, f watchFaults) (func() error, error) {
+	w := &storeWatch{cli: cli, prefix: prefix, t: t, f: f}
+	keys, _, err := w.list(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	w.keys, w.next = keys, rev+1
+	return func() error { return w.run(ctx) }, nil
+}
+
+// list reads the endpoint keys under the prefix at rev (0: now) and the revision read.
+func (w *storeWatch) list(ctx context.Context, rev int64) (map[string]bool, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly()}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := w.cli.Get(ctx, w.prefix, opts...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list store keys under %s: %w", w.prefix, err)
+	}
+	keys := make(map[string]bool, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if !operatorOwn(w.prefix, string(kv.Key)) {
+			keys[string(kv.Key)] = true
 		}
-		now := time.Now()
-		for _, ev := range resp.Events {
-			if operatorOwn(prefix, string(ev.Kv.Key)) {
-				continue
-			}
-			t.Write()
-			pod, ok := podOfKey(string(ev.Kv.Key))
-			switch {
-			case !ok:
-				t.Unexpected()
-			case ev.Type == clientv3.EventTypeDelete:
-				t.Observe(pod, Deregister, now)
-			case ev.Kv.CreateRevision == ev.Kv.ModRevision:
-				t.Observe(pod, Register, now)
-			default:
-				t.Unexpected() // a rewrite of a key that exists
-			}
+	}
+	return keys, resp.Header.Revision, nil
+}
+
+func (w *storeWatch) run(ctx context.Context) error {
+	failures := 0
+	for ctx.Err() == nil {
+		step, pause, failed := w.consume(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if step == watchgap.Relist {
+			w.relist(ctx, pause)
+			failures = 0
+			continue
+		}
+		w.t.Resumed()
+		if failed {
+			sleepCtx(ctx, watchgap.Backoff(failures))
+			failures++
+		} else {
+			failures = 0
 		}
 	}
 	return ctx.Err()
+}
+
+// consume watches from w.next until the watch ends, fails, a fault arrives or ctx ends.
+func (w *storeWatch) consume(ctx context.Context) (next watchgap.Step, pause time.Duration, failed bool) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	ch := w.cli.Watch(wctx, w.prefix, clientv3.WithPrefix(), clientv3.WithRev(w.next))
+	for {
+		select {
+		case <-ctx.Done():
+			return watchgap.Resume, 0, false
+		case <-w.f.cut:
+			return watchgap.Resume, 0, false
+		case <-w.f.relist:
+			return watchgap.Relist, w.f.pause, false
+		case resp, ok := <-ch:
+			switch {
+			case !ok:
+				return watchgap.Resume, 0, false
+			case resp.CompactRevision != 0:
+				logWatch("store watch of %s: revision %d compacted (at %d): listing again", w.prefix, w.next, resp.CompactRevision)
+				return watchgap.Relist, 0, false
+			case resp.Err() != nil:
+				logWatch("store watch of %s: %v: resuming from revision %d", w.prefix, resp.Err(), w.next)
+				return watchgap.Resume, 0, true
+			}
+			w.handle(resp.Events, time.Now())
+		}
+	}
+}
+
+func (w *storeWatch) handle(events []*clientv3.Event, now time.Time) {
+	for _, ev := range events {
+		w.next = ev.Kv.ModRevision + 1
+		key := string(ev.Kv.Key)
+		if operatorOwn(w.prefix, key) {
+			continue
+		}
+		if ev.Type == clientv3.EventTypeDelete {
+			delete(w.keys, key)
+		} else {
+			w.keys[key] = true
+		}
+		w.t.Write()
+		pod, ok := podOfKey(key)
+		switch {
+		case !ok:
+			w.t.Unexpected()
+		case ev.Type == clientv3.EventTypeDelete:
+			w.t.Observe(pod, Deregister, now)
+		case ev.Kv.CreateRevision == ev.Kv.ModRevision:
+			w.t.Observe(pod, Register, now)
+		default:
+			w.t.Unexpected() // a rewrite of a key that exists
+		}
+	}
+}
+
+// relist reads the keys again (after pause, a fault's gap) until it succeeds or ctx ends,
+// reports the keys created and deleted since the watch's position as unmeasured, and moves
+// the position to the read.
+func (w *storeWatch) relist(ctx context.Context, pause time.Duration) {
+	w.t.Relisted()
+	sleepCtx(ctx, pause)
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		keys, rev, err := w.list(ctx, 0)
+		if err != nil {
+			logWatch("store watch: %v", err)
+			sleepCtx(ctx, watchgap.Backoff(attempt))
+			continue
+		}
+		created, deleted := watchgap.Diff(w.keys, keys)
+		for _, k := range created {
+			if pod, ok := podOfKey(k); ok {
+				w.t.Gap(pod, Register)
+			}
+		}
+		for _, k := range deleted {
+			if pod, ok := podOfKey(k); ok {
+				w.t.Gap(pod, Deregister)
+			}
+		}
+		w.keys, w.next = keys, rev+1
+		return
+	}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// logWatch reports what a timing watch did (to the watcher process's log).
+func logWatch(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench watcher: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
 // storeRevision is the store's current revision.
@@ -127,31 +277,171 @@ func (v *sliceView) apply(slice string, pods map[string]bool) (added, removed []
 	return added, removed
 }
 
-// watchSlices feeds EndpointSlice changes from resourceVersion rv into t.
-func watchSlices(ctx context.Context, kube kubernetes.Interface, view *sliceView, rv string, t observer) error {
-	return retryWatch(ctx, "EndpointSlices", rv, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.LabelSelector = managedBy
-		return kube.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
-	}, func(ev watch.Event) { sliceEvent(view, ev, t, time.Now()) })
+// watchTimeout is how long the API server keeps one timing watch open (then it resumes).
+const watchTimeout = 5 * time.Minute
+
+// listTimeout bounds one list of a timing watch (20,000 pods from an overloaded API server).
+const listTimeout = 2 * time.Minute
+
+// apiWatch is a timing watch of one API resource that survives the watch's end: after a
+// watch that closed (the server ended it, a connection dropped) it resumes from the last
+// resourceVersion it processed; when that is gone (410 Gone, Expired) it lists again, hands
+// every change it finds against what it knew to the observer as unmeasured (Gap), and
+// resumes from the list.
+type apiWatch struct {
+	what  string
+	watch func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
+	// relist lists the resource, reports what changed against the watch's state as gaps,
+	// takes the list as the state and returns its resourceVersion.
+	relist func(ctx context.Context) (string, error)
+	handle func(ev watch.Event, now time.Time)
+	t      observer
+	f      watchFaults
 }
 
-// retryWatch runs a watch from resourceVersion rv that resumes after errors, handing every
-// event to handle, until ctx ends or the watch closes.
-func retryWatch(ctx context.Context, what, rv string, watchFunc cache.WatchFuncWithContext, handle func(watch.Event)) error {
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFunc})
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", what, err)
+func (a *apiWatch) run(ctx context.Context, rv string) error {
+	failures := 0
+	for ctx.Err() == nil {
+		w, err := a.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true,
+			TimeoutSeconds: ptr.To(int64(watchTimeout.Seconds()))})
+		var (
+			step   watchgap.Step
+			pause  time.Duration
+			failed bool
+		)
+		if err != nil {
+			step, failed = watchgap.OnError(err), true
+			logWatch("%s watch from resourceVersion %s: %v: %s", a.what, rv, err, step)
+		} else {
+			step, pause, failed, rv = a.consume(ctx, w, rv)
+			w.Stop()
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if step == watchgap.Relist {
+			rv = a.relistUntilDone(ctx, pause)
+			failures = 0
+			continue
+		}
+		if err == nil {
+			a.t.Resumed()
+		}
+		if failed {
+			sleepCtx(ctx, watchgap.Backoff(failures))
+			failures++
+		} else {
+			failures = 0
+		}
 	}
-	defer w.Stop()
+	return ctx.Err()
+}
+
+// consume hands w's events to handle until the watch ends, reports an error, a fault arrives
+// or ctx ends; it returns the next step and the last resourceVersion processed.
+func (a *apiWatch) consume(ctx context.Context, w watch.Interface, rv string) (next watchgap.Step, pause time.Duration, failed bool, last string) {
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return watchgap.Resume, 0, false, rv
+		case <-a.f.cut:
+			return watchgap.Resume, 0, false, rv
+		case <-a.f.relist:
+			return watchgap.Relist, a.f.pause, false, rv
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return fmt.Errorf("%s watch closed", what)
+				return watchgap.Resume, 0, false, rv
 			}
-			handle(ev)
+			switch step := watchgap.OnEvent(ev); step {
+			case watchgap.Handle:
+				a.handle(ev, time.Now())
+				rv = resourceVersionOf(ev.Object, rv)
+			case watchgap.Skip:
+				rv = resourceVersionOf(ev.Object, rv)
+			default:
+				logWatch("%s watch after resourceVersion %s: %v: %s", a.what, rv, apierrors.FromObject(ev.Object), step)
+				return step, 0, true, rv
+			}
+		}
+	}
+}
+
+// relistUntilDone lists (after pause, a fault's gap) until a list succeeds or ctx ends.
+func (a *apiWatch) relistUntilDone(ctx context.Context, pause time.Duration) string {
+	a.t.Relisted()
+	sleepCtx(ctx, pause)
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		rv, err := a.relist(ctx)
+		if err == nil {
+			return rv
+		}
+		logWatch("%s relist: %v", a.what, err)
+		sleepCtx(ctx, watchgap.Backoff(attempt))
+	}
+	return ""
+}
+
+func resourceVersionOf(obj runtime.Object, old string) string {
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetResourceVersion() == "" {
+		return old
+	}
+	return m.GetResourceVersion()
+}
+
+// startSliceWatch lists the EndpointSlices and returns the watch of every change after the
+// list (run it until ctx ends).
+func startSliceWatch(ctx context.Context, kube kubernetes.Interface, t observer, f watchFaults) (func() error, error) {
+	view, rv, _, err := listSlices(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	a := &apiWatch{what: "EndpointSlices", t: t, f: f,
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = managedBy
+			return kube.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
+		},
+		handle: func(ev watch.Event, now time.Time) { sliceEvent(view, ev, t, now) },
+		relist: func(ctx context.Context) (string, error) {
+			fresh, rv, _, err := listSlices(ctx, kube)
+			if err != nil {
+				return "", err
+			}
+			view.resync(fresh, t)
+			return rv, nil
+		},
+	}
+	return func() error { return a.run(ctx, rv) }, nil
+}
+
+// resync makes v the freshly listed view, reporting the pods that entered and left the
+// registry in the gap to t.
+func (v *sliceView) resync(fresh *sliceView, t observer) {
+	var entered, left []string
+	for name := range v.slices {
+		if _, ok := fresh.slices[name]; !ok {
+			a, r := v.apply(name, nil)
+			entered, left = append(entered, a...), append(left, r...)
+		}
+	}
+	for name, pods := range fresh.slices {
+		a, r := v.apply(name, pods)
+		entered, left = append(entered, a...), append(left, r...)
+	}
+	// A pod that moved between slices entered one and left another: only the net change counts.
+	net := map[string]int{}
+	for _, p := range entered {
+		net[p]++
+	}
+	for _, p := range left {
+		net[p]--
+	}
+	for _, p := range slices.Sorted(maps.Keys(net)) {
+		switch {
+		case net[p] > 0:
+			t.Gap(p, Register)
+		case net[p] < 0:
+			t.Gap(p, Deregister)
 		}
 	}
 }
@@ -178,6 +468,8 @@ func sliceEvent(view *sliceView, ev watch.Event, t observer, now time.Time) {
 // listSlices loads the current EndpointSlices into a new view and returns the list's
 // resourceVersion, where watchSlices starts.
 func listSlices(ctx context.Context, kube kubernetes.Interface) (*sliceView, string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	list, err := kube.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{LabelSelector: managedBy})
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("list EndpointSlices: %w", err)
@@ -192,13 +484,67 @@ func listSlices(ctx context.Context, kube kubernetes.Interface) (*sliceView, str
 	return view, list.ResourceVersion, endpoints, nil
 }
 
-// watchPods feeds the API server's pod watch into t: the baseline every controller pays (the
-// write committed, then delivered to a watcher). Ready pods count as registered.
-func watchPods(ctx context.Context, kube kubernetes.Interface, rv string, t observer) error {
-	return retryWatch(ctx, "pods", rv, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return kube.CoreV1().Pods("").Watch(ctx, o)
-	}, func(ev watch.Event) { podEvent(ev, t, time.Now()) })
+// startPodWatch lists the pods and returns the watch of every change after the list (run it
+// until ctx ends), fed into t: the API server's pod watch, the baseline every controller pays
+// (the write committed, then delivered to a watcher). Ready pods count as registered.
+func startPodWatch(ctx context.Context, kube kubernetes.Interface, t observer, f watchFaults) (func() error, error) {
+	state, rv, err := listPods(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	a := &apiWatch{what: "pods", t: t, f: f,
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return kube.CoreV1().Pods("").Watch(ctx, o)
+		},
+		handle: func(ev watch.Event, now time.Time) {
+			podEvent(ev, t, now)
+			if pod, ok := ev.Object.(*corev1.Pod); ok {
+				id := pod.Namespace + "/" + pod.Name
+				if ev.Type == watch.Deleted {
+					delete(state, id)
+				} else {
+					state[id] = podRegistered(pod)
+				}
+			}
+		},
+		relist: func(ctx context.Context) (string, error) {
+			fresh, rv, err := listPods(ctx, kube)
+			if err != nil {
+				return "", err
+			}
+			entered, left := watchgap.Diff(state, fresh)
+			for _, id := range entered {
+				t.Gap(id, Register)
+			}
+			for _, id := range left {
+				t.Gap(id, Deregister)
+			}
+			state = fresh
+			return rv, nil
+		},
+	}
+	return func() error { return a.run(ctx, rv) }, nil
 }
+
+// listPods lists every pod: which are registered (ready, not being deleted), and the list's
+// resourceVersion.
+func listPods(ctx context.Context, kube kubernetes.Interface) (map[string]bool, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("list pods: %w", err)
+	}
+	state := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		p := &list.Items[i]
+		state[p.Namespace+"/"+p.Name] = podRegistered(p)
+	}
+	return state, list.ResourceVersion, nil
+}
+
+// podRegistered: a pod is in the registry while it is ready and not being deleted.
+func podRegistered(pod *corev1.Pod) bool { return pod.DeletionTimestamp == nil && podReady(pod) }
 
 func podEvent(ev watch.Event, t observer, now time.Time) {
 	pod, ok := ev.Object.(*corev1.Pod)
@@ -225,13 +571,4 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// podsResourceVersion is where the pod watch starts.
-func podsResourceVersion(ctx context.Context, kube kubernetes.Interface) (string, error) {
-	list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return "", fmt.Errorf("list pods: %w", err)
-	}
-	return list.ResourceVersion, nil
 }

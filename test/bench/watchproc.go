@@ -33,8 +33,10 @@ import (
 //	<system> <unix nanoseconds> <op> <namespace/pod>
 //
 // op is R (registered), D (deregistered), d (deregistered if a transition is pending: a pod
-// delete shows as several events), U (a write that matches no pod) or W (a write the system
-// made, counted but not matched). Control lines: "READY" once every watch is established,
+// delete shows as several events), g and G (registered and deregistered in a gap of the watch,
+// found by a relist: the time is unknown), U (a write that matches no pod), W (a write the
+// system made, counted but not matched), C (the watch ended and resumed from its last
+// position) or L (it lost its position and listed again); the last four name no pod ("-"). Control lines: "READY" once every watch is established,
 // "STATS <json>" (the watcher's own scheduling lag and CPU) when it stops.
 
 // WatcherArg is the first argument that makes the bench command a watcher process.
@@ -48,13 +50,16 @@ type watcherSpec struct {
 	Prefixes      map[string]string
 	Pods, Slices  bool
 	StoreRevision int64
+	// FaultCut and FaultRelist are Config.FaultWatchCut and FaultWatchRelist.
+	FaultCut, FaultRelist time.Duration
 }
 
 func (s watcherSpec) args() []string {
-	out := make([]string, 0, 6+len(s.Prefixes))
+	out := make([]string, 0, 8+len(s.Prefixes))
 	out = append(out, WatcherArg, "-kubeconfig="+s.Kubeconfig, "-store="+s.StoreEndpoint,
 		"-store-revision="+strconv.FormatInt(s.StoreRevision, 10),
-		"-pods="+strconv.FormatBool(s.Pods), "-slices="+strconv.FormatBool(s.Slices))
+		"-pods="+strconv.FormatBool(s.Pods), "-slices="+strconv.FormatBool(s.Slices),
+		"-fault-cut="+s.FaultCut.String(), "-fault-relist="+s.FaultRelist.String())
 	for name, prefix := range s.Prefixes {
 		out = append(out, "-prefix="+name+"="+prefix)
 	}
@@ -83,6 +88,8 @@ func WatcherMain(args []string) error {
 	fs.BoolVar(&spec.Pods, "pods", true, "watch pods (apiwatch)")
 	fs.BoolVar(&spec.Slices, "slices", false, "watch EndpointSlices")
 	fs.Var(prefixFlag(spec.Prefixes), "prefix", "system=store prefix (repeatable)")
+	fs.DurationVar(&spec.FaultCut, "fault-cut", 0, "cut every timing watch this often (0: never)")
+	fs.DurationVar(&spec.FaultRelist, "fault-relist", 0, "make every timing watch lose its position and relist this often (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -145,6 +152,15 @@ func (s sink) Observe(pod string, k Kind, at time.Time) {
 func (s sink) ObserveIfPending(pod string, _ Kind, at time.Time) { s.w.emit(s.system, at, 'd', pod) }
 func (s sink) Unexpected()                                       { s.w.emit(s.system, time.Now(), 'U', "-") }
 func (s sink) Write()                                            { s.w.emit(s.system, time.Now(), 'W', "-") }
+func (s sink) Resumed()                                          { s.w.emit(s.system, time.Now(), 'C', "-") }
+func (s sink) Relisted()                                         { s.w.emit(s.system, time.Now(), 'L', "-") }
+func (s sink) Gap(pod string, k Kind) {
+	op := byte('g')
+	if k == Deregister {
+		op = 'G'
+	}
+	s.w.emit(s.system, time.Now(), op, pod)
+}
 
 // observer is what a watch reports to: a Tracker in-process, a sink in the watcher.
 type observer interface {
@@ -152,6 +168,10 @@ type observer interface {
 	ObserveIfPending(pod string, k Kind, at time.Time)
 	Unexpected()
 	Write()
+	// Gap: the system showed kind for pod while the watch was not watching.
+	Gap(pod string, k Kind)
+	Resumed()
+	Relisted()
 }
 
 // WatcherStats is the watcher's own health over the run: if its scheduling lag is large, the
@@ -169,9 +189,11 @@ func runWatchers(ctx context.Context, spec watcherSpec, out *bufio.Writer) error
 	if err != nil {
 		return fmt.Errorf("watcher kubeconfig: %w", err)
 	}
+	cfg = withProtobuf(cfg)
 	lag := startSchedLag(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	faults := startFaults(ctx, spec.FaultCut, spec.FaultRelist)
 	errs := make(chan error, len(spec.Prefixes)+2)
 	n := 0
 	run := func(fn func() error) {
@@ -184,32 +206,33 @@ func runWatchers(ctx context.Context, spec watcherSpec, out *bufio.Writer) error
 			return fmt.Errorf("store client for %s: %w", name, err)
 		}
 		defer cli.Close()
-		s := sink{w, name}
-		run(func() error { return watchStore(ctx, cli, prefix, spec.StoreRevision+1, s) })
+		fn, err := startStoreWatch(ctx, cli, prefix, spec.StoreRevision, sink{w, name}, faults.watch())
+		if err != nil {
+			return err
+		}
+		run(fn)
 	}
 	if spec.Pods {
 		kube, err := kubernetes.NewForConfig(ownConnection(cfg))
 		if err != nil {
 			return err
 		}
-		rv, err := podsResourceVersion(ctx, kube)
+		fn, err := startPodWatch(ctx, kube, sink{w, SystemAPIWatch}, faults.watch())
 		if err != nil {
 			return err
 		}
-		s := sink{w, SystemAPIWatch}
-		run(func() error { return watchPods(ctx, kube, rv, s) })
+		run(fn)
 	}
 	if spec.Slices {
 		kube, err := kubernetes.NewForConfig(ownConnection(cfg))
 		if err != nil {
 			return err
 		}
-		view, rv, _, err := listSlices(ctx, kube)
+		fn, err := startSliceWatch(ctx, kube, sink{w, SystemEndpointSlice}, faults.watch())
 		if err != nil {
 			return err
 		}
-		s := sink{w, SystemEndpointSlice}
-		run(func() error { return watchSlices(ctx, kube, view, rv, s) })
+		run(fn)
 	}
 	w.control("READY")
 	var all []error
@@ -394,6 +417,14 @@ func applyLine(line string, trackers map[string]*Tracker) error {
 		t.Observe(f[3], Deregister, at)
 	case 'd':
 		t.ObserveIfPending(f[3], Deregister, at)
+	case 'g':
+		t.Gap(f[3], Register)
+	case 'G':
+		t.Gap(f[3], Deregister)
+	case 'C':
+		t.Resumed()
+	case 'L':
+		t.Relisted()
 	case 'U':
 		t.Unexpected()
 	case 'W':

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +57,26 @@ func newLayout(c *Config) layout {
 	return l
 }
 
+// flippedPods are the indices of the pods the rounds flip, in ascending order: every pod when
+// perRound is 0 or at least pods, otherwise perRound of them chosen by seed.
+func flippedPods(pods, perRound int, seed int64) []int {
+	if perRound <= 0 || perRound >= pods {
+		out := make([]int, pods)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	out := rand.New(rand.NewPCG(uint64(seed), 3)).Perm(pods)[:perRound]
+	slices.Sort(out)
+	return out
+}
+
+// createInFlight bounds the creations in flight during setup: enough to keep the API server
+// busy (its pace, not the harness's, sets how long 20,000 pods take), few enough to bound
+// the harness's goroutines and connections' streams.
+const createInFlight = 64
+
 // forEach runs fn over n items with at most workers at once and returns the first error.
 func forEach(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -98,12 +120,12 @@ func (cl *cluster) createObjects(ctx context.Context, l layout, withServices boo
 			return fmt.Errorf("create node %s: %w", n, err)
 		}
 	}
-	if err := forEach(ctx, len(l.services), 16, func(ctx context.Context, i int) error {
+	if err := forEach(ctx, len(l.services), createInFlight, func(ctx context.Context, i int) error {
 		return cl.createService(ctx, l.services[i], withServices)
 	}); err != nil {
 		return err
 	}
-	return forEach(ctx, len(l.pods), 32, func(ctx context.Context, i int) error {
+	return forEach(ctx, len(l.pods), createInFlight, func(ctx context.Context, i int) error {
 		return cl.createPod(ctx, l.pods[i])
 	})
 }

@@ -36,6 +36,8 @@ func main() {
 	flag.IntVar(&c.Registries, "registries", 100, "ServiceRegistries (and Services).")
 	flag.IntVar(&c.Namespaces, "namespaces", 10, "Namespaces the registries are spread over.")
 	flag.Float64Var(&c.Rate, "rate", 500, "Offered transitions per second.")
+	flag.IntVar(&c.TransitionsPerRound, "transitions-per-round", 0, "Pods each round flips (ready, unready, ready, delete: the same pods, chosen by -seed); "+
+		"0: every pod. A cap keeps a 20,000-pod run bounded and CPU per 1,000 transitions comparable between sizes.")
 	flag.IntVar(&c.Writers, "writers", 256, "API writes in flight at most (more than the rate times the API write latency, or the writers limit the rate).")
 	flag.StringVar(&c.Operator, "operator", "bin/bench/registrar", "registrar binary (go build -o ... ./cmd).")
 	flag.BoolVar(&c.EndpointSlice, "endpointslice", true, "Run kube-controller-manager's EndpointSlice controller side by side.")
@@ -61,6 +63,9 @@ func main() {
 	flag.StringVar(&out, "out", "bin/bench/bench-results.json", "Where the JSON results go.")
 	flag.StringVar(&o.sweep, "sweep", "", "Comma-separated pod counts (e.g. 1000,5000,20000): run -runs runs at each size (registries = pods / 10) and publish the growth curve, "+
 		"the targets of issue 16, and a PNG plot next to -out (.png for .json).")
+	flag.DurationVar(&c.FaultWatchCut, "fault-watch-cut", 0, "Fault: close every timing watch this often during the measured phase (they must resume and miss nothing; 0: never).")
+	flag.DurationVar(&c.FaultWatchRelist, "fault-watch-relist", 0, "Fault: make every timing watch lose its position this often, as on 410 Gone, for half the period (at most 1s), "+
+		"then relist; transitions in the gap count as unmeasured (0: never).")
 	flag.DurationVar(&c.SetupTimeout, "setup-timeout", 0, "Longest wait for the systems to show the created objects (default 5m, and 1m per 1,000 pods above 5,000).")
 	flag.Parse()
 	c.KCMArgs = strings.Fields(*kcmArgs)
