@@ -366,6 +366,9 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	if err != nil {
 		return err
 	}
+	if err := setupXDSRemote(mgr, cfg, cli, xdsServer); err != nil {
+		return err
+	}
 	r := &controller.ServiceRegistryReconciler{
 		Client:    mgr.GetClient(),
 		Stores:    stores,

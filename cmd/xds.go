@@ -11,6 +11,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/xds"
+	"github.com/registrar-dev/registrar/internal/xds/remote"
 )
 
 // xdsConfig is what the xDS flags set.
@@ -21,6 +22,8 @@ type xdsConfig struct {
 	clientCAFile string
 	// gateAckTimeout, when positive, makes readiness gates wait for the xDS clients' ACKs.
 	gateAckTimeout time.Duration
+	// remoteLocalities serves other clusters' records of a shared store at priority 1.
+	remoteLocalities bool
 }
 
 func bindXDSFlags(fs *flag.FlagSet, c *xdsConfig) {
@@ -28,6 +31,7 @@ func bindXDSFlags(fs *flag.FlagSet, c *xdsConfig) {
 	fs.StringVar(&c.certFile, "xds-cert-file", "", "TLS certificate of the xDS server (re-read on every handshake); empty serves plaintext.")
 	fs.StringVar(&c.keyFile, "xds-key-file", "", "TLS key of the xDS server.")
 	fs.StringVar(&c.clientCAFile, "xds-client-ca-file", "", "CA bundle that xDS clients' certificates must chain to (mTLS); needs --xds-cert-file.")
+	fs.BoolVar(&c.remoteLocalities, "xds-remote-localities", true, "With --store-shared and --xds-bind-address: also serve the other clusters' instances of each service from the shared store, at priority 1 (one locality per cluster and zone), so that gRPC clients fail over to them when this cluster has none; false serves this cluster's pods only (docs/xds.md).")
 	fs.DurationVar(&c.gateAckTimeout, "xds-gate-ack-timeout", 0, "When positive, a new pod's readiness gate also waits until every connected xDS client subscribed to its registry has acknowledged the pod, for at most this long after it was pushed (a dead client cannot hold a gate longer); 0 does not wait (docs/xds.md).")
 }
 
@@ -69,4 +73,28 @@ func setupXDS(mgr ctrl.Manager, c xdsConfig) (*xds.Server, error) {
 		return nil, fmt.Errorf("add xDS server: %w", err)
 	}
 	return srv, nil
+}
+
+// followsRemote reports whether the xDS server serves other clusters' records: it is on,
+// the store is shared and --xds-remote-localities is not false.
+func followsRemote(x xdsConfig, shared bool) bool {
+	return x.bindAddress != "" && shared && x.remoteLocalities
+}
+
+// setupXDSRemote adds the read-only follower of the other clusters' records in the shared
+// store (leader only, stopped with the manager), feeding srv; nothing when followsRemote is
+// false.
+func setupXDSRemote(mgr ctrl.Manager, cfg config, cli remote.Store, srv *xds.Server) error {
+	if srv == nil || !followsRemote(cfg.xds, cfg.multicluster.shared) {
+		return nil
+	}
+	f := remote.New(remote.Config{
+		Store: cli, Prefix: cfg.storePrefix, Cluster: cfg.multicluster.id, Sink: srv,
+		Log: ctrl.Log.WithName("xds-remote"),
+	})
+	if err := mgr.Add(f); err != nil {
+		return fmt.Errorf("add the xDS follower of other clusters' records: %w", err)
+	}
+	setupLog.Info("xDS serves other clusters' instances at priority 1", "prefix", cfg.storePrefix, "cluster", cfg.multicluster.id)
+	return nil
 }
