@@ -126,11 +126,11 @@ var _ = Describe("A gRPC client of one cluster's xDS server", Ordered, func() {
 			Should(Equal(map[string]int{"west/echo-0": 10, "west/echo-1": 10}), "round robin over west's pods")
 
 		// East's pods ready again: back to east.
+		start = time.Now()
 		for i, pod := range []string{"echo-0", "echo-1"} {
 			setPodStatus(east, podNamed(east, pod), fmt.Sprintf("127.0.3.%d", i+1), true)
 		}
-		start = time.Now()
-		Eventually(call).WithTimeout(timeout).WithPolling(10 * time.Millisecond).Should(HavePrefix("east/"))
+		Eventually(call).WithTimeout(timeout).WithPolling(2 * time.Millisecond).Should(HavePrefix("east/"))
 		GinkgoWriter.Printf("xds failback: east's pods ready (API write) -> first RPC served by east: %s\n", time.Since(start))
 		Eventually(func() map[string]int { return clustersOf(servedBy(call, 20)) }).WithTimeout(timeout).WithPolling(poll).
 			Should(Equal(map[string]int{"east": 20}))
