@@ -126,13 +126,6 @@ func loadAssignment(name string, eps map[string]endpointState, remote []locality
 	return &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: res.Localities}, res.Duplicates
 }
 
-func socketAddress(ip string, port uint32) *corev3.Address {
-	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Protocol: corev3.SocketAddress_TCP, Address: ip,
-		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-	}}}
-}
-
 func adsSource() *corev3.ConfigSource {
 	return &corev3.ConfigSource{
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
