@@ -49,10 +49,22 @@ func (c xdsConfig) validate() error {
 }
 
 // setupXDS adds the xDS server to the manager (it runs on the leader only) and returns it
-// as the reconciler's Publisher; nil when --xds-bind-address is empty.
-func setupXDS(mgr ctrl.Manager, c xdsConfig) (*xds.Server, error) {
+// as the reconciler's Publisher; nil when --xds-bind-address is empty. With
+// --xds-remote-localities in a shared store it also adds the read-only follower of the other
+// clusters' records, which feeds the server (both leader only, stopped with the manager).
+func setupXDS(mgr ctrl.Manager, cfg config, cli remote.Store) (*xds.Server, error) {
+	c := cfg.xds
 	if c.bindAddress == "" {
 		return nil, nil
+	}
+	var follower *remote.Follower
+	var synced <-chan struct{}
+	if followsRemote(c, cfg.multicluster.shared) {
+		follower = remote.New(remote.Config{
+			Store: cli, Prefix: cfg.storePrefix, Cluster: cfg.multicluster.id,
+			Log: ctrl.Log.WithName("xds-remote"),
+		})
+		synced = follower.Synced()
 	}
 	srv := xds.New(xds.Config{
 		BindAddress: c.bindAddress, CertFile: c.certFile, KeyFile: c.keyFile, ClientCAFile: c.clientCAFile,
@@ -67,10 +79,18 @@ func setupXDS(mgr ctrl.Manager, c xdsConfig) (*xds.Server, error) {
 			}
 			return keys, nil
 		},
-		Log: ctrl.Log.WithName("xds"),
+		RemoteSynced: synced,
+		Log:          ctrl.Log.WithName("xds"),
 	})
 	if err := mgr.Add(srv); err != nil {
 		return nil, fmt.Errorf("add xDS server: %w", err)
+	}
+	if follower != nil {
+		follower.SetSink(srv)
+		if err := mgr.Add(follower); err != nil {
+			return nil, fmt.Errorf("add the xDS follower of other clusters' records: %w", err)
+		}
+		setupLog.Info("xDS serves other clusters' instances at priority 1", "prefix", cfg.storePrefix, "cluster", cfg.multicluster.id)
 	}
 	return srv, nil
 }
@@ -79,22 +99,4 @@ func setupXDS(mgr ctrl.Manager, c xdsConfig) (*xds.Server, error) {
 // the store is shared and --xds-remote-localities is not false.
 func followsRemote(x xdsConfig, shared bool) bool {
 	return x.bindAddress != "" && shared && x.remoteLocalities
-}
-
-// setupXDSRemote adds the read-only follower of the other clusters' records in the shared
-// store (leader only, stopped with the manager), feeding srv; nothing when followsRemote is
-// false.
-func setupXDSRemote(mgr ctrl.Manager, cfg config, cli remote.Store, srv *xds.Server) error {
-	if srv == nil || !followsRemote(cfg.xds, cfg.multicluster.shared) {
-		return nil
-	}
-	f := remote.New(remote.Config{
-		Store: cli, Prefix: cfg.storePrefix, Cluster: cfg.multicluster.id, Sink: srv,
-		Log: ctrl.Log.WithName("xds-remote"),
-	})
-	if err := mgr.Add(f); err != nil {
-		return fmt.Errorf("add the xDS follower of other clusters' records: %w", err)
-	}
-	setupLog.Info("xDS serves other clusters' instances at priority 1", "prefix", cfg.storePrefix, "cluster", cfg.multicluster.id)
-	return nil
 }

@@ -1,9 +1,14 @@
 package xds_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/onsi/gomega"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/xds"
@@ -69,4 +74,35 @@ func TestRemoteRecordsAtPriorityOne(t *testing.T) {
 
 	s.SetRemote("web", "shop", nil)
 	expect("remote gone: the single-cluster assignment", 5, "p0 /e1: web-0@10.0.0.1")
+}
+
+// startUnwaited starts a server without waiting for it to listen.
+func startUnwaited(t *testing.T, cfg xds.Config) *xds.Server {
+	t.Helper()
+	cfg.BindAddress = "127.0.0.1:0"
+	cfg.Log = testr.New(t)
+	s := xds.New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return s
+}
+
+func TestListensOnceOtherClustersAreListed(t *testing.T) {
+	g := gomega.NewWithT(t)
+	synced := make(chan struct{})
+	s := startUnwaited(t, xds.Config{RemoteSynced: synced, WarmTimeout: time.Minute})
+	g.Consistently(s.Listening()).WithTimeout(500*time.Millisecond).ShouldNot(gomega.BeClosed(), "listening before the other clusters' records were listed")
+	close(synced)
+	g.Eventually(s.Listening()).WithTimeout(10 * time.Second).Should(gomega.BeClosed())
+
+	// Never listed: it listens after WarmTimeout all the same.
+	s2 := startUnwaited(t, xds.Config{RemoteSynced: make(chan struct{}), WarmTimeout: 300 * time.Millisecond})
+	g.Eventually(s2.Listening()).WithTimeout(10 * time.Second).Should(gomega.BeClosed())
 }

@@ -408,11 +408,25 @@ var _ publish.Publisher = (*Server)(nil)
 // WarmTimeout passed, so that a fresh server never answers from a partial view (a gRPC
 // client treats a Listener missing from an LDS answer as deleted).
 func (s *Server) waitWarm(ctx context.Context) {
-	if s.cfg.Expected == nil {
-		return
-	}
 	deadline := time.NewTimer(s.cfg.WarmTimeout)
 	defer deadline.Stop()
+	if !s.waitRegistries(ctx, deadline.C) || s.cfg.RemoteSynced == nil {
+		return
+	}
+	select {
+	case <-s.cfg.RemoteSynced:
+	case <-ctx.Done():
+	case <-deadline.C:
+		s.log.Info("serving xDS before the other clusters' records were listed", "waited", s.cfg.WarmTimeout)
+	}
+}
+
+// waitRegistries is waitWarm's wait for the registries Expected lists; false when ctx ended
+// or the deadline passed.
+func (s *Server) waitRegistries(ctx context.Context, deadline <-chan time.Time) bool {
+	if s.cfg.Expected == nil {
+		return true
+	}
 	var want []ktypes.NamespacedName
 	for {
 		var err error
@@ -425,9 +439,9 @@ func (s *Server) waitWarm(ctx context.Context) {
 		s.log.Error(err, "cannot list ServiceRegistries before serving xDS; retrying")
 		select {
 		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			return
+			return false
+		case <-deadline:
+			return false
 		case <-time.After(time.Second):
 		}
 	}
@@ -442,14 +456,14 @@ func (s *Server) waitWarm(ctx context.Context) {
 		ch := s.changed
 		s.mu.Unlock()
 		if missing == 0 {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-deadline.C:
+			return false
+		case <-deadline:
 			s.log.Info("serving xDS before every ServiceRegistry was reconciled", "waited", s.cfg.WarmTimeout, "missing", missing)
-			return
+			return false
 		case <-ch:
 		}
 	}

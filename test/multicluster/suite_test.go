@@ -180,12 +180,17 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 	// reconciles and by the read-only follower of the other clusters' records.
 	xdsAddr, err := ports.FreeLoopback()
 	Expect(err).NotTo(HaveOccurred())
-	xsrv := xds.New(xds.Config{BindAddress: xdsAddr, Log: ctrl.Log.WithName("xds").WithValues("cluster", cluster)})
-	Expect(mgr.Add(xsrv)).To(Succeed())
-	Expect(mgr.Add(remote.New(remote.Config{
-		Store: cli, Prefix: storePrefix, Cluster: cluster, Sink: xsrv,
+	follower := remote.New(remote.Config{
+		Store: cli, Prefix: storePrefix, Cluster: cluster,
 		Log: ctrl.Log.WithName("xds-remote").WithValues("cluster", cluster),
-	}))).To(Succeed())
+	})
+	xsrv := xds.New(xds.Config{
+		BindAddress: xdsAddr, RemoteSynced: follower.Synced(),
+		Log: ctrl.Log.WithName("xds").WithValues("cluster", cluster),
+	})
+	follower.SetSink(xsrv)
+	Expect(mgr.Add(xsrv)).To(Succeed())
+	Expect(mgr.Add(follower)).To(Succeed())
 	r := &controller.ServiceRegistryReconciler{
 		Publisher: xsrv,
 		Client:    mgr.GetClient(), Stores: stores, StoreName: "etcd",

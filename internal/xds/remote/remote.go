@@ -117,6 +117,10 @@ func New(cfg Config) *Follower {
 	}
 }
 
+// SetSink sets Config.Sink; call it before Start (the xDS server that takes the records
+// waits for Synced, so it is built after the follower).
+func (f *Follower) SetSink(s Sink) { f.cfg.Sink = s }
+
 // NeedLeaderElection: only the leader serves xDS, so only it follows.
 func (f *Follower) NeedLeaderElection() bool { return true }
 
