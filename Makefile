@@ -243,7 +243,7 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 		echo "run $$i: $$(uptime)"; \
 		rc=0; KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd MULTICLUSTER_FULL=1 \
 			go test ./test/multicluster/ -race -count=1 -timeout 20m -v -ginkgo.v -ginkgo.no-color -ginkgo.seed=$$i > $(LOCALBIN)/multicluster/run-$$i.log 2>&1 || rc=$$?; \
-		grep -v '^\s*>' $(LOCALBIN)/multicluster/run-$$i.log | grep -E '^\s*(cluster \S+: |east.s registrar|caller failover|\[FAILED\]|.*(Passed|Failed))|^(ok|FAIL)' || true; \
+		grep -v '^\s*>' $(LOCALBIN)/multicluster/run-$$i.log | grep -E '^\s*(cluster \S+: |east.s registrar|caller failover|xds fail|\[FAILED\]|.*(Passed|Failed))|^(ok|FAIL)' || true; \
 		echo "run $$i: $$(uptime)"; \
 		[ $$rc -eq 0 ] || { echo "run $$i failed: $(LOCALBIN)/multicluster/run-$$i.log"; exit 1; }; \
 	done; \

@@ -362,7 +362,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	if err != nil {
 		return err
 	}
-	xdsServer, err := setupXDS(mgr, cfg.xds)
+	xdsServer, err := setupXDS(mgr, cfg, cli)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/xds"
+	"github.com/registrar-dev/registrar/internal/xds/remote"
 )
 
 // xdsConfig is what the xDS flags set.
@@ -21,6 +22,8 @@ type xdsConfig struct {
 	clientCAFile string
 	// gateAckTimeout, when positive, makes readiness gates wait for the xDS clients' ACKs.
 	gateAckTimeout time.Duration
+	// remoteLocalities serves other clusters' records of a shared store at priority 1.
+	remoteLocalities bool
 }
 
 func bindXDSFlags(fs *flag.FlagSet, c *xdsConfig) {
@@ -28,6 +31,7 @@ func bindXDSFlags(fs *flag.FlagSet, c *xdsConfig) {
 	fs.StringVar(&c.certFile, "xds-cert-file", "", "TLS certificate of the xDS server (re-read on every handshake); empty serves plaintext.")
 	fs.StringVar(&c.keyFile, "xds-key-file", "", "TLS key of the xDS server.")
 	fs.StringVar(&c.clientCAFile, "xds-client-ca-file", "", "CA bundle that xDS clients' certificates must chain to (mTLS); needs --xds-cert-file.")
+	fs.BoolVar(&c.remoteLocalities, "xds-remote-localities", true, "With --store-shared and --xds-bind-address: also serve the other clusters' instances of each service from the shared store, at priority 1 (one locality per cluster and zone), so that gRPC clients fail over to them when this cluster has none; false serves this cluster's pods only (docs/xds.md).")
 	fs.DurationVar(&c.gateAckTimeout, "xds-gate-ack-timeout", 0, "When positive, a new pod's readiness gate also waits until every connected xDS client subscribed to its registry has acknowledged the pod, for at most this long after it was pushed (a dead client cannot hold a gate longer); 0 does not wait (docs/xds.md).")
 }
 
@@ -45,10 +49,22 @@ func (c xdsConfig) validate() error {
 }
 
 // setupXDS adds the xDS server to the manager (it runs on the leader only) and returns it
-// as the reconciler's Publisher; nil when --xds-bind-address is empty.
-func setupXDS(mgr ctrl.Manager, c xdsConfig) (*xds.Server, error) {
+// as the reconciler's Publisher; nil when --xds-bind-address is empty. With
+// --xds-remote-localities in a shared store it also adds the read-only follower of the other
+// clusters' records, which feeds the server (both leader only, stopped with the manager).
+func setupXDS(mgr ctrl.Manager, cfg config, cli remote.Store) (*xds.Server, error) {
+	c := cfg.xds
 	if c.bindAddress == "" {
 		return nil, nil
+	}
+	var follower *remote.Follower
+	var synced <-chan struct{}
+	if followsRemote(c, cfg.multicluster.shared) {
+		follower = remote.New(remote.Config{
+			Store: cli, Prefix: cfg.storePrefix, Cluster: cfg.multicluster.id,
+			Log: ctrl.Log.WithName("xds-remote"),
+		})
+		synced = follower.Synced()
 	}
 	srv := xds.New(xds.Config{
 		BindAddress: c.bindAddress, CertFile: c.certFile, KeyFile: c.keyFile, ClientCAFile: c.clientCAFile,
@@ -63,10 +79,24 @@ func setupXDS(mgr ctrl.Manager, c xdsConfig) (*xds.Server, error) {
 			}
 			return keys, nil
 		},
-		Log: ctrl.Log.WithName("xds"),
+		RemoteSynced: synced,
+		Log:          ctrl.Log.WithName("xds"),
 	})
 	if err := mgr.Add(srv); err != nil {
 		return nil, fmt.Errorf("add xDS server: %w", err)
 	}
+	if follower != nil {
+		follower.SetSink(srv)
+		if err := mgr.Add(follower); err != nil {
+			return nil, fmt.Errorf("add the xDS follower of other clusters' records: %w", err)
+		}
+		setupLog.Info("xDS serves other clusters' instances at priority 1", "prefix", cfg.storePrefix, "cluster", cfg.multicluster.id)
+	}
 	return srv, nil
+}
+
+// followsRemote reports whether the xDS server serves other clusters' records: it is on,
+// the store is shared and --xds-remote-localities is not false.
+func followsRemote(x xdsConfig, shared bool) bool {
+	return x.bindAddress != "" && shared && x.remoteLocalities
 }

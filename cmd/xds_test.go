@@ -23,3 +23,24 @@ func TestXDSFlags(t *testing.T) {
 		t.Fatalf("mTLS flags: %v %+v", err, c.xds)
 	}
 }
+
+func TestXDSRemoteLocalities(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{args: nil, want: false},
+		{args: []string{"--xds-bind-address=:18000"}, want: false},                                    // store not shared
+		{args: []string{"--store-shared", "--cluster-id=east", "--store-lease-ttl=60s"}, want: false}, // no xDS server
+		{args: []string{"--xds-bind-address=:18000", "--store-shared", "--cluster-id=east", "--store-lease-ttl=60s"}, want: true},
+		{args: []string{"--xds-bind-address=:18000", "--store-shared", "--cluster-id=east", "--store-lease-ttl=60s", "--xds-remote-localities=false"}, want: false},
+	} {
+		c, _, err := parseFlags(tc.args)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := followsRemote(c.xds, c.multicluster.shared); got != tc.want {
+			t.Errorf("%v: follows other clusters' records %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package xds
 import (
 	"fmt"
 	"regexp"
-	"sort"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -13,16 +12,16 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/publish"
+	"github.com/registrar-dev/registrar/internal/xds/locality"
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
-// MetadataNamespace is the filter_metadata key of each endpoint's metadata (pod name).
-const MetadataNamespace = "registrar.dev"
+// MetadataNamespace is the filter_metadata key of each endpoint's metadata (pod name, and
+// cluster for another cluster's endpoint).
+const MetadataNamespace = locality.MetadataNamespace
 
 var label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -107,70 +106,24 @@ func weightOf(w int32) uint32 {
 	return uint32(min(w, wire.FullWeight))
 }
 
-// loadAssignment is the ClusterLoadAssignment: one locality per zone (sorted), endpoints
-// sorted by pod name, each with weight ≥ 1; a locality's weight is the sum of its HEALTHY
-// endpoints' weights (at least 1: gRPC ignores localities of weight 0).
+// loadAssignment is the ClusterLoadAssignment of this cluster's endpoints and, in a shared
+// store, other clusters' records of the same service and namespace (internal/xds/locality):
+// this cluster's at priority 0, one locality per zone (per endpoint with slow start), others
+// at priority 1; with no remote record exactly the single-cluster assignment.
 //
-// A registry with slow start (an endpoint came with a weight) gets one locality per endpoint instead (zone, and
-// sub_zone = the pod): gRPC's round_robin ignores endpoint weights, but its locality
-// picker (weighted_target) honours locality weights, so each endpoint's share of a gRPC
-// client's RPCs is then its weight over the total. Envoy honours the endpoint weights.
-func loadAssignment(name string, eps map[string]endpointState) *endpointv3.ClusterLoadAssignment {
-	weighted := false
+// A registry with slow start (an endpoint came with a weight) gets one locality per endpoint
+// (zone, and sub_zone = the pod): gRPC's round_robin ignores endpoint weights, but its
+// locality picker (weighted_target) honours locality weights, so each endpoint's share of a
+// gRPC client's RPCs is then its weight over the total. Envoy honours the endpoint weights.
+func loadAssignment(name string, eps map[string]endpointState, remote []locality.Endpoint) (*endpointv3.ClusterLoadAssignment, []string) {
+	local := make([]locality.Endpoint, 0, len(eps))
 	for _, e := range eps {
-		weighted = weighted || e.slowStart
+		local = append(local, locality.Endpoint{
+			Pod: e.pod, Address: e.address, Port: e.port, Zone: e.zone, Health: e.health, Weight: e.weight, SlowStart: e.slowStart,
+		})
 	}
-	type locKey struct{ zone, subZone string }
-	byLoc := map[locKey][]endpointState{}
-	for _, e := range eps {
-		k := locKey{zone: e.zone}
-		if weighted {
-			k.subZone = e.pod
-		}
-		byLoc[k] = append(byLoc[k], e)
-	}
-	locs := make([]locKey, 0, len(byLoc))
-	for k := range byLoc {
-		locs = append(locs, k)
-	}
-	sort.Slice(locs, func(i, j int) bool {
-		if locs[i].zone != locs[j].zone {
-			return locs[i].zone < locs[j].zone
-		}
-		return locs[i].subZone < locs[j].subZone
-	})
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
-	for _, k := range locs {
-		list := byLoc[k]
-		sort.Slice(list, func(i, j int) bool { return list[i].pod < list[j].pod })
-		loc := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: k.zone, SubZone: k.subZone}}
-		var weight uint32
-		for _, e := range list {
-			if e.health == corev3.HealthStatus_HEALTHY {
-				weight += e.weight
-			}
-			loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
-				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-					Address: socketAddress(e.address, e.port),
-				}},
-				HealthStatus:        e.health,
-				LoadBalancingWeight: wrapperspb.UInt32(max(e.weight, 1)),
-				Metadata: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-					MetadataNamespace: {Fields: map[string]*structpb.Value{"pod": structpb.NewStringValue(e.pod)}},
-				}},
-			})
-		}
-		loc.LoadBalancingWeight = wrapperspb.UInt32(max(weight, 1))
-		cla.Endpoints = append(cla.Endpoints, loc)
-	}
-	return cla
-}
-
-func socketAddress(ip string, port uint32) *corev3.Address {
-	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Protocol: corev3.SocketAddress_TCP, Address: ip,
-		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-	}}}
+	res := locality.Build(local, remote)
+	return &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: res.Localities}, res.Duplicates
 }
 
 func adsSource() *corev3.ConfigSource {

@@ -33,6 +33,10 @@ type Config struct {
 	// each of them was published (or unpublished), or after WarmTimeout (default 30 s).
 	Expected    func(context.Context) ([]ktypes.NamespacedName, error)
 	WarmTimeout time.Duration
+	// RemoteSynced, when set, is closed once the other clusters' records were listed
+	// (remote.Follower.Synced): the server also waits for it before it listens, within the
+	// same WarmTimeout, so that a new leader never serves a priority 0 without its priority 1.
+	RemoteSynced <-chan struct{}
 	// RequestRate and RequestBurst limit the requests of one stream (default 50/s, 100):
 	// a client beyond them has its stream closed.
 	RequestRate  float64

@@ -38,6 +38,8 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/publish"
+	"github.com/registrar-dev/registrar/internal/xds/locality"
+	"github.com/registrar-dev/registrar/internal/xds/remote"
 )
 
 // TypeURLs are the resource types served, in the order a gRPC client asks for them.
@@ -60,6 +62,9 @@ type registryState struct {
 	name string // resource name
 	eps  map[string]endpointState
 	cla  *endpointv3.ClusterLoadAssignment
+	port string // the port name published
+	// duplicates are the remote endpoints left out of cla (address already published).
+	duplicates string
 	// healthy maps each HEALTHY pod to the publish that first made it HEALTHY at its
 	// current address (the readiness gate may wait for clients to acknowledge it).
 	healthy map[string]healthyStamp
@@ -85,6 +90,9 @@ type Server struct {
 	owners  map[string]ktypes.NamespacedName
 	seen    map[ktypes.NamespacedName]bool
 	changed chan struct{} // closed and replaced when seen grows
+	// remote holds other clusters' records of each resource name (SetRemote), published at
+	// priority 1 with the registry of that name.
+	remote map[string][]remote.Record
 
 	acks *ackTracker
 	lags pushLags
@@ -107,6 +115,7 @@ func New(cfg Config) *Server {
 		regs:      map[ktypes.NamespacedName]*registryState{},
 		owners:    map[string]ktypes.NamespacedName{},
 		seen:      map[ktypes.NamespacedName]bool{},
+		remote:    map[string][]remote.Record{},
 		changed:   make(chan struct{}),
 		listening: make(chan struct{}),
 	}
@@ -172,15 +181,58 @@ func (s *Server) Publish(reg publish.Registry) publish.Result {
 	} else {
 		eps = buildEndpoints(reg, port, st.eps)
 	}
-	cla := loadAssignment(name, eps)
-	st.eps = eps
+	st.eps, st.port = eps, port
+	if s.refreshLocked(st) {
+		st.stampHealthy(s.seq[resourcev3.EndpointType])
+	}
+	return published(name)
+}
+
+// refreshLocked rebuilds the registry's ClusterLoadAssignment from its endpoints and the
+// other clusters' records of its name, and pushes it when it changed (reported).
+func (s *Server) refreshLocked(st *registryState) bool {
+	var others []locality.Endpoint
+	for _, r := range s.remote[st.name] {
+		if e, ok := locality.FromRecord(r.Cluster, r.Endpoint, st.port); ok {
+			others = append(others, e)
+		}
+	}
+	cla, dups := loadAssignment(st.name, st.eps, others)
+	if d := strings.Join(dups, ","); d != st.duplicates {
+		st.duplicates = d
+		if d != "" {
+			s.log.Info("other clusters' endpoints left out of the xDS assignment: their address is already published",
+				"name", st.name, "endpoints", dups)
+		}
+	}
 	if st.cla != nil && proto.Equal(st.cla, cla) {
-		return published(name)
+		return false
 	}
 	st.cla = cla
-	s.update(resourcev3.EndpointType, map[string]types.Resource{name: cla}, nil, eps)
-	st.stampHealthy(s.seq[resourcev3.EndpointType])
-	return published(name)
+	s.update(resourcev3.EndpointType, map[string]types.Resource{st.name: cla}, nil, st.eps)
+	return true
+}
+
+// SetRemote replaces the records other clusters published for service in namespace (a
+// shared store, internal/xds/remote): they are served at priority 1 with this cluster's
+// registry of that name, whose ClusterLoadAssignment is pushed once if it changed. A name
+// with no registry in this cluster is not served; its records wait for one.
+func (s *Server) SetRemote(service, namespace string, recs []remote.Record) {
+	name := ResourceName(service, namespace)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(recs) == 0 {
+		delete(s.remote, name)
+	} else {
+		s.remote[name] = recs
+	}
+	key, ok := s.owners[name]
+	if !ok {
+		return
+	}
+	if st := s.regs[key]; st != nil && st.cla != nil {
+		s.refreshLocked(st)
+	}
 }
 
 // stampHealthy records, for each pod HEALTHY in the publish seq, the publish that first made
@@ -367,11 +419,25 @@ var _ publish.Publisher = (*Server)(nil)
 // WarmTimeout passed, so that a fresh server never answers from a partial view (a gRPC
 // client treats a Listener missing from an LDS answer as deleted).
 func (s *Server) waitWarm(ctx context.Context) {
-	if s.cfg.Expected == nil {
-		return
-	}
 	deadline := time.NewTimer(s.cfg.WarmTimeout)
 	defer deadline.Stop()
+	if !s.waitRegistries(ctx, deadline.C) || s.cfg.RemoteSynced == nil {
+		return
+	}
+	select {
+	case <-s.cfg.RemoteSynced:
+	case <-ctx.Done():
+	case <-deadline.C:
+		s.log.Info("serving xDS before the other clusters' records were listed", "waited", s.cfg.WarmTimeout)
+	}
+}
+
+// waitRegistries is waitWarm's wait for the registries Expected lists; false when ctx ended
+// or the deadline passed.
+func (s *Server) waitRegistries(ctx context.Context, deadline <-chan time.Time) bool {
+	if s.cfg.Expected == nil {
+		return true
+	}
 	var want []ktypes.NamespacedName
 	for {
 		var err error
@@ -384,9 +450,9 @@ func (s *Server) waitWarm(ctx context.Context) {
 		s.log.Error(err, "cannot list ServiceRegistries before serving xDS; retrying")
 		select {
 		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			return
+			return false
+		case <-deadline:
+			return false
 		case <-time.After(time.Second):
 		}
 	}
@@ -401,14 +467,14 @@ func (s *Server) waitWarm(ctx context.Context) {
 		ch := s.changed
 		s.mu.Unlock()
 		if missing == 0 {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-deadline.C:
+			return false
+		case <-deadline:
 			s.log.Info("serving xDS before every ServiceRegistry was reconciled", "waited", s.cfg.WarmTimeout, "missing", missing)
-			return
+			return false
 		case <-ch:
 		}
 	}

@@ -9,6 +9,10 @@
 // writes or deletes another cluster's keys, and that every endpoint written carries its
 // cluster's own lease.
 //
+// Each registrar also runs its xDS server with the follower of the other clusters' records
+// (--xds-bind-address with --store-shared): a real grpc-go xDS client of east's server fails
+// over to west's pods at priority 1 (xds_test.go).
+//
 // The short variant (make test) checks isolation, churn in both clusters and the identity
 // clash; MULTICLUSTER_FULL=1 (make test-multicluster) adds the partition and the operator
 // killed for longer than the TTL.
@@ -43,8 +47,11 @@ import (
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
+	"github.com/registrar-dev/registrar/internal/xds"
+	"github.com/registrar-dev/registrar/internal/xds/remote"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 	"github.com/registrar-dev/registrar/test/support/netproxy"
+	"github.com/registrar-dev/registrar/test/support/ports"
 	"github.com/registrar-dev/registrar/test/support/testenv"
 )
 
@@ -127,9 +134,12 @@ type operator struct {
 	cluster, installation string
 	audit                 *auditKV
 	store                 *etcdstore.Store
-	cancel                context.CancelFunc
-	done                  chan struct{}
-	once                  sync.Once
+	// xds is the registrar's xDS server (--xds-bind-address, --xds-remote-localities on:
+	// it serves the other clusters' records of the shared store at priority 1).
+	xds    *xds.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
 }
 
 // startOperator wires a registrar like cmd/ does with --store-shared --cluster-id=cluster
@@ -166,8 +176,24 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 	Expect(mgr.Add(etcdstore.LeaseKeeper{Store: s})).To(Succeed())
 	stores, err := multi.New([]multi.Named{{Name: "etcd", Store: s}}, []string{"etcd"})
 	Expect(err).NotTo(HaveOccurred())
+	// As cmd/ with --xds-bind-address and --store-shared: the xDS server, fed by the
+	// reconciles and by the read-only follower of the other clusters' records.
+	xdsAddr, err := ports.FreeLoopback()
+	Expect(err).NotTo(HaveOccurred())
+	follower := remote.New(remote.Config{
+		Store: cli, Prefix: storePrefix, Cluster: cluster,
+		Log: ctrl.Log.WithName("xds-remote").WithValues("cluster", cluster),
+	})
+	xsrv := xds.New(xds.Config{
+		BindAddress: xdsAddr, RemoteSynced: follower.Synced(),
+		Log: ctrl.Log.WithName("xds").WithValues("cluster", cluster),
+	})
+	follower.SetSink(xsrv)
+	Expect(mgr.Add(xsrv)).To(Succeed())
+	Expect(mgr.Add(follower)).To(Succeed())
 	r := &controller.ServiceRegistryReconciler{
-		Client: mgr.GetClient(), Stores: stores, StoreName: "etcd",
+		Publisher: xsrv,
+		Client:    mgr.GetClient(), Stores: stores, StoreName: "etcd",
 		Recorder: mgr.GetEventRecorder("registrar"), Clock: clock.RealClock{}, Cluster: cluster,
 		Warmup:             &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}},
 		CallerCacheSeconds: 5,
@@ -177,7 +203,7 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 		ResyncInterval: 5 * time.Second, StoreRecovered: recovered,
 	})).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &operator{cluster: cluster, installation: installation, audit: audit, store: s, cancel: cancel, done: make(chan struct{})}
+	op := &operator{cluster: cluster, installation: installation, audit: audit, store: s, xds: xsrv, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer GinkgoRecover()
 		defer close(op.done)
