@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/metrics"
@@ -85,7 +86,7 @@ func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Cha
 			continue
 		}
 		if a.r.known.note(client.ObjectKeyFromObject(reg), storeName, c) {
-			a.send(ctx, client.ObjectKeyFromObject(reg))
+			a.send(ctx, client.ObjectKeyFromObject(reg), TriggerStoreWatch)
 		}
 	}
 }
@@ -97,13 +98,15 @@ func (a *antiEntropy) resync(ctx context.Context, storeName string, every bool) 
 	for _, name := range a.r.known.verifyAll(storeName, every) {
 		if !seen[name] {
 			seen[name] = true
-			a.send(ctx, name)
+			a.send(ctx, name, TriggerStoreResync)
 		}
 	}
 }
 
-// send enqueues one registry; it waits (the queue drains fast) rather than drop a repair.
-func (a *antiEntropy) send(ctx context.Context, name types.NamespacedName) {
+// send enqueues one registry, noted under trigger; it waits (the queue drains fast) rather
+// than drop a repair.
+func (a *antiEntropy) send(ctx context.Context, name types.NamespacedName, trigger string) {
+	a.r.triggers.note(reconcile.Request{NamespacedName: name}, trigger)
 	obj := &v1alpha1.ServiceRegistry{}
 	obj.Namespace, obj.Name = name.Namespace, name.Name
 	select {
