@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -117,7 +118,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	// the logger keeps For's keys.
 	b := ctrl.NewControllerManagedBy(mgr).
 		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerRegistry, &handler.EnqueueRequestForObject{}),
-			builder.WithPredicates(inShards(opts.Shards))).
+			builder.WithPredicates(inShards(opts.Shards), r.notOwnStatusWrite())).
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
 		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
@@ -140,6 +141,18 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		}, opts.Shards, listRegistries(mgr.GetClient()))).
 		Named("serviceregistry").
 		Complete(sharded(r, opts.Shards))
+}
+
+// notOwnStatusWrite drops the update events of a registry that only carry back the status
+// this operator just wrote (statusWriter.isEcho): the reconcile that computed that status has
+// nothing new to read in it. Every other update passes, a status written by anyone else too
+// (the next reconcile corrects it).
+func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*v1alpha1.ServiceRegistry)
+		cur, okNew := e.ObjectNew.(*v1alpha1.ServiceRegistry)
+		return !okOld || !okNew || !r.status.isEcho(old, cur)
+	}}
 }
 
 // requestLogger is the logger builder.For gives a controller's reconciles: the controller,
