@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -101,6 +102,8 @@ type ServiceRegistryReconciler struct {
 	leasesSeen *leaseObservations
 	// triggers notes what enqueued each registry, for registrar_reconciles_total.
 	triggers *reconcileTriggers
+	// writes are the store keys being written (their watch events are echoes: antiEntropy).
+	writes *echo.Writes
 	// guard is the node Lease guard's state (leaseGuard), created on first use.
 	guardOnce sync.Once
 	guard     *leaseGuardState

@@ -27,6 +27,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
+	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
@@ -72,6 +73,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	r.leasesSeen = newLeaseObservations()
 	r.owners = newOwnerIndex()
 	r.triggers = newReconcileTriggers()
+	r.writes = echo.NewWrites()
 	r.index = selindex.New()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {

@@ -105,7 +105,8 @@ type Key struct {
 	Store, Service, Namespace, Pod string
 }
 
-// Writes tracks the store keys being written. The zero value is not usable: use NewWrites.
+// Writes tracks the store keys being written. The zero value is not usable: use NewWrites; a
+// nil *Writes tracks nothing (no key is ever in flight).
 type Writes struct {
 	mu       sync.Mutex
 	inFlight map[Key]int
@@ -119,6 +120,9 @@ func NewWrites() *Writes {
 // Begin marks keys as being written until the returned end is called (once: when the write's
 // outcome is known and recorded). Keys may be in several writes at once.
 func (w *Writes) Begin(keys []Key) (end func()) {
+	if w == nil {
+		return func() {}
+	}
 	w.mu.Lock()
 	for _, k := range keys {
 		w.inFlight[k]++
@@ -142,6 +146,9 @@ func (w *Writes) Begin(keys []Key) (end func()) {
 
 // InFlight reports whether k is being written.
 func (w *Writes) InFlight(k Key) bool {
+	if w == nil {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.inFlight[k] > 0

@@ -179,4 +179,14 @@ func TestWrites(t *testing.T) {
 	}
 }
 
+func TestNilWrites(t *testing.T) {
+	var w *Writes
+	k := Key{Service: "web", Namespace: "ns", Pod: "web-0"}
+	end := w.Begin([]Key{k})
+	if w.InFlight(k) {
+		t.Fatal("a nil tracker has a key in flight")
+	}
+	end()
+}
+
 func ptr[T any](v T) *T { return &v }
