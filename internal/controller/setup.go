@@ -124,7 +124,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
 		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
-		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.registriesOfService)))
+		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.registriesOfService)),
+			builder.WithPredicates(notStatusOnly()))
 	if r.NodeLeaseTimeout > 0 {
 		b = b.Watches(&coordinationv1.Lease{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
 			builder.WithPredicates(r.leaseRenewedAfterLapse()))
