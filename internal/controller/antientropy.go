@@ -8,11 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -47,9 +50,19 @@ type antiEntropy struct {
 	r        *ServiceRegistryReconciler
 	interval time.Duration
 	enqueue  chan event.GenericEvent
+	// rechecks are store changes of keys that were being written, looked at again
+	// EchoRecheck later (one entry per registry, store and key: bounded by the writes in
+	// flight).
+	rechecks workqueue.TypedDelayingInterface[echoCheck]
 }
 
 func (a *antiEntropy) Start(ctx context.Context) error {
+	a.rechecks = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[echoCheck]{})
+	defer a.rechecks.ShutDown()
+	go func() {
+		for a.recheck(ctx) {
+		}
+	}()
 	for _, t := range a.r.allStores() {
 		w, ok := t.Store.(store.Watcher)
 		if !ok {
@@ -73,21 +86,61 @@ func (a *antiEntropy) Start(ctx context.Context) error {
 	}
 }
 
-// changed maps a store change to the registries of its service and namespace.
+// EchoRecheck is how soon a store change of a key being written is looked at again: the
+// write's own echo is explained once its outcome is recorded, a few milliseconds later.
+const EchoRecheck = 10 * time.Millisecond
+
+// echoCheck is a store change of a key that was being written, to look at again: whether
+// the registry's records in that store explain it once the write is recorded.
+type echoCheck struct {
+	name  types.NamespacedName
+	store string
+	key   echo.Key
+}
+
+// changed maps a store change to the registries of its service and namespace. A change the
+// known records do not explain enqueues the registry, unless its key is being written by
+// this operator: then it is most likely that write's echo, arriving before the write's
+// outcome was recorded, and it is rechecked EchoRecheck later (recheck) instead.
 func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Change) {
 	var regs v1alpha1.ServiceRegistryList
 	if err := a.r.List(ctx, &regs, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return // the periodic re-read catches up
 	}
+	key := echo.Key{Store: storeName, Service: c.Service, Namespace: c.Namespace, Pod: c.Pod}
 	for i := range regs.Items {
 		reg := &regs.Items[i]
 		if reg.ResolvedServiceName() != c.Service {
 			continue
 		}
-		if a.r.known.note(client.ObjectKeyFromObject(reg), storeName, c) {
-			a.send(ctx, client.ObjectKeyFromObject(reg))
+		name := client.ObjectKeyFromObject(reg)
+		if !a.r.known.note(name, storeName, c) {
+			continue
 		}
+		if a.r.writes.InFlight(key) {
+			a.rechecks.AddAfter(echoCheck{name: name, store: storeName, key: key}, EchoRecheck)
+			continue
+		}
+		a.send(ctx, name, TriggerStoreWatch)
 	}
+}
+
+// recheck looks again at one change of a key that was being written: still being written,
+// it waits again; else the registry is enqueued only if its records still do not explain
+// every change reported (somebody else's write, not the echo). False once shut down.
+func (a *antiEntropy) recheck(ctx context.Context) bool {
+	c, shutdown := a.rechecks.Get()
+	if shutdown {
+		return false
+	}
+	defer a.rechecks.Done(c)
+	switch {
+	case a.r.writes.InFlight(c.key):
+		a.rechecks.AddAfter(c, EchoRecheck)
+	case a.r.known.unexplained(c.name, c.store):
+		a.send(ctx, c.name, TriggerStoreWatch)
+	}
+	return true
 }
 
 // resync marks every known scope of storeName (every store when every) for a re-read and
@@ -97,13 +150,15 @@ func (a *antiEntropy) resync(ctx context.Context, storeName string, every bool) 
 	for _, name := range a.r.known.verifyAll(storeName, every) {
 		if !seen[name] {
 			seen[name] = true
-			a.send(ctx, name)
+			a.send(ctx, name, TriggerStoreResync)
 		}
 	}
 }
 
-// send enqueues one registry; it waits (the queue drains fast) rather than drop a repair.
-func (a *antiEntropy) send(ctx context.Context, name types.NamespacedName) {
+// send enqueues one registry, noted under trigger; it waits (the queue drains fast) rather
+// than drop a repair.
+func (a *antiEntropy) send(ctx context.Context, name types.NamespacedName, trigger string) {
+	a.r.triggers.note(reconcile.Request{NamespacedName: name}, trigger)
 	obj := &v1alpha1.ServiceRegistry{}
 	obj.Namespace, obj.Name = name.Namespace, name.Name
 	select {

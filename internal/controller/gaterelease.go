@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/annotations"
+	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/selindex"
@@ -57,9 +59,21 @@ func (g *gateReleaser) setup(mgr ctrl.Manager, shards Shards) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gaterelease").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(waitingGate))).
-		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(g.waitingPodsOf)).
+		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(g.waitingPodsOf),
+			builder.WithPredicates(notStatusOnly())).
 		WithOptions(shardedOptions(controller.Options{}, shards, listWaitingPods(mgr.GetClient()))).
 		Complete(sharded(g, shards))
+}
+
+// notStatusOnly drops ServiceRegistry updates that change nothing but the status (the
+// operator's own status writes, above all): which pods a registry manages, and which
+// registries a registry competes with, do not depend on its status (eligibility.ClaimantOf).
+func notStatusOnly() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*v1alpha1.ServiceRegistry)
+		cur, okNew := e.ObjectNew.(*v1alpha1.ServiceRegistry)
+		return !okOld || !okNew || !echo.StatusOnly(old, cur)
+	}}
 }
 
 // waitingPodsOf maps a ServiceRegistry event (old and new object) to the waiting gated pods

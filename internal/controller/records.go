@@ -96,6 +96,24 @@ func (k *knownRecords) note(name types.NamespacedName, storeName string, c store
 	return true
 }
 
+// unexplained reports whether the registry's records in one store still leave a reported
+// change unexplained, or a re-read is due (what get would call stale), dropping the changes
+// they explain by now. True when nothing is known of them any more: the next reconcile lists.
+func (k *knownRecords) unexplained(name types.NamespacedName, storeName string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.entries[name][storeName]
+	if !ok {
+		return true
+	}
+	for pod, c := range e.pending {
+		if explains(e.records, c) {
+			delete(e.pending, pod)
+		}
+	}
+	return e.verify || len(e.pending) > 0
+}
+
 // verifyAll asks for a re-read of every known scope in storeName ("" for every store), and
 // returns the registries concerned.
 func (k *knownRecords) verifyAll(storeName string, every bool) []types.NamespacedName {

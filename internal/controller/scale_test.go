@@ -3,6 +3,8 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
@@ -87,5 +90,65 @@ var _ = Describe("Work per pod event", func() {
 		setPodStatus(pod, corev1.PodRunning, "10.0.0.1", true)
 		eventuallyStored("other-3", ns).Should(ConsistOf("web-0"))
 		Expect(storedPods("web", ns)).To(BeEmpty())
+	})
+})
+
+// Issue 16: CPU per transition is the number of reconciles per transition times the work of
+// each. One pod's transition must cost its registry one reconcile: the echoes of the
+// operator's own writes (its status write coming back as a registry update, its store write
+// coming back through the store's watch) must not enqueue the registry again. Read from
+// registrar_reconciles_total{trigger}.
+var _ = Describe("Reconciles per pod transition", func() {
+	// timeDriven are the triggers no event causes (a requeue after a delay, the periodic
+	// re-read of the stores): the counter is the whole operator's, and registries other specs
+	// left behind may be requeued in the window; the registry here has no reason to be.
+	timeDriven := map[string]bool{controller.TriggerRequeue: true, controller.TriggerStoreResync: true}
+	reconciles := func() map[string]float64 {
+		GinkgoHelper()
+		out := map[string]float64{}
+		for series, v := range scrape() {
+			if trigger, ok := strings.CutPrefix(series, `registrar_reconciles_total{trigger="`); ok {
+				out[strings.TrimSuffix(trigger, `"}`)] = v
+			}
+		}
+		return out
+	}
+	// settled waits until the counts stop moving (two equal reads a second apart).
+	settled := func() map[string]float64 {
+		GinkgoHelper()
+		var last map[string]float64
+		Eventually(func() bool {
+			cur := reconciles()
+			same := maps.Equal(cur, last)
+			last = cur
+			return same
+		}).WithPolling(time.Second).WithTimeout(60 * time.Second).Should(BeTrue())
+		return last
+	}
+
+	It("reconciles the registry once when one of its pods turns unready", func() {
+		ns := newNamespace()
+		reg := newRegistry(ns, "web", "web")
+		pod := readyPod(ns, "web-0", map[string]string{"app": "web"}, "10.0.0.1")
+		eventuallyStored("web", ns).Should(ConsistOf("web-0"))
+		Eventually(func() int32 { return getRegistry(reg).Status.Registered }).WithTimeout(timeout).Should(Equal(int32(1)))
+		before := settled()
+
+		setPodStatus(pod, corev1.PodRunning, "10.0.0.1", false)
+		eventuallyStored("web", ns).Should(BeEmpty())
+		Eventually(func() int32 { return getRegistry(reg).Status.Registered }).WithTimeout(timeout).Should(BeZero())
+		after := settled()
+
+		caused := map[string]float64{}
+		for trigger, v := range after {
+			if d := v - before[trigger]; d > 0 && !timeDriven[trigger] {
+				caused[trigger] = d
+			}
+		}
+		Expect(caused).To(Equal(map[string]float64{controller.TriggerPod: 1}),
+			"reconciles caused by one pod transition, by trigger (before %v, after %v)", before, after)
+		// And the transition is still fully handled: the status reports it.
+		Expect(getRegistry(reg).Status.Endpoints).To(ConsistOf(
+			HaveField("State", v1alpha1.EndpointUnready)))
 	})
 })

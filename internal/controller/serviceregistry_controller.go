@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -99,6 +100,10 @@ type ServiceRegistryReconciler struct {
 	acks    *gateAcks
 	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
 	leasesSeen *leaseObservations
+	// triggers notes what enqueued each registry, for registrar_reconciles_total.
+	triggers *reconcileTriggers
+	// writes are the store keys being written (their watch events are echoes: antiEntropy).
+	writes *echo.Writes
 	// guard is the node Lease guard's state (leaseGuard), created on first use.
 	guardOnce sync.Once
 	guard     *leaseGuardState
@@ -158,6 +163,7 @@ type reconcileScope struct {
 // gather and decide, then apply (warm-ups, the store, readiness gates). Its status is
 // computed from the scope and submitted when Reconcile returns, whatever the phases did.
 func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.triggers.countReconcile(req)
 	reg := &v1alpha1.ServiceRegistry{}
 	if err := r.Get(ctx, req.NamespacedName, reg); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -188,6 +194,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 // forget drops what the operator keeps about a registry that no longer exists.
 func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	r.known.forget(name)
+	r.triggers.forget(name)
 	if r.index != nil {
 		r.index.DeleteRegistry(name.Namespace, name.Name)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,11 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
+	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
@@ -76,6 +79,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	r.acks = newGateAcks()
 	r.leasesSeen = newLeaseObservations()
 	r.owners = newOwnerIndex()
+	r.triggers = newReconcileTriggers()
+	r.writes = echo.NewWrites()
 	r.index = selindex.New()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
@@ -116,27 +121,60 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := mgr.Add(&antiEntropy{r: r, interval: opts.ResyncInterval, enqueue: repairs}); err != nil {
 		return fmt.Errorf("add store anti-entropy: %w", err)
 	}
+	// Every source's handler notes what it enqueues (reconcileTriggers), so that each
+	// reconcile is counted under its trigger in registrar_reconciles_total. The registry's own
+	// events are a Watches rather than For for that reason (For's handler cannot be wrapped);
+	// the logger keeps For's keys.
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ServiceRegistry{}, builder.WithPredicates(inShards(opts.Shards))).
+		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerRegistry, &handler.EnqueueRequestForObject{}),
+			builder.WithPredicates(inShards(opts.Shards), r.notOwnStatusWrite())).
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
-		Watches(&corev1.Pod{}, r.podEvents()).
-		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(r.registriesOfService))
+		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
+		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.registriesOfService)),
+			builder.WithPredicates(notStatusOnly()))
 	if r.NodeLeaseTimeout > 0 {
-		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.registriesForLease),
+		b = b.Watches(&coordinationv1.Lease{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
 			builder.WithPredicates(r.leaseRenewedAfterLapse()))
 	}
+	// antiEntropy notes its own triggers (store-watch, store-resync) as it sends.
 	b = b.WatchesRawSource(source.Channel(repairs, &handler.EnqueueRequestForObject{}))
 	if opts.StoreRecovered != nil {
-		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries)))
+		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered,
+			r.triggers.handler(TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries))))
 	}
 	return b.
+		WithLogConstructor(requestLogger(mgr.GetLogger(), "serviceregistry", "ServiceRegistry")).
 		WithOptions(shardedOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),
 		}, opts.Shards, listRegistries(mgr.GetClient()))).
 		Named("serviceregistry").
 		Complete(sharded(r, opts.Shards))
+}
+
+// notOwnStatusWrite drops the update events of a registry that only carry back the status
+// this operator just wrote (statusWriter.isEcho): the reconcile that computed that status has
+// nothing new to read in it. Every other update passes, a status written by anyone else too
+// (the next reconcile corrects it).
+func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*v1alpha1.ServiceRegistry)
+		cur, okNew := e.ObjectNew.(*v1alpha1.ServiceRegistry)
+		return !okOld || !okNew || !r.status.isEcho(old, cur)
+	}}
+}
+
+// requestLogger is the logger builder.For gives a controller's reconciles: the controller,
+// its group and kind, and the request's object.
+func requestLogger(base logr.Logger, controllerName, kind string) func(*reconcile.Request) logr.Logger {
+	log := base.WithValues("controller", controllerName, "controllerGroup", v1alpha1.GroupVersion.Group, "controllerKind", kind)
+	return func(req *reconcile.Request) logr.Logger {
+		if req == nil {
+			return log
+		}
+		return log.WithValues(kind, req.NamespacedName, "namespace", req.Namespace, "name", req.Name)
+	}
 }
 
 // podEvents records each pod event in the selector index, then enqueues the registries

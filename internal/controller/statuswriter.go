@@ -15,6 +15,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
+	"github.com/registrar-dev/registrar/internal/echo"
 )
 
 // statusWriteTimeout bounds one status write.
@@ -38,6 +39,9 @@ type statusWriter struct {
 	// resourceVersion it was written over: while the cache still shows that version, the
 	// written object is the base of the next patch.
 	written map[types.NamespacedName]writtenEntry
+	// echoes remembers each status as it is written, so that its echo (the registry's update
+	// event carrying it) does not enqueue the registry again (isEcho).
+	echoes *echo.Statuses
 }
 
 type statusEntry struct {
@@ -59,6 +63,7 @@ func newStatusWriter(c client.Client, workers int, retryBase, retryMax time.Dura
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "serviceregistry_status"}),
 		latest:  map[types.NamespacedName]statusEntry{},
 		written: map[types.NamespacedName]writtenEntry{},
+		echoes:  echo.NewStatuses(),
 	}
 }
 
@@ -94,6 +99,13 @@ func (w *statusWriter) forget(name types.NamespacedName) {
 	defer w.mu.Unlock()
 	delete(w.latest, name)
 	delete(w.written, name)
+	w.echoes.Forget(name)
+}
+
+// isEcho reports whether a registry update is this writer's own status write coming back
+// (echo.Statuses.IsEcho): nothing but the status changed, to the status last written.
+func (w *statusWriter) isEcho(old, cur *v1alpha1.ServiceRegistry) bool {
+	return w.echoes.IsEcho(old, cur)
 }
 
 // NeedLeaderElection makes the writer run on the leader only, like the reconciler.
@@ -161,6 +173,9 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 	}
 	reg := original.DeepCopy()
 	reg.Status = *e.status.DeepCopy()
+	// Before the write: its update event may reach the informer before the write returns.
+	// e.status is the writer's own copy, never modified (submit and base copy).
+	w.echoes.Writing(name, e.uid, e.status)
 	if err := w.apply(ctx, original, reg); err != nil {
 		if apierrors.IsNotFound(err) {
 			w.forget(name)

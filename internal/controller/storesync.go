@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -107,20 +108,44 @@ func (r *ServiceRegistryReconciler) syncStore(ctx context.Context, s *reconcileS
 	if p.Changes.Len() == 0 {
 		return res
 	}
+	// The store's watch reports this write too, maybe before Apply returns: until its outcome
+	// is in r.known, a watch event of these keys is rechecked later (antiEntropy.changed),
+	// not taken for somebody else's change.
+	end := r.writes.Begin(writeKeys(t.Name, s.target, p.Changes))
 	written, err := t.Store.Apply(ctx, s.target, p.Changes)
 	if err != nil {
 		r.known.forgetStore(name, t.Name) // outcome unknown: list again before the next write
+		end()
 		res.records = nil
 		res.err = storeErr(t.Name, fmt.Errorf("apply %d changes to service %s/%s: %w", p.Changes.Len(), s.target.Service, s.target.Namespace, err))
 		return res
 	}
 	current = applied(current, p.Changes, written)
 	r.known.set(name, t.Name, s.reg.UID, s.target, current)
+	end()
 	r.countRepairs(s, t.Name, p.Changes, drift)
 	res.records = current
 	log.FromContext(ctx).V(1).Info("store updated", "store", t.Name, "service", s.target.Service,
 		"created", len(p.Changes.Create), "updated", len(p.Changes.Update), "deleted", len(p.Changes.Delete))
 	return res
+}
+
+// writeKeys are the store keys changes write in one store.
+func writeKeys(storeName string, scope store.Scope, changes store.Changes) []echo.Key {
+	keys := make([]echo.Key, 0, changes.Len())
+	key := func(pod string) echo.Key {
+		return echo.Key{Store: storeName, Service: scope.Service, Namespace: scope.Namespace, Pod: pod}
+	}
+	for _, ep := range changes.Create {
+		keys = append(keys, key(ep.Pod))
+	}
+	for _, u := range changes.Update {
+		keys = append(keys, key(u.New.Pod))
+	}
+	for _, rec := range changes.Delete {
+		keys = append(keys, key(rec.Pod))
+	}
+	return keys
 }
 
 // current returns every record in scope in one store: from memory when known and not

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -258,6 +259,7 @@ workqueue_work_duration_seconds_count{controller="deployment",name="deployment"}
 rest_client_requests_total{code="200",host="h",method="PATCH"} 5
 rest_client_requests_total{code="201",host="h",method="POST"} 2
 rest_client_requests_total{code="200",host="h",method="GET"} 7
+registrar_reconciles_total{trigger="pod"} 4
 `)))
 	after := sumMetrics(mustParse(strings.NewReader(`workqueue_queue_duration_seconds_sum{controller="serviceregistry",name="serviceregistry"} 3
 workqueue_queue_duration_seconds_count{controller="serviceregistry",name="serviceregistry"} 20
@@ -267,10 +269,13 @@ rest_client_requests_total{code="200",host="h",method="PATCH"} 15
 rest_client_requests_total{code="409",host="h",method="PATCH"} 1
 rest_client_requests_total{code="201",host="h",method="POST"} 7
 rest_client_requests_total{code="200",host="h",method="GET"} 70
+registrar_reconciles_total{trigger="pod"} 12
+registrar_reconciles_total{trigger="registry"} 3
 `)))
 	got := operatorStats(before, after)
-	want := OperatorStats{Reconciles: 10, QueueWaitMs: 200, ReconcileMs: 100, APIWrites: 16, StatusPatches: 11, Posts: 5}
-	if got != want {
+	want := OperatorStats{Reconciles: 10, QueueWaitMs: 200, ReconcileMs: 100, APIWrites: 16, StatusPatches: 11, Posts: 5,
+		ReconcilesByTrigger: map[string]int{"pod": 8, "registry": 3}}
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("operatorStats = %+v, want %+v", got, want)
 	}
 }

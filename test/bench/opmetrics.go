@@ -25,7 +25,13 @@ type OperatorStats struct {
 	// carried (registrar_store_transaction_items' sum).
 	StoreTxns     int `json:"storeTxns"`
 	StoreTxnItems int `json:"storeTxnItems"`
+	// ReconcilesByTrigger are the ServiceRegistry reconciles by what enqueued them
+	// (registrar_reconciles_total{trigger}).
+	ReconcilesByTrigger map[string]int `json:"reconcilesByTrigger,omitempty"`
 }
+
+// reconcilesPrefix keys registrar_reconciles_total's samples in metricSums, by trigger.
+const reconcilesPrefix = "registrar_reconciles_total:"
 
 // metricSums adds up the samples of each name whose labels contain every filter.
 type metricSums map[string]float64
@@ -38,6 +44,9 @@ func sumMetrics(samples metrics.Samples) metricSums {
 			sums[s.Name] += s.Value
 		case s.Name == "registrar_store_transactions_total" || s.Name == "registrar_store_transaction_items_sum":
 			sums[s.Name] += s.Value
+		case s.Name == "registrar_reconciles_total":
+			trigger := strings.TrimSuffix(strings.TrimPrefix(s.Labels, `trigger="`), `"`)
+			sums[reconcilesPrefix+trigger] += s.Value
 		case s.Name == "rest_client_requests_total":
 			for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
 				if strings.Contains(s.Labels, `method="`+m+`"`) {
@@ -60,6 +69,14 @@ func operatorStats(before, after metricSums) OperatorStats {
 		StoreTxnItems: int(d("registrar_store_transaction_items_sum")),
 	}
 	st.APIWrites = int(d("api_POST") + d("api_PUT") + d("api_PATCH") + d("api_DELETE"))
+	for k := range after {
+		if trigger, ok := strings.CutPrefix(k, reconcilesPrefix); ok && d(k) > 0 {
+			if st.ReconcilesByTrigger == nil {
+				st.ReconcilesByTrigger = map[string]int{}
+			}
+			st.ReconcilesByTrigger[trigger] = int(d(k))
+		}
+	}
 	if n := d("workqueue_queue_duration_seconds_count"); n > 0 {
 		st.QueueWaitMs = d("workqueue_queue_duration_seconds_sum") / n * 1000
 	}

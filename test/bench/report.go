@@ -369,6 +369,10 @@ func (r *Results) WriteTable(out io.Writer) {
 		o := r.Operator
 		fmt.Fprintf(out, "registrar inside: %d reconciles, mean queue wait %.1f ms, mean reconcile %.1f ms; %d API writes (%.2f per transition: %d PATCH, %d POST)\n",
 			o.Reconciles, o.QueueWaitMs, o.ReconcileMs, o.APIWrites, float64(o.APIWrites)/float64(reg.Transitions), o.StatusPatches, o.Posts)
+		if len(o.ReconcilesByTrigger) > 0 {
+			fmt.Fprintf(out, "registrar reconciles per transition: %.2f; by trigger: %v\n",
+				float64(o.Reconciles)/float64(reg.Transitions), o.ReconcilesByTrigger)
+		}
 		fmt.Fprintf(out, "registrar store: %d etcd transactions (%.1f/s, %.2f registry changes each) for %d transitions\n",
 			o.StoreTxns, r.StoreTxnsPerSecond(), float64(o.StoreTxnItems)/float64(max(o.StoreTxns, 1)), reg.Transitions)
 	}

@@ -1,0 +1,63 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/registrar-dev/registrar/internal/echo"
+	"github.com/registrar-dev/registrar/internal/store"
+)
+
+// A store change of a key being written is rechecked once the write is recorded: the echo of
+// the operator's own write enqueues nothing, a change made by somebody else in the meantime
+// (a later revision) still enqueues the registry.
+func TestRecheckOfAKeyBeingWritten(t *testing.T) {
+	name := types.NamespacedName{Namespace: "ns", Name: "web"}
+	scope := store.Scope{Service: "web", Namespace: "ns"}
+	key := echo.Key{Service: "web", Namespace: "ns", Pod: "web-0"}
+	for _, tc := range []struct {
+		name string
+		// change is the revision the store's watch reports; the write is acknowledged at 5.
+		change int64
+		want   bool
+	}{
+		{name: "the write's own echo", change: 5, want: false},
+		{name: "somebody else's write after it", change: 7, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &ServiceRegistryReconciler{known: newKnownRecords(), writes: echo.NewWrites(), triggers: newReconcileTriggers()}
+			a := &antiEntropy{r: r, enqueue: make(chan event.GenericEvent, 1),
+				rechecks: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[echoCheck]{})}
+			defer a.rechecks.ShutDown()
+			r.known.set(name, "", "uid", scope, map[string]store.Record{})
+			end := r.writes.Begin([]echo.Key{key})
+			// The watch reports the change before the write returns.
+			c := store.Change{Service: "web", Namespace: "ns", Pod: "web-0", Revision: tc.change}
+			if !r.known.note(name, "", c) {
+				t.Fatal("the known records explain a change they cannot know of yet")
+			}
+			a.rechecks.Add(echoCheck{name: name, key: key})
+			a.recheck(context.Background()) // still in flight: waits EchoRecheck again
+			if len(a.enqueue) != 0 {
+				t.Fatal("enqueued while the write was in flight")
+			}
+			rec := store.Record{Endpoint: store.Endpoint{Pod: "web-0"}, Revision: 5}
+			r.known.set(name, "", "uid", scope, map[string]store.Record{"web-0": rec})
+			end()
+			a.recheck(context.Background())
+			if got := len(a.enqueue) == 1; got != tc.want {
+				t.Fatalf("enqueued: %v, want %v", got, tc.want)
+			}
+			if tc.want {
+				if tr := r.triggers.take(reconcile.Request{NamespacedName: name}); tr != TriggerStoreWatch {
+					t.Fatalf("trigger %q, want %q", tr, TriggerStoreWatch)
+				}
+			}
+		})
+	}
+}

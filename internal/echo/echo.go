@@ -1,0 +1,155 @@
+// Package echo recognises the operator's own writes when they come back to it as events, so
+// that they do not enqueue another reconcile of the registry that made them (issue 16: a pod
+// transition cost ~2.3 reconciles, most of them echoes).
+//
+//   - A ServiceRegistry status write comes back as an update of the registry whose only
+//     change is the status written: Statuses remembers the status last written to each
+//     registry, and IsEcho recognises such an update. The comparison is of the status as the
+//     API server stores it (metav1.Time has a precision of one second there; the operator
+//     computes times to the nanosecond).
+//   - A store write comes back through the store's watch, often before the write's own
+//     acknowledgement has reached the reconciler's memory of the store: Writes tracks the
+//     store keys being written (Begin, then the returned end), so that a watch event of a
+//     key in flight is rechecked once the write's outcome is known, instead of being taken
+//     for somebody else's change at once.
+//
+// Nothing here decides what a reconcile does; it only decides whether an event needs one.
+package echo
+
+import (
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+)
+
+// stored compares values as the API server stores them: times to the second (metav1.Time is
+// serialized as RFC 3339 without fractions), nil and empty slices and maps alike.
+var stored = conversion.EqualitiesOrDie(
+	func(a, b metav1.Time) bool {
+		return a.Truncate(time.Second).Equal(b.Truncate(time.Second))
+	},
+)
+
+// SameStatus reports whether a and b are one status once stored.
+func SameStatus(a, b v1alpha1.ServiceRegistryStatus) bool {
+	return stored.DeepEqual(a, b)
+}
+
+// StatusOnly reports whether old and new differ in nothing but their status and the metadata
+// every write changes (resourceVersion, managedFields): a status write, by anyone.
+func StatusOnly(old, new *v1alpha1.ServiceRegistry) bool {
+	if old == nil || new == nil {
+		return false
+	}
+	om, nm := old.ObjectMeta, new.ObjectMeta // shallow copies: only the two fields are cleared
+	om.ResourceVersion, nm.ResourceVersion = "", ""
+	om.ManagedFields, nm.ManagedFields = nil, nil
+	return stored.DeepEqual(om, nm) && stored.DeepEqual(old.Spec, new.Spec)
+}
+
+// Statuses remembers the status the operator last wrote to each ServiceRegistry. The zero
+// value is not usable: use NewStatuses.
+type Statuses struct {
+	mu      sync.Mutex
+	written map[types.NamespacedName]writtenStatus
+}
+
+type writtenStatus struct {
+	uid    types.UID
+	status v1alpha1.ServiceRegistryStatus
+}
+
+// NewStatuses returns an empty memory of written statuses.
+func NewStatuses() *Statuses {
+	return &Statuses{written: map[types.NamespacedName]writtenStatus{}}
+}
+
+// Writing records that st is being written to the registry name with this UID. Call it before
+// the write: its echo may arrive before the write returns. st is not retained by the caller
+// afterwards (it is kept as is, not copied).
+func (s *Statuses) Writing(name types.NamespacedName, uid types.UID, st v1alpha1.ServiceRegistryStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written[name] = writtenStatus{uid: uid, status: st}
+}
+
+// Forget drops what is remembered of a registry that is gone.
+func (s *Statuses) Forget(name types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.written, name)
+}
+
+// IsEcho reports whether the update from old to new is the operator's own status write coming
+// back: nothing but the status changed, and the status is the one last written to this
+// object. Any other change (spec, labels, annotations, finalizers, deletion, a status
+// written by somebody else) is not an echo.
+func (s *Statuses) IsEcho(old, new *v1alpha1.ServiceRegistry) bool {
+	if !StatusOnly(old, new) {
+		return false
+	}
+	s.mu.Lock()
+	w, ok := s.written[types.NamespacedName{Namespace: new.Namespace, Name: new.Name}]
+	s.mu.Unlock()
+	return ok && w.uid == new.UID && SameStatus(w.status, new.Status)
+}
+
+// Key is one store key: a pod's record of a service in a namespace, in one store ("" for a
+// single store).
+type Key struct {
+	Store, Service, Namespace, Pod string
+}
+
+// Writes tracks the store keys being written. The zero value is not usable: use NewWrites; a
+// nil *Writes tracks nothing (no key is ever in flight).
+type Writes struct {
+	mu       sync.Mutex
+	inFlight map[Key]int
+}
+
+// NewWrites returns a tracker with nothing in flight.
+func NewWrites() *Writes {
+	return &Writes{inFlight: map[Key]int{}}
+}
+
+// Begin marks keys as being written until the returned end is called (once: when the write's
+// outcome is known and recorded). Keys may be in several writes at once.
+func (w *Writes) Begin(keys []Key) (end func()) {
+	if w == nil {
+		return func() {}
+	}
+	w.mu.Lock()
+	for _, k := range keys {
+		w.inFlight[k]++
+	}
+	w.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			for _, k := range keys {
+				if w.inFlight[k] <= 1 {
+					delete(w.inFlight, k)
+				} else {
+					w.inFlight[k]--
+				}
+			}
+		})
+	}
+}
+
+// InFlight reports whether k is being written.
+func (w *Writes) InFlight(k Key) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.inFlight[k] > 0
+}

@@ -1,0 +1,192 @@
+package echo
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func registry() *v1alpha1.ServiceRegistry {
+	return &v1alpha1.ServiceRegistry{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1", ResourceVersion: "10",
+			Generation: 1, Labels: map[string]string{"a": "b"}, Finalizers: []string{"registrar.dev/store-cleanup"}},
+		Spec: v1alpha1.ServiceRegistrySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: v1alpha1.ServiceRegistryStatus{
+			ObservedGeneration: 1, Registered: 1,
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready",
+				LastTransitionTime: metav1.NewTime(t0)}},
+			Endpoints: []v1alpha1.EndpointStatus{{Pod: "web-0", State: v1alpha1.EndpointRegistered, Since: &metav1.Time{Time: t0}}},
+		},
+	}
+}
+
+// written is the status the operator computes: times to the nanosecond.
+func written() v1alpha1.ServiceRegistryStatus {
+	st := registry().Status
+	st.Registered = 0
+	st.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(5*time.Second + 123456789))
+	st.Endpoints[0].State = v1alpha1.EndpointUnready
+	st.Endpoints[0].Since = &metav1.Time{Time: t0.Add(5*time.Second + 987654321)}
+	return st
+}
+
+// storedAs is st as the API server returns it: times to the second.
+func storedAs(st v1alpha1.ServiceRegistryStatus) v1alpha1.ServiceRegistryStatus {
+	st.Conditions = append([]metav1.Condition(nil), st.Conditions...)
+	for i := range st.Conditions {
+		st.Conditions[i].LastTransitionTime = metav1.NewTime(st.Conditions[i].LastTransitionTime.Truncate(time.Second))
+	}
+	st.Endpoints = append([]v1alpha1.EndpointStatus(nil), st.Endpoints...)
+	for i := range st.Endpoints {
+		if st.Endpoints[i].Since != nil {
+			st.Endpoints[i].Since = &metav1.Time{Time: st.Endpoints[i].Since.Truncate(time.Second)}
+		}
+	}
+	return st
+}
+
+func TestIsEcho(t *testing.T) {
+	name := types.NamespacedName{Namespace: "ns", Name: "web"}
+	cases := []struct {
+		name string
+		// wrote is the status remembered as written (nil: nothing written).
+		wrote  *v1alpha1.ServiceRegistryStatus
+		uid    types.UID
+		mutate func(n *v1alpha1.ServiceRegistry)
+		want   bool
+	}{
+		{name: "own status write, as stored (times to the second)", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()) }, want: true},
+		{name: "own status write, times identical", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = written() }, want: true},
+		{name: "nothing remembered", wrote: nil,
+			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()) }, want: false},
+		{name: "remembered for another object of the same name", wrote: ptr(written()), uid: "uid-0",
+			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()) }, want: false},
+		{name: "a status written by somebody else", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()); n.Status.Registered = 7 }, want: false},
+		{name: "a time a second off", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) {
+				n.Status = storedAs(written())
+				n.Status.Endpoints[0].Since = &metav1.Time{Time: t0.Add(6 * time.Second)}
+			}, want: false},
+		{name: "own status, and the spec changed", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) {
+				n.Status = storedAs(written())
+				n.Spec.Selector.MatchLabels = map[string]string{"app": "api"}
+				n.Generation = 2
+			}, want: false},
+		{name: "own status, and a label changed", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()); n.Labels["a"] = "c" }, want: false},
+		{name: "own status, and an annotation added", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) {
+				n.Status = storedAs(written())
+				n.Annotations = map[string]string{v1alpha1.AnnotationConfigError: "x"}
+			}, want: false},
+		{name: "own status, and deletion requested", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) {
+				n.Status = storedAs(written())
+				n.DeletionTimestamp = &metav1.Time{Time: t0}
+			}, want: false},
+		{name: "own status, and a finalizer removed", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()); n.Finalizers = nil }, want: false},
+		{name: "managedFields change with it (server-side bookkeeping)", wrote: ptr(written()), uid: "uid-1",
+			mutate: func(n *v1alpha1.ServiceRegistry) {
+				n.Status = storedAs(written())
+				n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "registrar", Subresource: "status"}}
+			}, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStatuses()
+			if tc.wrote != nil {
+				s.Writing(name, tc.uid, *tc.wrote)
+			}
+			old := registry()
+			cur := registry()
+			cur.ResourceVersion = "11"
+			tc.mutate(cur)
+			if got := s.IsEcho(old, cur); got != tc.want {
+				t.Fatalf("IsEcho = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIsEchoAfterForget(t *testing.T) {
+	s := NewStatuses()
+	name := types.NamespacedName{Namespace: "ns", Name: "web"}
+	s.Writing(name, "uid-1", written())
+	s.Forget(name)
+	cur := registry()
+	cur.Status = storedAs(written())
+	if s.IsEcho(registry(), cur) {
+		t.Fatal("an echo recognised after Forget")
+	}
+}
+
+func TestStatusOnly(t *testing.T) {
+	if !StatusOnly(registry(), registry()) {
+		t.Fatal("identical objects are a status-only (empty) change")
+	}
+	cur := registry()
+	cur.Status.Registered = 5
+	cur.ResourceVersion = "12"
+	if !StatusOnly(registry(), cur) {
+		t.Fatal("a status change is status-only")
+	}
+	cur.Spec.ServiceName = "other"
+	if StatusOnly(registry(), cur) {
+		t.Fatal("a spec change is not status-only")
+	}
+	if StatusOnly(nil, cur) || StatusOnly(cur, nil) {
+		t.Fatal("a missing object is not status-only")
+	}
+}
+
+func TestWrites(t *testing.T) {
+	w := NewWrites()
+	a := Key{Service: "web", Namespace: "ns", Pod: "web-0"}
+	b := Key{Service: "web", Namespace: "ns", Pod: "web-1"}
+	if w.InFlight(a) {
+		t.Fatal("nothing begun, yet in flight")
+	}
+	end1 := w.Begin([]Key{a, b})
+	end2 := w.Begin([]Key{a})
+	if !w.InFlight(a) || !w.InFlight(b) {
+		t.Fatal("begun keys not in flight")
+	}
+	end1()
+	end1() // a second call changes nothing
+	if !w.InFlight(a) {
+		t.Fatal("a is still in the second write")
+	}
+	if w.InFlight(b) {
+		t.Fatal("b ended")
+	}
+	end2()
+	if w.InFlight(a) || len(w.inFlight) != 0 {
+		t.Fatalf("everything ended, yet %v in flight", w.inFlight)
+	}
+	if w.InFlight(Key{Store: "other", Service: "web", Namespace: "ns", Pod: "web-0"}) {
+		t.Fatal("a key of another store in flight")
+	}
+}
+
+func TestNilWrites(t *testing.T) {
+	var w *Writes
+	k := Key{Service: "web", Namespace: "ns", Pod: "web-0"}
+	end := w.Begin([]Key{k})
+	if w.InFlight(k) {
+		t.Fatal("a nil tracker has a key in flight")
+	}
+	end()
+}
+
+func ptr[T any](v T) *T { return &v }
