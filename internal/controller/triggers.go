@@ -115,7 +115,7 @@ func (th triggeredHandler) Generic(ctx context.Context, e event.GenericEvent, q 
 // the events of the initial list a low priority through it).
 func (th triggeredHandler) queue(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-		return triggeredPriorityQueue{PriorityQueue: pq, t: th.t, trigger: th.trigger}
+		return triggeredPriorityQueue{triggeredQueue: triggeredQueue{TypedRateLimitingInterface: pq, t: th.t, trigger: th.trigger}, pq: pq}
 	}
 	return triggeredQueue{TypedRateLimitingInterface: q, t: th.t, trigger: th.trigger}
 }
@@ -141,30 +141,22 @@ func (q triggeredQueue) AddRateLimited(r reconcile.Request) {
 	q.TypedRateLimitingInterface.AddRateLimited(r)
 }
 
+// triggeredPriorityQueue notes Add, AddAfter and AddRateLimited through its triggeredQueue
+// (over the same queue) and AddWithOpts here; GetWithPriority is the queue's own.
 type triggeredPriorityQueue struct {
-	priorityqueue.PriorityQueue[reconcile.Request]
-	t       *reconcileTriggers
-	trigger string
-}
-
-func (q triggeredPriorityQueue) Add(r reconcile.Request) {
-	q.t.note(r, q.trigger)
-	q.PriorityQueue.Add(r)
-}
-
-func (q triggeredPriorityQueue) AddAfter(r reconcile.Request, d time.Duration) {
-	q.t.note(r, q.trigger)
-	q.PriorityQueue.AddAfter(r, d)
-}
-
-func (q triggeredPriorityQueue) AddRateLimited(r reconcile.Request) {
-	q.t.note(r, q.trigger)
-	q.PriorityQueue.AddRateLimited(r)
+	triggeredQueue
+	pq priorityqueue.PriorityQueue[reconcile.Request]
 }
 
 func (q triggeredPriorityQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
 	for _, r := range items {
 		q.t.note(r, q.trigger)
 	}
-	q.PriorityQueue.AddWithOpts(o, items...)
+	q.pq.AddWithOpts(o, items...)
 }
+
+func (q triggeredPriorityQueue) GetWithPriority() (reconcile.Request, int, bool) {
+	return q.pq.GetWithPriority()
+}
+
+var _ priorityqueue.PriorityQueue[reconcile.Request] = triggeredPriorityQueue{}
