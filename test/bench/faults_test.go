@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,15 +17,7 @@ import (
 // and publishes. (The one 20,000-pod smoke lost its pod watch on an overloaded API server and
 // published nothing.)
 func TestWatchFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and the operator")
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run with `make test`, which builds the assets")
-	}
-	dir := t.TempDir()
-	operator := buildOperator(t, dir, "github.com/registrar-dev/registrar/cmd", "registrar")
-	watcher := buildOperator(t, dir, "github.com/registrar-dev/registrar/test/bench/cmd", "bench")
+	dir, operator, watcher := benchBinaries(t)
 	timed := []string{bench.SystemRegistrar, bench.SystemAPIWatch}
 	for _, tc := range []struct {
 		name        string

@@ -20,15 +20,7 @@ import (
 // client behave as modelled: a graceful one's key goes well before its lease would expire, a
 // crashed one's only when it expires.
 func TestSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and the operator")
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run with `make test`, which builds the assets")
-	}
-	dir := t.TempDir()
-	operator := buildOperator(t, dir, "github.com/registrar-dev/registrar/cmd", "registrar")
-	watcher := buildOperator(t, dir, "github.com/registrar-dev/registrar/test/bench/cmd", "bench")
+	dir, operator, watcher := benchBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	res, err := bench.Run(ctx, bench.Config{
@@ -76,6 +68,22 @@ func TestSmoke(t *testing.T) {
 
 // buildOperator builds pkg into dir/name, with the race detector when this test has it (the
 // race-instrumented packages are then already in the build cache).
+// benchBinaries skips under -short, requires the envtest assets, and builds the operator and
+// the bench command (the watcher process) into a temporary directory it returns with them.
+func benchBinaries(t *testing.T) (dir, operator, watcher string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane and the operator")
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run with `make test`, which builds the assets")
+	}
+	dir = t.TempDir()
+	operator = buildOperator(t, dir, "github.com/registrar-dev/registrar/cmd", "registrar")
+	watcher = buildOperator(t, dir, "github.com/registrar-dev/registrar/test/bench/cmd", "bench")
+	return dir, operator, watcher
+}
+
 func buildOperator(t *testing.T, dir, pkg, name string) string {
 	t.Helper()
 	bin := filepath.Join(dir, name)
