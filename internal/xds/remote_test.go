@@ -1,13 +1,11 @@
 package xds_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/onsi/gomega"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -79,18 +77,7 @@ func TestRemoteRecordsAtPriorityOne(t *testing.T) {
 // startUnwaited starts a server without waiting for it to listen.
 func startUnwaited(t *testing.T, cfg xds.Config) *xds.Server {
 	t.Helper()
-	cfg.BindAddress = "127.0.0.1:0"
-	cfg.Log = testr.New(t)
-	s := xds.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
+	s, _, _ := runServer(t, cfg)
 	return s
 }
 

@@ -27,7 +27,8 @@ import (
 	"github.com/registrar-dev/registrar/internal/xds"
 )
 
-// startServer runs an xDS server on a free loopback port until the test ends.
+// startServer runs an xDS server on a free loopback port until the test ends and waits
+// until it listens.
 func startServer(t *testing.T, cfg xds.Config) *xds.Server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -36,25 +37,39 @@ func startServer(t *testing.T, cfg xds.Config) *xds.Server {
 	}
 	cfg.BindAddress = l.Addr().String()
 	_ = l.Close()
-	cfg.Log = testr.New(t)
-	s := xds.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
+	s, stopped, startErr := runServer(t, cfg)
 	select {
 	case <-s.Listening():
-	case err := <-done:
-		t.Fatalf("server did not start: %v", err)
+	case <-stopped:
+		t.Fatalf("server did not start: %v", *startErr)
 	case <-time.After(10 * time.Second):
 		t.Fatal("server did not listen")
 	}
 	return s
+}
+
+// runServer starts a server (on any loopback port unless cfg names one) without waiting for
+// it to listen; stopped is closed when Start returns, with its error in *err. The test's
+// cleanup stops it and fails on that error.
+func runServer(t *testing.T, cfg xds.Config) (s *xds.Server, stopped <-chan struct{}, err *error) {
+	t.Helper()
+	if cfg.BindAddress == "" {
+		cfg.BindAddress = "127.0.0.1:0"
+	}
+	cfg.Log = testr.New(t)
+	s = xds.New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var startErr error
+	go func() { startErr = s.Start(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if startErr != nil {
+			t.Errorf("server: %v", startErr)
+		}
+	})
+	return s, done, &startErr
 }
 
 func dial(t *testing.T, s *xds.Server) *grpc.ClientConn {
