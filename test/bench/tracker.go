@@ -99,12 +99,10 @@ func (t *Tracker) Cancel(pod string) {
 func (t *Tracker) Observe(pod string, kind Kind, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p, ok := t.pending[pod]
-	if !ok || p.kind != kind {
-		t.unexpected++
+	p, ok := t.take(pod, kind)
+	if !ok {
 		return
 	}
-	delete(t.pending, pod)
 	t.lags[p.cause] = append(t.lags[p.cause], at.Sub(p.at))
 	if at.After(t.lastSeen) {
 		t.lastSeen = at
@@ -184,19 +182,27 @@ func (t *Tracker) ObserveIfPending(pod string, kind Kind, at time.Time) {
 	}
 }
 
+// take removes and returns pod's pending transition of kind; without one, the change is
+// counted unexpected. t.mu is held.
+func (t *Tracker) take(pod string, kind Kind) (pendingTransition, bool) {
+	p, ok := t.pending[pod]
+	if !ok || p.kind != kind {
+		t.unexpected++
+		return p, false
+	}
+	delete(t.pending, pod)
+	return p, true
+}
+
 // Gap records that the system showed kind for pod while its timing watch was not watching
 // (a relist found the change): the pending transition of that kind is unmeasured, shown but
 // without a lag. A change no transition called for is unexpected.
 func (t *Tracker) Gap(pod string, kind Kind) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p, ok := t.pending[pod]
-	if !ok || p.kind != kind {
-		t.unexpected++
-		return
+	if _, ok := t.take(pod, kind); ok {
+		t.unmeasured++
 	}
-	delete(t.pending, pod)
-	t.unmeasured++
 }
 
 // Resumed counts a timing watch that ended and resumed from its last position.

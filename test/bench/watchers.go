@@ -100,12 +100,7 @@ func (w *storeWatch) run(ctx context.Context) error {
 			continue
 		}
 		w.t.Resumed()
-		if failed {
-			sleepCtx(ctx, watchgap.Backoff(failures))
-			failures++
-		} else {
-			failures = 0
-		}
+		failures = backOff(ctx, failed, failures)
 	}
 	return ctx.Err()
 }
@@ -327,12 +322,7 @@ func (a *apiWatch) run(ctx context.Context, rv string) error {
 		if err == nil {
 			a.t.Resumed()
 		}
-		if failed {
-			sleepCtx(ctx, watchgap.Backoff(failures))
-			failures++
-		} else {
-			failures = 0
-		}
+		failures = backOff(ctx, failed, failures)
 	}
 	return ctx.Err()
 }
@@ -571,4 +561,14 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// backOff waits before the next attempt of a watch after a failed one (longer with each
+// consecutive failure) and returns the new count of consecutive failures.
+func backOff(ctx context.Context, failed bool, failures int) int {
+	if !failed {
+		return 0
+	}
+	sleepCtx(ctx, watchgap.Backoff(failures))
+	return failures + 1
 }
