@@ -101,7 +101,8 @@ type runningOperator struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	xds    *xds.Server
-	cache  cache.Cache // the manager's informers (the benchmark times its pod events)
+	cache  cache.Cache   // the manager's informers (the benchmark times its pod events)
+	store  *holdingStore // the etcd store, with a hook that holds writes (order_test.go)
 }
 
 // startOperator starts a manager wired like cmd/main.go with --xds-bind-address=xdsAddr.
@@ -135,9 +136,10 @@ func startOperator() *runningOperator {
 		OnPublished: bench.published,
 	})
 	Expect(mgr.Add(srv)).To(Succeed())
+	st := newHoldingStore(etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}))
 	r := &controller.ServiceRegistryReconciler{
 		Client:    mgr.GetClient(),
-		Store:     etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}),
+		Store:     st,
 		StoreName: storeServer.Endpoint(),
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},
@@ -154,7 +156,7 @@ func startOperator() *runningOperator {
 		MaxConcurrentWarmups:    controller.DefaultMaxConcurrentWarmups,
 	})).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &runningOperator{cancel: cancel, done: make(chan struct{}), xds: srv, cache: mgr.GetCache()}
+	op := &runningOperator{cancel: cancel, done: make(chan struct{}), xds: srv, cache: mgr.GetCache(), store: st}
 	go func() {
 		defer GinkgoRecover()
 		defer close(op.done)
