@@ -61,6 +61,20 @@ func (r *ServiceRegistryReconciler) reconcilePods(ctx context.Context, s *reconc
 	return ctrl.Result{}, nil
 }
 
+// reconcilePublish hands the verdicts to the Publisher (the xDS server) as soon as they are
+// decided, before the store write, when nothing it publishes depends on that write: the
+// verdicts are the ones the store plan is computed from, and a removal then reaches the
+// proxies without waiting for the store's round trip (deregistration first, as the store
+// itself is written before the gates). A registry with slow start publishes after the
+// store write (reconcileGates), because its endpoints' weights are the ones the store
+// records (xdsWeight).
+func (r *ServiceRegistryReconciler) reconcilePublish(_ context.Context, s *reconcileScope) (ctrl.Result, error) {
+	if !rampOf(s.reg).Enabled() {
+		r.publish(s)
+	}
+	return ctrl.Result{}, nil
+}
+
 // reconcileWarmups starts and cancels the background warm-ups (warmup.go).
 func (r *ServiceRegistryReconciler) reconcileWarmups(_ context.Context, s *reconcileScope) (ctrl.Result, error) {
 	r.syncWarmups(s)
@@ -83,7 +97,7 @@ func (r *ServiceRegistryReconciler) reconcileStore(ctx context.Context, s *recon
 // reconcileGates sets the readiness gates (gates.go). A failed flip keeps the requeue the
 // earlier phases asked for (gateFlipFailed).
 func (r *ServiceRegistryReconciler) reconcileGates(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
-	r.publish(s) // first, so that a gate waiting for xDS ACKs waits for this reconcile's push
+	r.publish(s) // unless reconcilePublish did: a gate waiting for xDS ACKs waits for this reconcile's push
 	if err := r.flipGates(ctx, s); err != nil {
 		return gateFlipFailed(ctx, s.result, err)
 	}

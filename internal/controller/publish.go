@@ -9,8 +9,9 @@ import (
 	"github.com/registrar-dev/registrar/internal/publish"
 )
 
-// publish hands the reconcile's verdicts (the ones that planned the store's writes) to the
-// Publisher, once per reconcile: before the readiness gates when the reconcile gets there
+// publish hands the reconcile's verdicts (the ones that plan the store's writes) to the
+// Publisher, once per reconcile: before the store write when the registry has no slow
+// start (reconcilePublish), else before the readiness gates when the reconcile gets there
 // (a gate may wait for the clients' ACKs), else where the status is computed, from the same
 // scope. Its answer is reported in the XDSPublished condition (publishedCondition).
 func (r *ServiceRegistryReconciler) publish(s *reconcileScope) {

@@ -185,6 +185,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return doReconcile(ctx, s, []reconcilePhase{
 		r.reconcilePods,       // gather and decide: the selected pods and the verdict on each
 		r.reconcileLeaseGuard, // decide: hold node Lease removals when too many lapse at once
+		r.reconcilePublish,    // apply: the verdicts to xDS, unless they wait for the store's weights
 		r.reconcileWarmups,    // apply: background warm-ups of the pods warming up
 		r.reconcileStore,      // apply: the difference, written to every store of the registry
 		r.reconcileGates,      // apply: readiness gates, for what the store acknowledged
