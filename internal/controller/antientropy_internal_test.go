@@ -61,3 +61,30 @@ func TestRecheckOfAKeyBeingWritten(t *testing.T) {
 		})
 	}
 }
+
+// A store change that arrives while a registry's records are being re-read (dropped after a
+// key conflict or a failed write, not listed again yet) still enqueues the registry: the
+// listing may have been made before the change, and nothing else would bring the registry
+// back before its conflict retry (the older of two registries of one service waited ~10 s
+// for the key the younger one had just released).
+func TestChangeDuringReRead(t *testing.T) {
+	name := types.NamespacedName{Namespace: "ns", Name: "older"}
+	scope := store.Scope{Service: "shop", Namespace: "ns"}
+	theirs := store.Record{Endpoint: store.Endpoint{Pod: "shop-1", Owner: "younger-uid"}, Revision: 4}
+	k := newKnownRecords()
+	k.set(name, "", "uid", scope, map[string]store.Record{"shop-1": theirs})
+	k.forgetStore(name, "") // a conflict on shop-1: the scope is listed again
+	// The younger registry releases the key before the new listing is recorded.
+	deleted := store.Change{Service: "shop", Namespace: "ns", Pod: "shop-1", Revision: 6, Deleted: true}
+	if !k.note(name, "", deleted) {
+		t.Fatal("a change during the re-read does not enqueue the registry")
+	}
+	if _, _, ok := k.get(name, "", "uid", scope); ok {
+		t.Fatal("records dropped for a re-read are served before the scope is listed again")
+	}
+	// The listing made before the delete is recorded: it must not explain the delete away.
+	k.set(name, "", "uid", scope, map[string]store.Record{"shop-1": theirs})
+	if _, stale, _ := k.get(name, "", "uid", scope); !stale {
+		t.Fatal("a listing older than the reported delete is taken as current")
+	}
+}
