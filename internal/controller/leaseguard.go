@@ -146,7 +146,7 @@ func (r *ServiceRegistryReconciler) registeredPods(s *reconcileScope) map[string
 	r.known.mu.Lock()
 	defer r.known.mu.Unlock()
 	for _, e := range r.known.entries[client.ObjectKeyFromObject(s.reg)] {
-		if e.uid != s.reg.UID {
+		if e.uid != s.reg.UID || e.relist {
 			continue
 		}
 		for pod, rec := range e.records {

@@ -11,8 +11,8 @@ import (
 // knownRecords is the reconciler's view of what each ServiceRegistry has in the store: the
 // records of its scope as last listed, updated by every acknowledged write. An entry exists
 // only after a successful List, so the first write for a registry after a start is always
-// planned against the store's real content. Any failed or conflicting write drops the entry,
-// forcing a fresh List.
+// planned against the store's real content. Any failed or conflicting write marks the entry
+// for a fresh List (forgetStore).
 type knownRecords struct {
 	mu sync.Mutex
 	// entries are keyed by registry, then by store name ("" for a single store).
@@ -30,6 +30,11 @@ type knownEntry struct {
 	// verify asks the next reconcile to re-read the scope and diff it with records (the
 	// periodic full re-read, or a watch that missed changes).
 	verify bool
+	// relist is set when the records are no longer to be planned against (a conflicting
+	// or failed write: forgetStore): get reports nothing until the scope is listed again
+	// (set), but the records still tell a reported change from the ones they hold, so a
+	// change arriving during the re-read still enqueues the registry (note).
+	relist bool
 }
 
 // maxPending bounds the changes remembered per registry and store; past it the scope is
@@ -57,7 +62,7 @@ func (k *knownRecords) get(name types.NamespacedName, storeName string, uid type
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.entries[name][storeName]
-	if !ok || e.uid != uid || e.scope != scope {
+	if !ok || e.uid != uid || e.scope != scope || e.relist {
 		return nil, false, false
 	}
 	for pod, c := range e.pending {
@@ -154,11 +159,17 @@ func (k *knownRecords) forget(name types.NamespacedName) {
 	delete(k.entries, name)
 }
 
-// forgetStore drops what is known of the registry in one store.
+// forgetStore makes the next reconcile list the registry's scope in one store again before
+// it plans (get reports nothing), keeping the records only to judge the changes the store
+// reports meanwhile (note) and the changes already reported, which stay pending until a
+// listing explains them (set).
 func (k *knownRecords) forgetStore(name types.NamespacedName, storeName string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	delete(k.entries[name], storeName)
+	if e, ok := k.entries[name][storeName]; ok {
+		e.relist = true
+		k.entries[name][storeName] = e
+	}
 }
 
 // applied returns records after changes were acknowledged with the written records.
