@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,9 +37,9 @@ type statusWriter struct {
 	// latest is the newest status computed for each registry until the cache shows it,
 	// written or not: the next reconcile builds on it.
 	latest map[types.NamespacedName]statusEntry
-	// written is the object as returned by this writer's last successful write, with the
-	// resourceVersion it was written over: while the cache still shows that version, the
-	// written object is the base of the next patch.
+	// written is this writer's last successful write of each registry: while the cache
+	// still shows the version it was written over, its status and resourceVersion are the
+	// base of the next write.
 	written map[types.NamespacedName]writtenEntry
 	// echoes remembers each status as it is written, so that its echo (the registry's update
 	// event carrying it) does not enqueue the registry again (isEcho).
@@ -50,8 +52,11 @@ type statusEntry struct {
 }
 
 type writtenEntry struct {
-	from string
-	obj  *v1alpha1.ServiceRegistry
+	uid types.UID
+	// from is the resourceVersion the write was made over, rv the one it made; status is
+	// what it wrote.
+	from, rv string
+	status   v1alpha1.ServiceRegistryStatus
 }
 
 func newStatusWriter(c client.Client, workers int, retryBase, retryMax time.Duration) *statusWriter {
@@ -157,7 +162,8 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 	ctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
 	defer cancel()
 	cached := &v1alpha1.ServiceRegistry{}
-	if err := w.client.Get(ctx, name, cached); err != nil {
+	// Read only (UID, resourceVersion, status): no copy of the cached object.
+	if err := w.client.Get(ctx, name, cached, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			w.forget(name)
 			return nil
@@ -167,16 +173,15 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 	if cached.UID != e.uid {
 		return nil // replaced by a new object: its own reconcile submits its status
 	}
-	original := w.baseObject(name, cached)
-	if equality.Semantic.DeepEqual(original.Status, e.status) {
+	base := w.baseOf(name, cached)
+	if equality.Semantic.DeepEqual(base.status, e.status) {
 		return nil
 	}
-	reg := original.DeepCopy()
-	reg.Status = *e.status.DeepCopy()
 	// Before the write: its update event may reach the informer before the write returns.
 	// e.status is the writer's own copy, never modified (submit and base copy).
 	w.echoes.Writing(name, e.uid, e.status)
-	if err := w.apply(ctx, original, reg); err != nil {
+	rv, err := w.apply(ctx, name, base.rv, e.status)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			w.forget(name)
 			return nil
@@ -184,36 +189,56 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 		return err
 	}
 	w.mu.Lock()
-	w.written[name] = writtenEntry{from: original.ResourceVersion, obj: reg}
+	w.written[name] = writtenEntry{uid: e.uid, from: base.rv, rv: rv, status: e.status}
 	w.mu.Unlock()
 	return nil
 }
 
-// baseObject is the object as the server holds it, as far as the writer knows: the cached
-// one, or the one its last write returned while the cache still shows the version before it.
-func (w *statusWriter) baseObject(name types.NamespacedName, cached *v1alpha1.ServiceRegistry) *v1alpha1.ServiceRegistry {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if last, ok := w.written[name]; ok && last.obj.UID == cached.UID && last.from == cached.ResourceVersion {
-		return last.obj.DeepCopy()
-	}
-	return cached
+// statusBase is the status the server holds as far as the writer knows, and its
+// resourceVersion.
+type statusBase struct {
+	rv     string
+	status v1alpha1.ServiceRegistryStatus
 }
 
-// apply writes reg's status over original with an optimistic lock: a stale base fails with
-// a conflict and is retried, rather than patching over a status it did not see.
-func (w *statusWriter) apply(ctx context.Context, original, reg *v1alpha1.ServiceRegistry) error {
-	if len(original.Status.Conditions) == 0 {
-		// First write: a merge patch would leave out the zero counts (unchanged from the
-		// zero-valued original), and the printer columns would show nothing.
-		if err := w.client.Status().Update(ctx, reg); err != nil {
-			return fmt.Errorf("write first status of %s/%s: %w", reg.Namespace, reg.Name, err)
-		}
-		return nil
+// baseOf is the cached object's status, or the one the writer's last write returned while
+// the cache still shows the version before it.
+func (w *statusWriter) baseOf(name types.NamespacedName, cached *v1alpha1.ServiceRegistry) statusBase {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if last, ok := w.written[name]; ok && last.uid == cached.UID && last.from == cached.ResourceVersion {
+		return statusBase{rv: last.rv, status: last.status}
 	}
-	patch := client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})
-	if err := w.client.Status().Patch(ctx, reg, patch); err != nil {
-		return fmt.Errorf("patch status of %s/%s: %w", reg.Namespace, reg.Name, err)
+	return statusBase{rv: cached.ResourceVersion, status: cached.Status}
+}
+
+// jsonPatchOp is one operation of a JSON patch (RFC 6902).
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// apply replaces the registry's status with st over resourceVersion rv and returns the new
+// resourceVersion. It is a JSON patch of two operations: the resourceVersion it was computed
+// over (an optimistic lock: the server answers 409 Conflict when the object moved on, and the
+// write is retried over the newer one rather than over a status it did not see) and the whole
+// status (so nothing is diffed, and a field that went back to its zero value is written too).
+// The request asks for the object's metadata only (PartialObjectMetadata): the server does not
+// send the registry back, and only its resourceVersion is read.
+func (w *statusWriter) apply(ctx context.Context, name types.NamespacedName, rv string, st v1alpha1.ServiceRegistryStatus) (string, error) {
+	body, err := json.Marshal([]jsonPatchOp{
+		{Op: "replace", Path: "/metadata/resourceVersion", Value: rv},
+		{Op: "add", Path: "/status", Value: st}, // add replaces a member that exists
+	})
+	if err != nil {
+		return "", fmt.Errorf("encode status of %s: %w", name, err)
 	}
-	return nil
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ServiceRegistry"))
+	obj.Namespace, obj.Name = name.Namespace, name.Name
+	if err := w.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
+		return "", fmt.Errorf("patch status of %s: %w", name, err)
+	}
+	return obj.ResourceVersion, nil
 }

@@ -135,6 +135,21 @@ var _ = Describe("status writer", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	})
 
+	It("writes a field that goes back to its zero value and drops a list that empties", func() {
+		reg := heldRegistry(ns, "zeroed")
+		start()
+		st := statusWith(reg, 4)
+		st.Draining = 2
+		st.Endpoints = []v1alpha1.EndpointStatus{{Pod: "p-1", State: v1alpha1.EndpointDraining, Reason: v1alpha1.ReasonPodTerminating}}
+		writer.Submit(reg, st)
+		Eventually(func() int32 { return getRegistry(reg).Status.Draining }).WithTimeout(timeout).Should(Equal(int32(2)))
+		st = statusWith(reg, 0)
+		writer.Submit(reg, st)
+		Eventually(func() v1alpha1.ServiceRegistryStatus { return getRegistry(reg).Status }).WithTimeout(timeout).
+			Should(And(HaveField("Registered", int32(0)), HaveField("Draining", int32(0)), HaveField("Endpoints", BeEmpty())))
+		Expect(getRegistry(reg).Status.Conditions).To(Equal(reg.Status.Conditions), "the rest of the status is kept")
+	})
+
 	It("patches over the status the server holds, not the one it wrote last", func() {
 		reg := heldRegistry(ns, "retried")
 		start()
