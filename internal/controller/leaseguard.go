@@ -102,7 +102,7 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 					r.leasesSeen.restart(p.pod.Spec.NodeName, l.RenewTime, now)
 				}
 			}
-			ep, err := eligibility.Endpoint(s.reg, p.pod, eligibility.Placement{Zone: r.zoneOf(ctx, p.pod), Cluster: r.Cluster})
+			ep, err := eligibility.Endpoint(s.reg, p.pod, eligibility.Placement{Zone: r.zoneOf(ctx, s, p.pod), Cluster: r.Cluster})
 			if err != nil {
 				continue
 			}

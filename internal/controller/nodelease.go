@@ -32,7 +32,8 @@ const podNodeNameField = "spec.nodeName"
 // take 40 s or more to mark the pod.
 func (r *ServiceRegistryReconciler) nodeLeaseOf(ctx context.Context, node string) (eligibility.NodeLease, bool) {
 	var lease coordinationv1.Lease
-	err := r.Get(ctx, types.NamespacedName{Namespace: NodeLeaseNamespace, Name: node}, &lease)
+	// Read only (nodeLease copies what it needs): no copy of the cached Lease.
+	err := r.Get(ctx, types.NamespacedName{Namespace: NodeLeaseNamespace, Name: node}, &lease, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			log.FromContext(ctx).Error(err, "read node Lease", "node", node)
@@ -40,6 +41,23 @@ func (r *ServiceRegistryReconciler) nodeLeaseOf(ctx context.Context, node string
 		return eligibility.NodeLease{}, false
 	}
 	return r.leasesSeen.withObservation(nodeLease(&lease), node), true
+}
+
+// scopeLeaseOf is nodeLeaseOf read once per node per reconcile (s.leases); nil when the
+// node has no Lease.
+func (r *ServiceRegistryReconciler) scopeLeaseOf(ctx context.Context, s *reconcileScope, node string) *eligibility.NodeLease {
+	if l, ok := s.leases[node]; ok {
+		return l
+	}
+	var lp *eligibility.NodeLease
+	if l, ok := r.nodeLeaseOf(ctx, node); ok {
+		lp = &l
+	}
+	if s.leases == nil {
+		s.leases = map[string]*eligibility.NodeLease{}
+	}
+	s.leases[node] = lp
+	return lp
 }
 
 // RenewalMargin: a renewal seen within this margin before the node's Lease lapses counts as

@@ -156,6 +156,10 @@ type reconcileScope struct {
 	xdsGateWait bool
 	// hold is set when the node Lease guard kept endpoints in the store (leaseguard.go).
 	hold *guardHold
+	// leases and zones are the node Leases and node zones this reconcile read, by node name:
+	// a registry's pods share a few nodes, and each is read from the cache once.
+	leases map[string]*eligibility.NodeLease
+	zones  map[string]string
 }
 
 // Reconcile syncs one ServiceRegistry. A registry that is gone is forgotten, one being
@@ -382,9 +386,7 @@ func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScop
 		log.FromContext(ctx).V(1).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
 	}
 	if r.NodeLeaseTimeout > 0 && pod.Spec.NodeName != "" {
-		if l, ok := r.nodeLeaseOf(ctx, pod.Spec.NodeName); ok {
-			f.NodeLease = &l
-		}
+		f.NodeLease = r.scopeLeaseOf(ctx, s, pod.Spec.NodeName)
 	}
 	d := eligibility.Decide(f)
 	p := selectedPod{pod: pod, verdict: d.Verdict}
@@ -400,7 +402,7 @@ func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScop
 	if p.verdict.State != v1alpha1.EndpointRegistered && p.verdict.State != v1alpha1.EndpointWarmingUp {
 		return p
 	}
-	ep, err := eligibility.Endpoint(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, pod), Cluster: r.Cluster})
+	ep, err := eligibility.Endpoint(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, s, pod), Cluster: r.Cluster})
 	if err != nil { // not reached: the chain checked the ports
 		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNamedPortMissing}
 		return p
@@ -418,17 +420,26 @@ func errEmptySelector(sel labels.Selector) error {
 
 // zoneOf reads the zone label of the pod's node; empty when unknown. Only the node's
 // metadata is read, so the cache holds nodes as metadata only (a metadata-only watch):
-// a Node's status (images, conditions, capacity) is large and never read.
-func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, pod *corev1.Pod) string {
+// a Node's status (images, conditions, capacity) is large and never read. Each node is
+// read once per reconcile (s.zones).
+func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, s *reconcileScope, pod *corev1.Pod) string {
 	if pod.Spec.NodeName == "" {
 		return ""
 	}
+	if zone, ok := s.zones[pod.Spec.NodeName]; ok {
+		return zone
+	}
+	zone := ""
 	node := &metav1.PartialObjectMetadata{}
 	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-	if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node, client.UnsafeDisableDeepCopy); err != nil {
-		return ""
+	if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node, client.UnsafeDisableDeepCopy); err == nil {
+		zone = node.Labels[ZoneLabel]
 	}
-	return node.Labels[ZoneLabel]
+	if s.zones == nil {
+		s.zones = map[string]string{}
+	}
+	s.zones[pod.Spec.NodeName] = zone
+	return zone
 }
 
 // finalize removes the registry's endpoints from the store, then its finalizer.
