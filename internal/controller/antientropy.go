@@ -103,17 +103,15 @@ type echoCheck struct {
 // this operator: then it is most likely that write's echo, arriving before the write's
 // outcome was recorded, and it is rechecked EchoRecheck later (recheck) instead.
 func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Change) {
-	var regs v1alpha1.ServiceRegistryList
-	if err := a.r.List(ctx, &regs, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+	// The registries of the change's service only (the cache's service-name index): the
+	// work per store change does not grow with the namespace's registries.
+	regs, err := a.r.sameService(ctx, c.Namespace, c.Service, client.UnsafeDisableDeepCopy)
+	if err != nil {
 		return // the periodic re-read catches up
 	}
 	key := echo.Key{Store: storeName, Service: c.Service, Namespace: c.Namespace, Pod: c.Pod}
 	for i := range regs.Items {
-		reg := &regs.Items[i]
-		if reg.ResolvedServiceName() != c.Service {
-			continue
-		}
-		name := client.ObjectKeyFromObject(reg)
+		name := client.ObjectKeyFromObject(&regs.Items[i])
 		if !a.r.known.note(name, storeName, c) {
 			continue
 		}
