@@ -107,6 +107,14 @@ type ServiceRegistryReconciler struct {
 	// guard is the node Lease guard's state (leaseGuard), created on first use.
 	guardOnce sync.Once
 	guard     *leaseGuardState
+	// podStore is the pod informer's store (SetupWithManager), read directly by podsOf;
+	// nil reads pods through the client.
+	podStore podStore
+}
+
+// podStore is the read the reconciler makes of the pod informer's store.
+type podStore interface {
+	GetByKey(key string) (item any, exists bool, err error)
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
@@ -299,8 +307,8 @@ func (r *ServiceRegistryReconciler) podsOf(ctx context.Context, reg *v1alpha1.Se
 	names, _ := r.index.PodsOf(reg.Namespace, reg.Name)
 	pods := make([]*corev1.Pod, 0, len(names))
 	for _, name := range names {
-		pod := &corev1.Pod{}
-		if err := r.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: name}, pod, client.UnsafeDisableDeepCopy); err != nil {
+		pod, err := r.cachedPod(ctx, reg.Namespace, name)
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
@@ -311,6 +319,30 @@ func (r *ServiceRegistryReconciler) podsOf(ctx context.Context, reg *v1alpha1.Se
 		}
 	}
 	return pods, nil
+}
+
+// cachedPod is the cache's own pod object (never to be modified): read from the pod
+// informer's store when the reconciler has it (podStore: no allocation, no REST mapping per
+// read), else through the client without a copy.
+func (r *ServiceRegistryReconciler) cachedPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	if r.podStore != nil {
+		obj, exists, err := r.podStore.GetByKey(ns + "/" + name)
+		if err != nil {
+			return nil, err
+		}
+		if !exists {
+			return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			return pod, nil
+		}
+		return nil, fmt.Errorf("pod cache holds a %T", obj)
+	}
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	return pod, nil
 }
 
 // selectRegisteredPods is selectPods for a registry whose selector cannot be used (invalid,
