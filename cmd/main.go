@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
+	"github.com/registrar-dev/registrar/internal/memlimit"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
@@ -73,6 +75,7 @@ type config struct {
 	selfmon                 selfMonConfig
 	sharding                shardingConfig
 	multicluster            clusterConfig
+	memoryLimitRatio        float64
 }
 
 func parseFlags(args []string) (config, zap.Options, error) {
@@ -103,6 +106,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	}
 	if err := c.leaseGuard.Validate(); err != nil {
 		return c, zopts, err
+	}
+	if c.memoryLimitRatio < 0 || c.memoryLimitRatio > 1 {
+		return c, zopts, fmt.Errorf("--memory-limit-ratio=%v: want 0 (off) to 1", c.memoryLimitRatio)
 	}
 	return c, zopts, nil
 }
@@ -141,6 +147,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.storeDataDir, "store-data-dir", "registrar-data", "Data directory of the embedded etcd (used without --store-endpoints).")
 	fs.StringVar(&c.embeddedClientURL, "embedded-store-client-url", "http://127.0.0.1:2379", "Where the embedded etcd serves clients.")
 	fs.StringVar(&c.embeddedPeerURL, "embedded-store-peer-url", "http://127.0.0.1:2380", "Where the embedded etcd listens for peers.")
+	fs.Float64Var(&c.memoryLimitRatio, "memory-limit-ratio", 0.9, "Set Go's soft memory limit to this share of the container's memory limit (cgroup v2 memory.max or v1 memory.limit_in_bytes), so the garbage collector works harder near the limit instead of the process being OOM-killed; 0 disables; an explicit GOMEMLIMIT wins; nothing is set without a limit.")
 	bindStoreFlags(fs, &c.stores)
 	bindWebhookFlags(fs, &c.webhook)
 	bindXDSFlags(fs, &c.xds)
@@ -153,6 +160,20 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	}
 	zopts.BindFlags(fs)
 	return fs
+}
+
+// applyMemoryLimit sets the runtime's soft memory limit from the container's memory limit
+// (internal/memlimit), and logs what it did.
+func applyMemoryLimit(ratio float64) error {
+	d, err := memlimit.Soft(os.DirFS("/sys/fs/cgroup"), ratio, os.Getenv("GOMEMLIMIT"))
+	if err != nil {
+		return err
+	}
+	if d.Limit > 0 {
+		debug.SetMemoryLimit(d.Limit)
+	}
+	setupLog.Info("Go soft memory limit", "bytes", d.Limit, "containerLimitBytes", d.Container, "reason", d.Reason)
+	return nil
 }
 
 func envOr(key, def string) string {
@@ -169,6 +190,9 @@ func main() {
 		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	if err := applyMemoryLimit(cfg.memoryLimitRatio); err != nil {
+		setupLog.Error(err, "Go soft memory limit not set")
+	}
 	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
 		setupLog.Error(err, "registrar stopped")
 		os.Exit(1)
