@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,10 @@ type clientState struct {
 	// (nil: a wildcard), so that a request for names it did not ask for before counts
 	// against the limiter.
 	names map[string]map[string]bool
+	// lastNames is, per type URL, the names of the stream's last state-of-the-world request
+	// as it sent them: an ACK that repeats them (every ACK of a gRPC client does) costs no
+	// new set.
+	lastNames map[string][]string
 	// edsSubs are the ClusterLoadAssignments the client subscribes to (its last EDS
 	// request's names); edsAcked maps each to the publish (cache version) of the content it
 	// last acknowledged. Both feed the readiness gate's wait for ACKs (Server.Acknowledged).
@@ -122,7 +127,8 @@ func (a *ackTracker) open(_ context.Context, id int64, _ string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, names: map[string]map[string]bool{},
-		limiter: rate.NewLimiter(rate.Limit(a.s.cfg.requestRate()), a.s.cfg.requestBurst())}
+		lastNames: map[string][]string{},
+		limiter:   rate.NewLimiter(rate.Limit(a.s.cfg.requestRate()), a.s.cfg.requestBurst())}
 	clients.Set(float64(len(a.streams)))
 	return nil
 }
@@ -168,19 +174,7 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		a.mu.Unlock()
 		return nil
 	}
-	subs := make(map[string]bool, len(req.GetResourceNames()))
-	for _, n := range req.GetResourceNames() {
-		subs[n] = true
-	}
-	prev, seen := st.names[req.GetTypeUrl()]
-	newNames := !seen || asksForMore(prev, subs)
-	if len(subs) == 0 {
-		subs = nil // a wildcard
-	}
-	st.names[req.GetTypeUrl()] = subs
-	if req.GetTypeUrl() == resourcev3.EndpointType {
-		st.edsSubs, st.edsAll = subs, len(subs) == 0
-	}
+	newNames := st.subscribe(req.GetTypeUrl(), req.GetResourceNames())
 	if sent, ok := st.pending[req.GetTypeUrl()]; ok && req.GetErrorDetail() != nil && req.GetResponseNonce() == sent.nonce &&
 		!strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
 		// A client that rejects its first response from this server asks with no (or
@@ -192,6 +186,31 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 	a.mu.Unlock()
 	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetVersionInfo(),
 		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), newNames, time.Now())
+}
+
+// subscribe records the names of a state-of-the-world request of typeURL and tells whether
+// it asks for a name the stream's previous request of that type did not (or is its first).
+// The same names in the same order as the previous request are the common case (an ACK) and
+// cost a comparison, not a new set.
+func (st *clientState) subscribe(typeURL string, names []string) (newNames bool) {
+	if last, seen := st.lastNames[typeURL]; seen && slices.Equal(last, names) {
+		return false
+	}
+	subs := make(map[string]bool, len(names))
+	for _, n := range names {
+		subs[n] = true
+	}
+	prev, seen := st.names[typeURL]
+	newNames = !seen || asksForMore(prev, subs)
+	if len(subs) == 0 {
+		subs = nil // a wildcard
+	}
+	st.names[typeURL] = subs
+	st.lastNames[typeURL] = names
+	if typeURL == resourcev3.EndpointType {
+		st.edsSubs, st.edsAll = subs, len(subs) == 0
+	}
+	return newNames
 }
 
 // asksForMore tells whether a state-of-the-world request for names (nil or empty: a
