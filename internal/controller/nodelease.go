@@ -31,6 +31,13 @@ const podNodeNameField = "spec.nodeName"
 // store, as the kubelet cannot report its containers any more and the node controller would
 // take 40 s or more to mark the pod.
 func (r *ServiceRegistryReconciler) nodeLeaseOf(ctx context.Context, node string) (eligibility.NodeLease, bool) {
+	if r.leases != nil {
+		l, ok := r.leases.get(node)
+		if !ok {
+			return eligibility.NodeLease{}, false
+		}
+		return r.leasesSeen.withObservation(l, node), true
+	}
 	var lease coordinationv1.Lease
 	// Read only (nodeLease copies what it needs): no copy of the cached Lease.
 	err := r.Get(ctx, types.NamespacedName{Namespace: NodeLeaseNamespace, Name: node}, &lease, client.UnsafeDisableDeepCopy)
@@ -58,6 +65,46 @@ func (r *ServiceRegistryReconciler) scopeLeaseOf(ctx context.Context, s *reconci
 	}
 	s.leases[node] = lp
 	return lp
+}
+
+// leaseMemo holds what the verdict reads of each node Lease (nodeLease), as the Lease watch
+// last delivered it: the watch's predicate records every Lease event (leaseRenewedAfterLapse)
+// before any handler enqueues for it, and the reconciler's workers start only once every
+// Lease listed at start went through it. Reading it costs a map lookup, where a cache Get of
+// a Lease (a namespace-restricted cache) looked up a REST mapping and allocated each time:
+// 7 % of the operator's allocations at 5,000 pods (docs/performance.md).
+type leaseMemo struct {
+	mu sync.RWMutex
+	m  map[string]eligibility.NodeLease
+}
+
+func newLeaseMemo() *leaseMemo { return &leaseMemo{m: map[string]eligibility.NodeLease{}} }
+
+func (m *leaseMemo) get(node string) (eligibility.NodeLease, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	l, ok := m.m[node]
+	return l, ok
+}
+
+// record notes a node Lease event's object (a Lease of another namespace is ignored).
+func (m *leaseMemo) record(obj client.Object) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if m == nil || !ok || l.Namespace != NodeLeaseNamespace {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m[l.Name] = nodeLease(l)
+}
+
+func (m *leaseMemo) forget(obj client.Object) {
+	if m == nil || obj.GetNamespace() != NodeLeaseNamespace {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, obj.GetName())
 }
 
 // RenewalMargin: a renewal seen within this margin before the node's Lease lapses counts as
@@ -176,8 +223,12 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 		// A Lease seen for the first time (also every Lease at an operator start) is judged
 		// by its RenewTime: when it was renewed is unknown. Only a renewal seen to change is
 		// stamped with the operator's clock.
-		CreateFunc: func(event.CreateEvent) bool { return true },
+		CreateFunc: func(e event.CreateEvent) bool {
+			r.leases.record(e.Object)
+			return true
+		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.leases.forget(e.Object)
 			r.leasesSeen.forget(e.Object.GetName())
 			return false
 		},
@@ -188,6 +239,7 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 			if !okOld || !okNew || old.Namespace != NodeLeaseNamespace {
 				return false
 			}
+			r.leases.record(cur)
 			now := r.Clock.Now()
 			before := r.leasesSeen.withObservation(nodeLease(old), old.Name)
 			revives := eligibility.RenewalRevives(before, nodeLease(cur), now, r.NodeLeaseTimeout, RenewalMargin)

@@ -100,6 +100,9 @@ type ServiceRegistryReconciler struct {
 	acks    *gateAcks
 	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
 	leasesSeen *leaseObservations
+	// leases are the node Leases as the Lease watch delivered them (SetupWithManager, with
+	// NodeLeaseTimeout); nil reads them through the client.
+	leases *leaseMemo
 	// triggers notes what enqueued each registry, for registrar_reconciles_total.
 	triggers *reconcileTriggers
 	// writes are the store keys being written (their watch events are echoes: antiEntropy).

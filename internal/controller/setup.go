@@ -144,6 +144,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.registriesOfService)),
 			builder.WithPredicates(notStatusOnly()))
 	if r.NodeLeaseTimeout > 0 {
+		r.leases = newLeaseMemo()
 		b = b.Watches(&coordinationv1.Lease{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
 			builder.WithPredicates(r.leaseRenewedAfterLapse()))
 	}
