@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -99,22 +102,45 @@ func recordEndpointStates(reg *v1alpha1.ServiceRegistry, pods []selectedPod, sto
 	if stored == nil {
 		return
 	}
-	counts := map[v1alpha1.EndpointState]int{}
+	var counts [len(endpointStates)]int
 	for _, p := range pods {
 		st := p.verdict.State
 		if rec, ok := stored[p.pod.Name]; p.verdict.Eligible() && (!ok || rec.UID != string(p.pod.UID)) {
 			st = v1alpha1.EndpointPending
 		}
-		counts[st]++
+		if i := slices.Index(endpointStates[:], st); i >= 0 {
+			counts[i]++
+		}
 	}
-	for _, st := range []v1alpha1.EndpointState{v1alpha1.EndpointPending, v1alpha1.EndpointWarmingUp,
-		v1alpha1.EndpointRegistered, v1alpha1.EndpointUnready, v1alpha1.EndpointDraining} {
-		metrics.Endpoints.WithLabelValues(reg.Namespace, reg.Name, string(st)).Set(float64(counts[st]))
+	for i, g := range endpointGaugesOf(types.NamespacedName{Namespace: reg.Namespace, Name: reg.Name}) {
+		g.Set(float64(counts[i]))
 	}
+}
+
+// endpointStates are the states registrar_endpoints counts, in the order of endpointGauges.
+var endpointStates = [...]v1alpha1.EndpointState{v1alpha1.EndpointPending, v1alpha1.EndpointWarmingUp,
+	v1alpha1.EndpointRegistered, v1alpha1.EndpointUnready, v1alpha1.EndpointDraining}
+
+// endpointGauges holds each registry's registrar_endpoints gauges, one per endpointStates,
+// so that a reconcile sets them without hashing their labels again. A registry is
+// reconciled by one worker at a time, and forgotten by its own reconcile.
+var endpointGauges sync.Map // types.NamespacedName → *[len(endpointStates)]prometheus.Gauge
+
+func endpointGaugesOf(name types.NamespacedName) *[len(endpointStates)]prometheus.Gauge {
+	if g, ok := endpointGauges.Load(name); ok {
+		return g.(*[len(endpointStates)]prometheus.Gauge)
+	}
+	var g [len(endpointStates)]prometheus.Gauge
+	for i, st := range endpointStates {
+		g[i] = metrics.Endpoints.WithLabelValues(name.Namespace, name.Name, string(st))
+	}
+	endpointGauges.Store(name, &g)
+	return &g
 }
 
 // forgetEndpointStates drops the gauges of a registry that is gone.
 func forgetEndpointStates(name types.NamespacedName) {
+	endpointGauges.Delete(name)
 	metrics.Endpoints.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
 	metrics.Unmutated.DeletePartialMatch(map[string]string{"namespace": name.Namespace, "serviceregistry": name.Name})
 }
