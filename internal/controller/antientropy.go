@@ -105,13 +105,13 @@ type echoCheck struct {
 func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Change) {
 	// The registries of the change's service only (the cache's service-name index): the
 	// work per store change does not grow with the namespace's registries.
-	regs, err := a.r.sameService(ctx, c.Namespace, c.Service, client.UnsafeDisableDeepCopy)
+	regs, err := a.r.sameService(ctx, c.Namespace, c.Service)
 	if err != nil {
 		return // the periodic re-read catches up
 	}
 	key := echo.Key{Store: storeName, Service: c.Service, Namespace: c.Namespace, Pod: c.Pod}
-	for i := range regs.Items {
-		name := client.ObjectKeyFromObject(&regs.Items[i])
+	for _, reg := range regs {
+		name := client.ObjectKeyFromObject(reg)
 		if !a.r.known.note(name, storeName, c) {
 			continue
 		}

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,14 +40,14 @@ type claim struct {
 func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alpha1.ServiceRegistry) ([]claim, error) {
 	// Read-only (names, creation times, selectors, once per reconcile): no deep copies
 	// (docs/development.md, "Benchmark history").
-	regs, err := r.sameService(ctx, reg.Namespace, reg.ResolvedServiceName(), client.UnsafeDisableDeepCopy)
+	regs, err := r.sameService(ctx, reg.Namespace, reg.ResolvedServiceName())
 	if err != nil {
 		return nil, err
 	}
 	self := eligibility.ClaimantOf(reg)
 	var out []claim
-	for i := range regs.Items {
-		other := eligibility.ClaimantOf(&regs.Items[i])
+	for _, o := range regs {
+		other := eligibility.ClaimantOf(o)
 		if other.Deleting || other.Selector == nil || !eligibility.Overlaps(other, self) {
 			continue // it writes nothing we would, so it claims nothing
 		}
@@ -85,15 +84,15 @@ func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj
 	if !ok {
 		return nil
 	}
-	regs, err := r.sameService(ctx, changed.Namespace, changed.ResolvedServiceName(), client.UnsafeDisableDeepCopy)
+	regs, err := r.sameService(ctx, changed.Namespace, changed.ResolvedServiceName())
 	if err != nil {
 		log.FromContext(ctx).Error(err, "list ServiceRegistries of a service", "namespace", changed.Namespace)
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range regs.Items {
-		if regs.Items[i].UID != changed.UID && regs.Items[i].ResolvedServiceName() == changed.ResolvedServiceName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])})
+	for _, o := range regs {
+		if o.UID != changed.UID {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 		}
 	}
 	return reqs
@@ -111,20 +110,58 @@ func registryServiceName(o client.Object) []string {
 	return []string{reg.ResolvedServiceName()}
 }
 
-// sameService lists the ServiceRegistries of a namespace publishing a service name: through
-// the cache's index under a manager, else (no index: a plain client) by listing the
-// namespace's and keeping those of the service.
-func (r *ServiceRegistryReconciler) sameService(ctx context.Context, ns, service string, opts ...client.ListOption) (*v1alpha1.ServiceRegistryList, error) {
+// registryServiceIndex is the registry informer's own index by namespace and service name
+// (registryServiceKey), read directly by sameService when the cache gives the informer's
+// indexer.
+const registryServiceIndex = "registrar.dev/namespace-service"
+
+func registryServiceKey(ns, service string) string { return ns + "/" + service }
+
+func indexRegistryByService(obj any) ([]string, error) {
+	reg, ok := obj.(*v1alpha1.ServiceRegistry)
+	if !ok {
+		return nil, nil
+	}
+	return []string{registryServiceKey(reg.Namespace, reg.ResolvedServiceName())}, nil
+}
+
+// registryIndexer is the read sameService makes of the registry informer's indexer.
+type registryIndexer interface {
+	ByIndex(indexName, indexedValue string) ([]any, error)
+}
+
+// sameService returns the ServiceRegistries of a namespace publishing a service name, as the
+// cache's own objects (read-only: never to be modified): from the registry informer's index
+// when the reconciler has it (no REST mapping, no list built per call: it runs for every
+// reconcile and every store change), else through the cache's field index, else (a plain
+// client) by listing the namespace's and keeping those of the service.
+func (r *ServiceRegistryReconciler) sameService(ctx context.Context, ns, service string) ([]*v1alpha1.ServiceRegistry, error) {
+	if r.registries != nil {
+		objs, err := r.registries.ByIndex(registryServiceIndex, registryServiceKey(ns, service))
+		if err != nil {
+			return nil, fmt.Errorf("ServiceRegistries of service %s/%s from the index: %w", ns, service, err)
+		}
+		out := make([]*v1alpha1.ServiceRegistry, 0, len(objs))
+		for _, o := range objs {
+			if reg, ok := o.(*v1alpha1.ServiceRegistry); ok {
+				out = append(out, reg)
+			}
+		}
+		return out, nil
+	}
 	var regs v1alpha1.ServiceRegistryList
-	opts = append(opts, client.InNamespace(ns))
+	opts := []client.ListOption{client.InNamespace(ns), client.UnsafeDisableDeepCopy}
 	if r.index != nil {
 		opts = append(opts, client.MatchingFields{registryServiceField: service})
 	}
 	if err := r.List(ctx, &regs, opts...); err != nil {
 		return nil, fmt.Errorf("list ServiceRegistries of service %s/%s: %w", ns, service, err)
 	}
-	if r.index == nil {
-		regs.Items = slices.DeleteFunc(regs.Items, func(reg v1alpha1.ServiceRegistry) bool { return reg.ResolvedServiceName() != service })
+	out := make([]*v1alpha1.ServiceRegistry, 0, len(regs.Items))
+	for i := range regs.Items {
+		if regs.Items[i].ResolvedServiceName() == service {
+			out = append(out, &regs.Items[i])
+		}
 	}
-	return &regs, nil
+	return out, nil
 }

@@ -113,6 +113,9 @@ type ServiceRegistryReconciler struct {
 	// podStore is the pod informer's store (SetupWithManager), read directly by podsOf;
 	// nil reads pods through the client.
 	podStore podStore
+	// registries is the ServiceRegistry informer's indexer (SetupWithManager), read by
+	// sameService; nil reads registries through the client.
+	registries registryIndexer
 }
 
 // podStore is the read the reconciler makes of the pod informer's store.

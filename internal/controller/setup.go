@@ -117,6 +117,18 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if st, ok := podInformer.(interface{ GetStore() toolscache.Store }); ok {
 		r.podStore = st.GetStore()
 	}
+	// The registries of a service are read from the registry informer's own index
+	// (sameService), when the cache gives the informer's indexer.
+	regInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ServiceRegistry{})
+	if err != nil {
+		return fmt.Errorf("ServiceRegistry informer: %w", err)
+	}
+	if inf, ok := regInformer.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		if err := regInformer.AddIndexers(toolscache.Indexers{registryServiceIndex: indexRegistryByService}); err != nil {
+			return fmt.Errorf("index ServiceRegistries by namespace and service: %w", err)
+		}
+		r.registries = inf.GetIndexer()
+	}
 	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index}
 	if err := releaser.setup(mgr, opts.Shards); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
