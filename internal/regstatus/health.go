@@ -28,8 +28,8 @@ type health struct {
 // registry carries neither; with neither, kstatus falls back to the Ready condition.
 func healthConditions(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRegistryStatus, in Input) {
 	h := judge(st, old, in)
-	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
-	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
+	removeCondition(&st.Conditions, v1alpha1.ConditionStalled)
+	removeCondition(&st.Conditions, v1alpha1.ConditionReconciling)
 	typ := v1alpha1.ConditionReconciling
 	switch {
 	case h.stalled:

@@ -275,7 +275,7 @@ const maxNamed = 5
 // otherwise.
 func injectedCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	if in.Injection == nil {
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionPodsInjected)
+		removeCondition(&st.Conditions, v1alpha1.ConditionPodsInjected)
 		return
 	}
 	un := in.Injection.Unmutated
@@ -300,7 +300,7 @@ func injectedCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 func configuredCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	switch {
 	case !in.Config.Generated:
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConfigured)
+		removeCondition(&st.Conditions, v1alpha1.ConditionConfigured)
 	case in.Config.Problems != "":
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, false, v1alpha1.ReasonInvalidAnnotation,
 			"the Deployment's registrar.dev/ annotations have problems; the valid ones apply: "+in.Config.Problems)
@@ -355,4 +355,14 @@ func setCondition(st *v1alpha1.ServiceRegistryStatus, gen int64, now time.Time, 
 		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
 		LastTransitionTime: metav1.NewTime(now),
 	})
+}
+
+// removeCondition is meta.RemoveStatusCondition without its allocation when the condition is
+// absent (the common case: it runs for several conditions on every reconcile). When present,
+// the conditions are copied without it, as meta does: the slice may share its array with the
+// status the reconcile started from.
+func removeCondition(conds *[]metav1.Condition, typ string) {
+	if meta.FindStatusCondition(*conds, typ) != nil {
+		meta.RemoveStatusCondition(conds, typ)
+	}
 }
