@@ -9,16 +9,12 @@ import (
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
-// Batching under load. An Apply (each part of a split one) that finds fewer than
-// MaxTxnsInFlight transactions of this Store in flight, and none queued, is written at once
-// in a transaction of its own: when idle, one change is one transaction, with no added delay,
-// and a change that arrives while one transaction is in flight does not wait for it (etcd
-// commits concurrent transactions in one raft batch and one fsync, so the second costs it
-// little and saves the change a whole round trip of waiting). While MaxTxnsInFlight
-// transactions are in flight, the Applies that arrive are queued, and when one ends they go
-// to etcd together in the next transaction (up to the operation limit, MaxBatchBytes, and no
-// key twice), so the store's round trips do not grow with the rate of changes: at most
-// MaxTxnsInFlight transactions of a Store are in flight.
+// Batching under load. An Apply (each part of a split one) that finds no transaction of this
+// Store in flight is written at once in a transaction of its own: when idle, one change is
+// one transaction, with no added delay. While a transaction is in flight, the Applies that
+// arrive are queued, and when it ends they go to etcd together in the next transaction (up to
+// the operation limit, MaxBatchBytes, and no key twice), so the store's round trips do not
+// grow with the rate of changes: at most one transaction of a Store is in flight.
 //
 // Every write keeps its own guard (the revision it was planned against) and the fence guards
 // the whole transaction. A transaction is all or nothing, so when a coalesced one fails on a
@@ -26,7 +22,7 @@ import (
 // record moved on gets ErrConflict; the others land.
 //
 // The queue holds at most one entry per caller blocked in Apply (the reconcile workers), and
-// each of at most MaxTxnsInFlight holders of a slot drains it, ending when it is empty.
+// one goroutine at most drains it, ending when it is empty.
 
 // txnItem is one Apply's transaction waiting to be coalesced.
 type txnItem struct {
@@ -44,11 +40,9 @@ type txnResult struct {
 
 // batcher is the queue of one Store.
 type batcher struct {
-	mu sync.Mutex
-	// inFlight counts the slots taken: transactions in flight and drainers running (at most
-	// Options.MaxTxnsInFlight).
-	inFlight int
-	queue    []*txnItem
+	mu    sync.Mutex
+	busy  bool // a transaction is in flight, or the drainer runs
+	queue []*txnItem
 }
 
 // write commits the guarded writes of one scope, coalesced with others' while a transaction
@@ -59,8 +53,8 @@ func (s *Store) write(ctx context.Context, scope store.Scope, ops []op) (int64, 
 	}
 	b := &s.batch
 	b.mu.Lock()
-	if b.inFlight < s.opts.MaxTxnsInFlight && len(b.queue) == 0 {
-		b.inFlight++
+	if !b.busy {
+		b.busy = true
 		b.mu.Unlock()
 		rev, err := s.commit(ctx, scope, ops)
 		s.release()
@@ -68,10 +62,6 @@ func (s *Store) write(ctx context.Context, scope store.Scope, ops []op) (int64, 
 	}
 	it := &txnItem{ctx: ctx, scope: scope, ops: ops, done: make(chan txnResult, 1)}
 	b.queue = append(b.queue, it)
-	if b.inFlight < s.opts.MaxTxnsInFlight {
-		b.inFlight++ // a slot is free but Applies wait before this one: drain them in order
-		go s.drain()
-	}
 	b.mu.Unlock()
 	select {
 	case r := <-it.done:
@@ -99,14 +89,14 @@ func (b *batcher) remove(it *txnItem) bool {
 	return false
 }
 
-// release ends a transaction written at once: when Applies queued meanwhile, its slot drains
-// them; otherwise the slot is free again.
+// release ends the in-flight transaction: when Applies queued meanwhile, a drainer writes
+// them; otherwise the Store is idle again.
 func (s *Store) release() {
 	b := &s.batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) == 0 {
-		b.inFlight--
+		b.busy = false
 		return
 	}
 	go s.drain()
@@ -126,13 +116,13 @@ func (s *Store) drain() {
 // take removes from the queue, in order, the Applies of the next transaction: at most
 // maxOps writes and maxBytes (the first one always), no key twice, all guarded by the first
 // one's fence (guardKey: with per-shard fences, Applies of other shards wait for a
-// transaction of their own). When the queue is empty it frees the caller's slot and returns
+// transaction of their own). When the queue is empty it marks the batcher idle and returns
 // nothing.
 func (b *batcher) take(maxOps, maxBytes int, guardKey func(store.Scope) string) []*txnItem {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) == 0 {
-		b.inFlight--
+		b.busy = false
 		return nil
 	}
 	var batch []*txnItem

@@ -31,7 +31,7 @@ func TestTakeGroupsByGuard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &batcher{inFlight: 1, queue: tt.queue}
+			b := &batcher{busy: true, queue: tt.queue}
 			got := keysOf(b.take(100, 1<<20, tt.guardKey))
 			if !equal(got, tt.want) {
 				t.Errorf("take = %v, want %v", got, tt.want)

@@ -77,15 +77,8 @@ func (l *txnLog) snapshot() []int {
 }
 
 // batchFixture is a fenced Store (as the operator runs it) on a countingKV, and a separate
-// client to read back what landed. Its transactions in flight are limited to one, so that an
-// Apply queues behind any transaction held in flight (batchFixtureInFlight sets the limit).
+// client to read back what landed.
 func batchFixture(t *testing.T) (fixture, *etcd.Store, *countingKV, *txnLog) {
-	t.Helper()
-	return batchFixtureInFlight(t, 1)
-}
-
-// batchFixtureInFlight is batchFixture with Options.MaxTxnsInFlight (0: the default).
-func batchFixtureInFlight(t *testing.T, inFlight int) (fixture, *etcd.Store, *countingKV, *txnLog) {
 	t.Helper()
 	f := newFixture(t, etcd.Options{})
 	cli := newClient(t, requireServer(t))
@@ -95,7 +88,7 @@ func batchFixtureInFlight(t *testing.T, inFlight int) (fixture, *etcd.Store, *co
 		t.Fatal(err)
 	}
 	log := &txnLog{}
-	return f, etcd.New(kv, etcd.Options{Prefix: f.prefix, Fence: fence, OnTxn: log.observe, MaxTxnsInFlight: inFlight}), kv, log
+	return f, etcd.New(kv, etcd.Options{Prefix: f.prefix, Fence: fence, OnTxn: log.observe}), kv, log
 }
 
 func scopeN(i int) store.Scope {
@@ -131,21 +124,10 @@ func TestBatchIdleOneTransactionPerChange(t *testing.T) {
 	}
 }
 
-// TestBatchSaturated: many writers at once. At most one transaction is in flight (the
-// fixture's limit), so the transactions are fewer than the Applies, and every change lands;
-// with the default limit, at most two are.
+// TestBatchSaturated: many writers at once. At most one transaction is in flight, so the
+// transactions are fewer than the Applies, and every change lands.
 func TestBatchSaturated(t *testing.T) {
-	for _, limit := range []int{1, 0} {
-		want := limit
-		if limit == 0 {
-			want = etcd.DefaultMaxTxnsInFlight
-		}
-		t.Run(fmt.Sprintf("%d in flight", want), func(t *testing.T) { saturate(t, limit, want) })
-	}
-}
-
-func saturate(t *testing.T, limit, want int) {
-	f, s, kv, log := batchFixtureInFlight(t, limit)
+	f, s, kv, log := batchFixture(t)
 	const writers, each = 32, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*each)
@@ -177,48 +159,11 @@ func saturate(t *testing.T, limit, want int) {
 	if items != writers*each {
 		t.Errorf("transactions carried %d Applies, want %d", items, writers*each)
 	}
-	if int(kv.most.Load()) > want {
-		t.Errorf("%d transactions in flight at once, want at most %d", kv.most.Load(), want)
+	if kv.most.Load() != 1 {
+		t.Errorf("%d transactions in flight at once, want 1", kv.most.Load())
 	}
 	if txns >= items/2 {
 		t.Errorf("%d transactions for %d Applies from %d writers at once: not coalesced", txns, items, writers)
-	}
-}
-
-// TestBatchSecondTransactionDoesNotWait: with the default limit, an Apply that arrives while
-// one transaction is held in flight is written at once beside it, not queued behind it; a
-// third waits for a slot and lands once the first ends.
-func TestBatchSecondTransactionDoesNotWait(t *testing.T) {
-	f, s, kv, _ := batchFixtureInFlight(t, 0)
-	kv.holdNext.Store(true)
-	first := make(chan error, 1)
-	go func() {
-		sc := scopeN(999)
-		_, err := s.Apply(ctx(t), sc, store.Changes{Create: []store.Endpoint{epIn(sc, "web-0")}})
-		first <- err
-	}()
-	select {
-	case <-kv.held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("first transaction never sent")
-	}
-	if _, err := s.Apply(ctx(t), scopeN(1), store.Changes{Create: []store.Endpoint{epIn(scopeN(1), "web-1")}}); err != nil {
-		t.Fatalf("second Apply, beside the held one: %v", err)
-	}
-	if got := len(f.listByPod(t, scopeN(1))); got != 1 {
-		t.Fatalf("scope 1 holds %d records while the first transaction is held, want 1", got)
-	}
-	select {
-	case err := <-first:
-		t.Fatalf("the held transaction ended early: %v", err)
-	default:
-	}
-	close(kv.release)
-	if err := <-first; err != nil {
-		t.Fatalf("first Apply: %v", err)
-	}
-	if got := len(f.listByPod(t, scopeN(999))); got != 1 {
-		t.Errorf("scope 999 holds %d records, want 1", got)
 	}
 }
 

@@ -63,14 +63,11 @@ type Options struct {
 	// the Store lists, scans, watches, writes and deletes only its own cluster's records.
 	// It must be a wire.ValidateClusterID label.
 	Cluster string
-	// NoBatch writes every Apply in transactions of its own. By default, while
-	// MaxTxnsInFlight transactions are in flight, the Applies that arrive meanwhile (of any
-	// scopes) are coalesced into the next transaction (see batch.go); an Apply that finds a
-	// slot free is written at once, as with NoBatch.
+	// NoBatch writes every Apply in transactions of its own. By default, while a transaction
+	// is in flight, the Applies that arrive meanwhile (of any scopes) are coalesced into the
+	// next transaction (see batch.go); an Apply that finds no transaction in flight is
+	// written at once, as with NoBatch.
 	NoBatch bool
-	// MaxTxnsInFlight bounds the transactions of the Store in flight at once (without
-	// NoBatch). DefaultMaxTxnsInFlight when zero.
-	MaxTxnsInFlight int
 	// MaxBatchBytes bounds the keys and values of one coalesced transaction (an Apply larger
 	// than this alone still goes in one). DefaultMaxBatchBytes when zero; it must stay below
 	// etcd's --max-request-bytes (1.5 MiB by default).
@@ -79,10 +76,6 @@ type Options struct {
 	// Applies (or parts of a split Apply) it carried and its writes: a metric's source.
 	OnTxn func(items, ops int)
 }
-
-// DefaultMaxTxnsInFlight is the default of Options.MaxTxnsInFlight: a change that arrives
-// while one transaction is in flight is written at once, beside it.
-const DefaultMaxTxnsInFlight = 2
 
 // DefaultMaxBatchBytes is the default of Options.MaxBatchBytes.
 const DefaultMaxBatchBytes = 512 << 10
@@ -125,9 +118,6 @@ func New(kv clientv3.KV, opts Options) *Store {
 	}
 	if opts.MaxBatchBytes <= 0 {
 		opts.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if opts.MaxTxnsInFlight <= 0 {
-		opts.MaxTxnsInFlight = DefaultMaxTxnsInFlight
 	}
 	s := &Store{kv: kv, opts: opts, health: health{wake: make(chan struct{}, 1)}}
 	if opts.LeaseTTL > 0 && opts.Leases != nil {
