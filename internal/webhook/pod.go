@@ -120,8 +120,11 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 	podDesc := describePod(pod)
 	log = log.WithValues("pod", podDesc)
 
+	// Read-only from here on (selectors, injection settings, names; only the pod is
+	// mutated): the cache's objects are listed without deep copies, so an admission does not
+	// copy every registry and Deployment of its namespace.
 	var list v1alpha1.ServiceRegistryList
-	if err := h.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	if err := h.Client.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "listing ServiceRegistries; pod admitted without injection")
 		return allowWithWarning(fmt.Sprintf("registrar: could not list ServiceRegistries in %s (%v); pod admitted without the %s readiness gate and preStop drain",
 			ns, err, v1alpha1.ReadinessGate))
@@ -197,7 +200,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 // without the gate and the preStop drain.
 func (h *PodInjector) withAnnotatedDeployments(ctx context.Context, ns string, regs []v1alpha1.ServiceRegistry) ([]v1alpha1.ServiceRegistry, error) {
 	var deployments appsv1.DeploymentList
-	if err := h.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+	if err := h.Client.List(ctx, &deployments, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return regs, fmt.Errorf("list Deployments in %s: %w", ns, err)
 	}
 	existing := make(map[string]bool, len(regs))
