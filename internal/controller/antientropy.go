@@ -9,8 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -33,6 +36,11 @@ import (
 //     watch events.
 //
 // Repairs are counted in registrar_store_repairs_total{store,kind} and reported by an Event.
+//
+// A re-read of every scope enqueues every registry at once (2,000 at 20,000 pods): those go
+// into the reconciler's queue at low priority (resyncPriority), so that the pod events that
+// arrive meanwhile are never queued behind them. A change seen on a store watch is a repair
+// of a known key and keeps the normal priority.
 
 // Repair kinds (the kind label of registrar_store_repairs_total).
 const (
@@ -50,6 +58,8 @@ type antiEntropy struct {
 	r        *ServiceRegistryReconciler
 	interval time.Duration
 	enqueue  chan event.GenericEvent
+	// resyncs carries the re-reads (TriggerStoreResync), enqueued at low priority.
+	resyncs chan event.GenericEvent
 	// rechecks are store changes of keys that were being written, looked at again
 	// EchoRecheck later (one entry per registry, store and key: bounded by the writes in
 	// flight).
@@ -159,10 +169,30 @@ func (a *antiEntropy) send(ctx context.Context, name types.NamespacedName, trigg
 	a.r.triggers.note(reconcile.Request{NamespacedName: name}, trigger)
 	obj := &v1alpha1.ServiceRegistry{}
 	obj.Namespace, obj.Name = name.Namespace, name.Name
+	to := a.enqueue
+	if trigger == TriggerStoreResync && a.resyncs != nil {
+		to = a.resyncs
+	}
 	select {
-	case a.enqueue <- event.GenericEvent{Object: obj}:
+	case to <- event.GenericEvent{Object: obj}:
 	case <-ctx.Done():
 	}
+}
+
+// resyncPriority is the queue priority of a re-read: below every event's (0).
+const resyncPriority = handler.LowPriority
+
+// enqueueAtLowPriority enqueues the registry of a generic event at resyncPriority when the
+// queue has priorities (controller-runtime's priority queue, the default), else as usual.
+func enqueueAtLowPriority() handler.EventHandler {
+	return handler.Funcs{GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(resyncPriority)}, req)
+			return
+		}
+		q.Add(req)
+	}}
 }
 
 // allStores are every configured store (the single Store when Stores is nil).

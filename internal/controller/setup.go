@@ -139,8 +139,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if opts.Shards != nil {
 		opts.Shards.OnRelease(r.known.forgetNamespaces)
 	}
-	repairs := make(chan event.GenericEvent, 256)
-	if err := mgr.Add(&antiEntropy{r: r, interval: opts.ResyncInterval, enqueue: repairs}); err != nil {
+	repairs, resyncs := make(chan event.GenericEvent, 256), make(chan event.GenericEvent, 256)
+	if err := mgr.Add(&antiEntropy{r: r, interval: opts.ResyncInterval, enqueue: repairs, resyncs: resyncs}); err != nil {
 		return fmt.Errorf("add store anti-entropy: %w", err)
 	}
 	// Every source's handler notes what it enqueues (reconcileTriggers), so that each
@@ -162,6 +162,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	}
 	// antiEntropy notes its own triggers (store-watch, store-resync) as it sends.
 	b = b.WatchesRawSource(source.Channel(repairs, &handler.EnqueueRequestForObject{}))
+	b = b.WatchesRawSource(source.Channel(resyncs, enqueueAtLowPriority()))
 	if opts.StoreRecovered != nil {
 		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered,
 			r.triggers.handler(TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries))))
