@@ -104,10 +104,6 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {
 		return fmt.Errorf("index pods by node: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ServiceRegistry{}, registryServiceField,
-		registryServiceName); err != nil {
-		return fmt.Errorf("index ServiceRegistries by service name: %w", err)
-	}
 	// The reconciler reads its pods from the pod informer's store (podsOf), when the cache
 	// gives one (a cache of all namespaces does; a multi-namespace one reads via the client).
 	podInformer, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{})
@@ -118,7 +114,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		r.podStore = st.GetStore()
 	}
 	// The registries of a service are read from the registry informer's own index
-	// (sameService), when the cache gives the informer's indexer.
+	// (sameService) when the cache gives the informer's indexer, else listed through the
+	// cache's field index: one index either way.
 	regInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ServiceRegistry{})
 	if err != nil {
 		return fmt.Errorf("ServiceRegistry informer: %w", err)
@@ -128,6 +125,9 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 			return fmt.Errorf("index ServiceRegistries by namespace and service: %w", err)
 		}
 		r.registries = inf.GetIndexer()
+	} else if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ServiceRegistry{}, registryServiceField,
+		registryServiceName); err != nil {
+		return fmt.Errorf("index ServiceRegistries by service name: %w", err)
 	}
 	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index}
 	if err := releaser.setup(mgr, opts.Shards); err != nil {
