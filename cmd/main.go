@@ -63,6 +63,7 @@ type config struct {
 	storeTimeout            time.Duration
 	storeBatch              bool
 	storeLeaseTTL           time.Duration
+	statusWriteInterval     time.Duration
 	storeResyncInterval     time.Duration
 	storeCA, storeCert      string
 	storeKey                string
@@ -140,6 +141,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
 	fs.BoolVar(&c.storeBatch, "store-batch", true, "Under load, write the changes of several ServiceRegistries to the etcd store in one guarded transaction (while one is in flight, the next coalesces what arrives); when idle every change is written at once either way.")
 	fs.DurationVar(&c.storeLeaseTTL, "store-lease-ttl", 0, "When set, write endpoints with an etcd lease of this TTL that the leader keeps alive, so they expire if every replica is gone longer; 0 (default) keeps them until an operator removes them.")
+	fs.DurationVar(&c.statusWriteInterval, "status-write-interval", controller.DefaultStatusWriteInterval, "Least time between two status writes of one ServiceRegistry that only update its counts, status.endpoints or messages (the newest is written when it ends); a change of a condition or of observedGeneration is written at once, and the store is never delayed. 0 writes every change at once.")
 	fs.DurationVar(&c.storeResyncInterval, "store-resync-interval", controller.DefaultResyncInterval, "Period (jittered by ±20%) of the full re-read of every registry's records in every store, diffed with what the operator knows and repaired; the backstop of the etcd and CoreDNS watches that repair outside changes at once (and the only anti-entropy of ZooKeeper).")
 	fs.StringVar(&c.storeCA, "store-ca-file", "", "CA bundle to verify the store's TLS certificate.")
 	fs.StringVar(&c.storeCert, "store-cert-file", "", "Client certificate for the store.")
@@ -416,6 +418,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
 		StoreRecovered: recovered, ResyncInterval: cfg.storeResyncInterval, Shards: shards,
+		StatusWriteInterval: statusWriteInterval(cfg.statusWriteInterval),
 	}); err != nil {
 		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
 	}
@@ -433,4 +436,13 @@ func endpointEventBudget(qps float64, burst int) *rate.Limiter {
 		return rate.NewLimiter(0, 0)
 	}
 	return rate.NewLimiter(rate.Limit(qps), burst)
+}
+
+// statusWriteInterval maps --status-write-interval to controller.Options: 0 (write every
+// change at once) is a negative interval there, where 0 means the default.
+func statusWriteInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

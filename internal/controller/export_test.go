@@ -5,9 +5,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
@@ -17,14 +19,24 @@ func (r *ServiceRegistryReconciler) IndexStats(ns string) selindex.Stats { retur
 // StatusWriter exposes the status writer to the envtest suite.
 type StatusWriter struct{ w *statusWriter }
 
-// NewStatusWriter returns a status writer with one worker writing through c.
+// NewStatusWriter returns a status writer with one worker writing through c, every change at
+// once.
 func NewStatusWriter(c client.Client) *StatusWriter {
-	return &StatusWriter{w: newStatusWriter(c, 1, 10*time.Millisecond, time.Second)}
+	return &StatusWriter{w: newStatusWriter(c, statusWriterConfig{workers: 1, retryBase: 10 * time.Millisecond, retryMax: time.Second})}
 }
 
-// Submit hands the writer the newest status of a registry.
+// NewPacedStatusWriter returns a status writer with one worker writing through c that paces
+// each registry's writes by interval on clk.
+func NewPacedStatusWriter(c client.Client, interval time.Duration, clk clock.WithTicker) *StatusWriter {
+	return &StatusWriter{w: newStatusWriter(c, statusWriterConfig{
+		workers: 1, retryBase: 10 * time.Millisecond, retryMax: time.Second, interval: interval, clock: clk,
+	})}
+}
+
+// Submit hands the writer the newest status of a registry, computed over reg's status: it is
+// urgent as the reconciler's would be (regstatus.Urgent).
 func (s *StatusWriter) Submit(reg *v1alpha1.ServiceRegistry, st v1alpha1.ServiceRegistryStatus) {
-	s.w.submit(client.ObjectKeyFromObject(reg), reg.UID, st)
+	s.w.submit(client.ObjectKeyFromObject(reg), reg.UID, st, regstatus.Urgent(reg.Status, st))
 }
 
 // Start runs the writer until ctx is done.

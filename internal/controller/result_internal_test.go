@@ -113,7 +113,7 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 		Client: c, Store: &memStore{}, Recorder: events.NewFakeRecorder(100), Clock: clk,
 		NodeLeaseTimeout: 20 * time.Second,
 		known:            newKnownRecords(), owners: newOwnerIndex(), warmups: newWarmupTracker(1), acks: newGateAcks(),
-		status: newStatusWriter(c, 1, time.Millisecond, time.Second),
+		status: newStatusWriter(c, statusWriterConfig{workers: 1, retryBase: time.Millisecond, retryMax: time.Second}),
 	}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)})
 	if err != nil {

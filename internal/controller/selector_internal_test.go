@@ -69,7 +69,7 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: mem, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
 		known: newKnownRecords(), owners: newOwnerIndex(), warmups: newWarmupTracker(1), acks: newGateAcks(),
-		status: newStatusWriter(c, 1, time.Millisecond, time.Second),
+		status: newStatusWriter(c, statusWriterConfig{workers: 1, retryBase: time.Millisecond, retryMax: time.Second}),
 	}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)}); err != nil {
 		t.Fatalf("Reconcile: %v", err)

@@ -558,7 +558,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 		return
 	}
 	r.emitConditionEvents(s)
-	r.status.submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status)
+	r.status.submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status, regstatus.Urgent(s.original.Status, s.reg.Status))
 }
 
 // injectionInput finds, for a registry with injection enabled, the selected pods the webhook

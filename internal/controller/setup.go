@@ -38,6 +38,8 @@ import (
 const (
 	DefaultMaxConcurrentReconciles = 8
 	DefaultMaxConcurrentWarmups    = 64
+	// DefaultStatusWriteInterval is the default of --status-write-interval.
+	DefaultStatusWriteInterval = time.Second
 )
 
 // Options tune the controller.
@@ -48,6 +50,11 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 	// StatusWorkers is how many ServiceRegistry statuses are written at once (2 when zero).
 	StatusWorkers int
+	// StatusWriteInterval is the least time between two status writes of one registry that
+	// only refine its conditions (counts, status.endpoints, messages); a change of a
+	// condition or of observedGeneration is written at once. DefaultStatusWriteInterval when
+	// zero; negative writes every change at once.
+	StatusWriteInterval time.Duration
 	// MaxConcurrentWarmups bounds the pods warmed up at once, across all registries.
 	MaxConcurrentWarmups int
 	// StoreRecovered, when set, enqueues every ServiceRegistry on each event, e.g. when the
@@ -96,7 +103,13 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if opts.StatusWorkers <= 0 {
 		opts.StatusWorkers = 2
 	}
-	r.status = newStatusWriter(mgr.GetClient(), opts.StatusWorkers, opts.RetryBase, opts.RetryMax)
+	if opts.StatusWriteInterval == 0 {
+		opts.StatusWriteInterval = DefaultStatusWriteInterval
+	}
+	r.status = newStatusWriter(mgr.GetClient(), statusWriterConfig{
+		workers: opts.StatusWorkers, retryBase: opts.RetryBase, retryMax: opts.RetryMax,
+		interval: opts.StatusWriteInterval,
+	})
 	if err := mgr.Add(r.status); err != nil {
 		return fmt.Errorf("add status writer: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -28,10 +29,21 @@ const statusWriteTimeout = 10 * time.Second
 // of each registry through the status subresource, only when it differs from what the
 // object holds. Submissions for a registry not yet written coalesce into one write (the
 // queue dedupes keys), so the queue holds at most one entry per registry.
+//
+// Writes of one registry are paced: a status that differs from the last one written only in
+// what refines the conditions (counts, status.endpoints, messages; regstatus.Urgent) is
+// written no sooner than interval after the registry's previous write, and the newest status
+// of the registry is what is written then. An idle registry's change is written at once, and
+// so is every urgent one; a busy registry's costs at most one write (and one watch echo of
+// it) per interval instead of one per pod event. The store is never paced: this is the
+// status only.
 type statusWriter struct {
 	client  client.Client
 	workers int
 	queue   workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// interval is the least time between two paced writes of a registry; 0 paces nothing.
+	interval time.Duration
+	clock    clock.PassiveClock
 
 	mu sync.Mutex
 	// latest is the newest status computed for each registry until the cache shows it,
@@ -44,11 +56,31 @@ type statusWriter struct {
 	// echoes remembers each status as it is written, so that its echo (the registry's update
 	// event carrying it) does not enqueue the registry again (isEcho).
 	echoes *echo.Statuses
+	// lastWrite is when each registry's status was last written (pacing).
+	lastWrite map[types.NamespacedName]time.Time
+	// seq numbers the submissions (statusEntry.seq).
+	seq uint64
 }
 
 type statusEntry struct {
 	uid    types.UID
 	status v1alpha1.ServiceRegistryStatus
+	// urgent is set when any status submitted since the last write was urgent
+	// (regstatus.Urgent): the write is not paced.
+	urgent bool
+	// seq numbers the submissions, so a write knows whether it wrote the newest.
+	seq uint64
+}
+
+// statusWriterConfig configures a statusWriter.
+type statusWriterConfig struct {
+	workers             int
+	retryBase, retryMax time.Duration
+	// interval paces the writes of one registry (see statusWriter); 0 writes every change at
+	// once.
+	interval time.Duration
+	// clock times the pacing; clock.RealClock{} when nil. The queue's delays use it too.
+	clock clock.WithTicker
 }
 
 type writtenEntry struct {
@@ -59,16 +91,22 @@ type writtenEntry struct {
 	status   v1alpha1.ServiceRegistryStatus
 }
 
-func newStatusWriter(c client.Client, workers int, retryBase, retryMax time.Duration) *statusWriter {
+func newStatusWriter(c client.Client, cfg statusWriterConfig) *statusWriter {
+	if cfg.clock == nil {
+		cfg.clock = clock.RealClock{}
+	}
 	return &statusWriter{
-		client:  c,
-		workers: max(workers, 1),
+		client:   c,
+		workers:  max(cfg.workers, 1),
+		interval: max(cfg.interval, 0),
+		clock:    cfg.clock,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			backoff.New[types.NamespacedName](retryBase, retryMax, 0.2),
-			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "serviceregistry_status"}),
-		latest:  map[types.NamespacedName]statusEntry{},
-		written: map[types.NamespacedName]writtenEntry{},
-		echoes:  echo.NewStatuses(),
+			backoff.New[types.NamespacedName](cfg.retryBase, cfg.retryMax, 0.2),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "serviceregistry_status", Clock: cfg.clock}),
+		latest:    map[types.NamespacedName]statusEntry{},
+		written:   map[types.NamespacedName]writtenEntry{},
+		echoes:    echo.NewStatuses(),
+		lastWrite: map[types.NamespacedName]time.Time{},
 	}
 }
 
@@ -90,12 +128,33 @@ func (w *statusWriter) base(name types.NamespacedName, uid types.UID, cached v1a
 	return *e.status.DeepCopy(), true
 }
 
-// submit records the newest status of a registry and queues its write.
-func (w *statusWriter) submit(name types.NamespacedName, uid types.UID, st v1alpha1.ServiceRegistryStatus) {
+// submit records the newest status of a registry and queues its write: at once when it is
+// urgent (regstatus.Urgent against the status it was computed over) or the registry's last
+// write is at least the pacing interval old, otherwise when that interval ends.
+func (w *statusWriter) submit(name types.NamespacedName, uid types.UID, st v1alpha1.ServiceRegistryStatus, urgent bool) {
 	w.mu.Lock()
-	w.latest[name] = statusEntry{uid: uid, status: *st.DeepCopy()}
+	if prev, ok := w.latest[name]; ok && prev.uid == uid {
+		urgent = urgent || prev.urgent // not written yet: its urgency carries over
+	}
+	w.seq++
+	w.latest[name] = statusEntry{uid: uid, status: *st.DeepCopy(), urgent: urgent, seq: w.seq}
+	wait := w.waitLocked(name, urgent)
 	w.mu.Unlock()
+	if wait > 0 {
+		w.queue.AddAfter(name, wait)
+		return
+	}
 	w.queue.Add(name)
+}
+
+// waitLocked is how long a write of the registry has to wait for its pacing interval; 0 for
+// an urgent one. w.mu is held.
+func (w *statusWriter) waitLocked(name types.NamespacedName, urgent bool) time.Duration {
+	last, ok := w.lastWrite[name]
+	if urgent || !ok || w.interval <= 0 {
+		return 0
+	}
+	return max(w.interval-w.clock.Since(last), 0)
 }
 
 // forget drops what the writer holds for a registry that is gone.
@@ -104,6 +163,7 @@ func (w *statusWriter) forget(name types.NamespacedName) {
 	defer w.mu.Unlock()
 	delete(w.latest, name)
 	delete(w.written, name)
+	delete(w.lastWrite, name)
 	w.echoes.Forget(name)
 }
 
@@ -155,8 +215,13 @@ func (w *statusWriter) next(ctx context.Context) bool {
 func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) error {
 	w.mu.Lock()
 	e, ok := w.latest[name]
+	wait := w.waitLocked(name, e.urgent)
 	w.mu.Unlock()
 	if !ok {
+		return nil
+	}
+	if wait > 0 { // queued again (a retry, a re-add) inside the pacing interval
+		w.queue.AddAfter(name, wait)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
@@ -190,6 +255,11 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 	}
 	w.mu.Lock()
 	w.written[name] = writtenEntry{uid: e.uid, from: base.rv, rv: rv, status: e.status}
+	w.lastWrite[name] = w.clock.Now()
+	if cur, ok := w.latest[name]; ok && cur.uid == e.uid && cur.seq == e.seq {
+		cur.urgent = false // written: a later submission is paced after this write
+		w.latest[name] = cur
+	}
 	w.mu.Unlock()
 	return nil
 }

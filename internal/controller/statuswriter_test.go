@@ -3,12 +3,14 @@ package controller_test
 import (
 	"context"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -148,6 +150,45 @@ var _ = Describe("status writer", func() {
 		Eventually(func() v1alpha1.ServiceRegistryStatus { return getRegistry(reg).Status }).WithTimeout(timeout).
 			Should(And(HaveField("Registered", int32(0)), HaveField("Draining", int32(0)), HaveField("Endpoints", BeEmpty())))
 		Expect(getRegistry(reg).Status.Conditions).To(Equal(reg.Status.Conditions), "the rest of the status is kept")
+	})
+
+	It("paces a busy registry's writes and writes a change of its conditions at once", func() {
+		clk := clocktesting.NewFakeClock(time.Now())
+		writer = controller.NewPacedStatusWriter(cli, time.Minute, clk)
+		reg := heldRegistry(ns, "paced")
+		name := client.ObjectKeyFromObject(reg)
+		start()
+		registered := func() int32 { return getRegistry(reg).Status.Registered }
+
+		By("an idle registry's change is written at once")
+		writer.Submit(reg, statusWith(reg, 1))
+		Eventually(registered).WithTimeout(timeout).Should(Equal(int32(1)))
+		Expect(cli.count(name)).To(Equal(1))
+
+		By("changes inside the interval wait for it, and only the newest is written")
+		writer.Submit(reg, statusWith(reg, 2))
+		writer.Submit(reg, statusWith(reg, 3))
+		Consistently(registered).WithTimeout(time.Second).Should(Equal(int32(1)))
+		Expect(cli.count(name)).To(Equal(1))
+		clk.Step(time.Minute)
+		Eventually(registered).WithTimeout(timeout).Should(Equal(int32(3)))
+		Expect(cli.count(name)).To(Equal(2))
+
+		By("a condition that changes its reason is written at once, inside the interval")
+		urgent := statusWith(reg, 4)
+		urgent.Conditions = append([]metav1.Condition(nil), urgent.Conditions...)
+		urgent.Conditions[0].Reason = "SomethingElse"
+		writer.Submit(reg, urgent)
+		Eventually(registered).WithTimeout(timeout).Should(Equal(int32(4)))
+		Expect(cli.count(name)).To(Equal(3))
+
+		By("and the interval starts again from that write")
+		written := getRegistry(reg)
+		writer.Submit(written, statusWith(written, 5))
+		Consistently(registered).WithTimeout(time.Second).Should(Equal(int32(4)))
+		clk.Step(time.Minute)
+		Eventually(registered).WithTimeout(timeout).Should(Equal(int32(5)))
+		Expect(cli.count(name)).To(Equal(4))
 	})
 
 	It("patches over the status the server holds, not the one it wrote last", func() {
