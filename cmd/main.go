@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -45,6 +46,7 @@ type config struct {
 	metricsAddr, probeAddr  string
 	pprofAddr               string
 	leaderElect             bool
+	kubeAPICompression      bool
 	leaderElectionNamespace string
 	leaseDuration           time.Duration
 	renewDeadline           time.Duration
@@ -122,6 +124,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "Address serving Go's net/http/pprof profiles (e.g. 127.0.0.1:8082); empty or 0 disables it.")
+	fs.BoolVar(&c.kubeAPICompression, "kube-api-compression", false, "Ask the Kubernetes API server to gzip its answers and watch streams. Off, as kube-controller-manager and kube-scheduler run: on the cluster's network, compression costs CPU on both ends and adds latency.")
 	fs.BoolVar(&c.leaderElect, "leader-elect", inCluster, "Elect a leader so only one replica writes (default true inside a cluster).")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a follower waits after the leader's last renewal before it takes over.")
@@ -322,7 +325,7 @@ func newManager(cfg config) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(localConfig(ctrl.GetConfigOrDie(), cfg.kubeAPICompression), ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
@@ -350,6 +353,16 @@ func newManager(cfg config) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
 	return mgr, nil
+}
+
+// localConfig is the client configuration of the operator's own cluster: without response
+// compression unless asked for, as kube-controller-manager and kube-scheduler are configured
+// (kubernetes/kubernetes#80919): the operator decodes every pod and ServiceRegistry event,
+// and gzip on a local network only adds CPU on both ends and latency.
+func localConfig(rc *rest.Config, compression bool) *rest.Config {
+	rc = rest.CopyConfig(rc)
+	rc.DisableCompression = !compression
+	return rc
 }
 
 // cacheByObject trims the cached pods and Deployments to what registrar reads of them
