@@ -40,10 +40,13 @@ type Results struct {
 	MeasuredCPUSeconds map[string]float64 `json:"measuredCpuSeconds"`
 	// Operator is registrar's own view of the measured phase (its /metrics).
 	Operator OperatorStats `json:"operator"`
-	Ratios   []Ratio       `json:"ratios"`
-	Targets  []Target      `json:"targets"`
-	Notes    []string      `json:"notes"`
-	Profiles []string      `json:"profiles,omitempty"`
+	// Tails are p99s of the operator's queue, reconcile and store write and of both etcd
+	// servers' disk writes over the measured phase.
+	Tails    *Tails   `json:"tails,omitempty"`
+	Ratios   []Ratio  `json:"ratios"`
+	Targets  []Target `json:"targets"`
+	Notes    []string `json:"notes"`
+	Profiles []string `json:"profiles,omitempty"`
 	// Workers: the operator's reconcilers and kube-controller-manager's EndpointSlice syncs.
 	Workers map[string]int `json:"workers"`
 	// Harness is the harness's own health: if it lagged, the lags include its own.

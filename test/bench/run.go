@@ -296,6 +296,7 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	tailsBefore := r.scrapeTails(ctx)
 	profiles := r.startProfiles(ctx)
 	harnessLag := startSchedLag(ctx)
 	busyBefore, _ := machineBusySeconds()
@@ -331,6 +332,7 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	tailsAfter := r.scrapeTails(ctx)
 	paths := profiles()
 	metricsFile := filepath.Join(r.c.WorkDir, "registrar-metrics.txt")
 	if err := r.fetch(ctx, r.cl.metrics, "/metrics", metricsFile, 30*time.Second); err != nil {
@@ -351,6 +353,7 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	res.Warnings = warnings(r.c, res)
 	res.Profiles = paths
 	res.Operator = operatorStats(metricsBefore, metricsAfter)
+	res.Tails = tailsBetween(tailsBefore, tailsAfter)
 	return res, nil
 }
 

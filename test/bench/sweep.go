@@ -148,8 +148,45 @@ func PublishSweep(kind, tableID, command, commit string, runs []*Results) *Publi
 			curve.Notes = append(curve.Notes, fmt.Sprintf("%d pods: %s", r.Pods, w))
 		}
 	}
-	p.Tables = []benchfmt.Table{curve, sweepTargets(tableID, command, sizes)}
+	p.Tables = []benchfmt.Table{curve, sweepTargets(tableID, command, sizes), sweepTails(tableID, command, sizes)}
 	return p
+}
+
+// sweepTails is where registrar's deregistration p99 beyond the floor can go: the p99s of
+// its queue, its reconcile and its store write, and of both etcd servers' disk writes.
+func sweepTails(tableID, command string, sizes []sizeRuns) benchfmt.Table {
+	t := benchfmt.Table{ID: tableID + "-tails",
+		Title: fmt.Sprintf("%s: the deregistration p99 beyond the API watch floor, and the p99s of the measured phase it is made of, ms "+
+			"(median (min–max) over the runs of each size)", command),
+		Columns: []string{"pods / registries", "dereg p99: registrar − floor", "queue wait", "reconcile (store write included)",
+			"store write (Apply)", "store etcd: WAL fsync", "store etcd: backend commit", "API server's etcd: WAL fsync"}}
+	tail := func(s sizeRuns, get func(*Tails) *float64) string {
+		return s.of(func(r *Results) (float64, bool) {
+			if r.Tails == nil || get(r.Tails) == nil {
+				return 0, false
+			}
+			return *get(r.Tails), true
+		}).cell("%.1f")
+	}
+	for _, s := range sizes {
+		t.Rows = append(t.Rows, []string{fmt.Sprintf("%d / %d", s.pods, s.registries), s.overFloor().cell("%+.0f"),
+			tail(s, func(t *Tails) *float64 { return t.QueueWaitP99Ms }),
+			tail(s, func(t *Tails) *float64 { return t.ReconcileP99Ms }),
+			tail(s, func(t *Tails) *float64 { return t.StoreApplyP99Ms }),
+			tail(s, func(t *Tails) *float64 { return t.StoreFsyncP99Ms }),
+			tail(s, func(t *Tails) *float64 { return t.StoreCommitP99Ms }),
+			tail(s, func(t *Tails) *float64 { return t.KubeEtcdFsyncP99Ms }),
+		})
+	}
+	t.Notes = []string{
+		"each p99 is over the measured phase, from the difference of two scrapes of a histogram (the operator's /metrics, " +
+			"each etcd's /metrics), interpolated inside a bucket: as coarse as the buckets (the queue's are a factor 10 apart, " +
+			"the store write's and etcd's a factor 2)",
+		"a deregistration pays the floor (the pod write, committed by the API server's etcd, reaches a watch), then registrar's " +
+			"queue, its reconcile and the store write: a second etcd commit with its own WAL fsync, on the same disk as the first",
+		"registrar − floor is p99 minus p99, not the p99 of a sum; a p99 of a stage can exceed it",
+	}
+	return t
 }
 
 // verdict is a target's cell.

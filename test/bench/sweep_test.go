@@ -2,6 +2,7 @@ package bench
 
 import (
 	"image/png"
+	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,17 +33,24 @@ func sweepRun(pods int, regCPU, esCPU, regRSS, esRSS, regP99, floorP99 float64) 
 	}
 }
 
+func withTails(r *Results, t *Tails) *Results { r.Tails = t; return r }
+
 func TestPublishSweep(t *testing.T) {
 	runs := []*Results{
 		// Out of order, two runs at 1,000 pods: rows are by size, medians over the runs.
 		sweepRun(5000, 40, 60, 90, 150, 30, 25),
 		sweepRun(1000, 8, 12, 60, 80, 20, 15),
-		sweepRun(1000, 10, 12, 64, 80, 22, 15),
+		withTails(sweepRun(1000, 10, 12, 64, 80, 22, 15), &Tails{StoreApplyP99Ms: ptr.To(4.0), StoreFsyncP99Ms: ptr.To(2.5)}),
 		sweepRun(20000, 200, 240, 300, 400, 50, 30),
 	}
 	p := PublishSweep(KindSweep, "bench-sweep", "make bench-sweep", "abc", runs)
-	if len(p.Tables) != 2 || p.Tables[0].ID != "bench-sweep" || p.Tables[1].ID != "bench-sweep-targets" {
-		t.Fatalf("tables = %+v, want bench-sweep and bench-sweep-targets", p.Tables)
+	if len(p.Tables) != 3 || p.Tables[0].ID != "bench-sweep" || p.Tables[1].ID != "bench-sweep-targets" || p.Tables[2].ID != "bench-sweep-tails" {
+		t.Fatalf("tables = %+v, want bench-sweep, bench-sweep-targets and bench-sweep-tails", p.Tables)
+	}
+	tails := p.Tables[2]
+	// 1,000 pods: one run has store write p99s (4 ms), the other none: the cell is that run's.
+	if got, want := tails.Rows[0], []string{"1000 / 100", "+6 (+5–+7)", "-", "-", "4.0", "2.5", "-", "-"}; !slicesEqual(got, want) {
+		t.Errorf("1,000-pod tails %q, want %q", got, want)
 	}
 	curve := p.Tables[0]
 	if len(curve.Rows) != 3 {
