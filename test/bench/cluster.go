@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,10 +54,15 @@ func startCluster(ctx context.Context, c *Config) (_ *cluster, err error) {
 			cl.stop()
 		}
 	}()
-	if err := cl.startAPIServer(); err != nil {
+	if err := cl.startAPIServer(c.KubeEtcdNoFsync); err != nil {
 		return nil, err
 	}
-	if cl.store, err = etcdtest.Start(c.WorkDir); err != nil {
+	var storeArgs []string
+	if c.StoreNoFsync {
+		// the same flag envtest gives the API server's etcd by default
+		storeArgs = append(storeArgs, "--unsafe-no-fsync")
+	}
+	if cl.store, err = etcdtest.StartWith(c.WorkDir, "127.0.0.1", storeArgs...); err != nil {
 		return nil, fmt.Errorf("start store etcd: %w", err)
 	}
 	if cl.storeCli, err = cl.store.Client(); err != nil {
@@ -73,7 +79,7 @@ func startCluster(ctx context.Context, c *Config) (_ *cluster, err error) {
 	return cl, nil
 }
 
-func (cl *cluster) startAPIServer() error {
+func (cl *cluster) startAPIServer(noFsync bool) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -82,6 +88,12 @@ func (cl *cluster) startAPIServer() error {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
+	// envtest starts its etcd with --unsafe-no-fsync (fast tests). Here the API server's etcd
+	// writes to disk like the store's and like any production etcd: otherwise every pod write
+	// (the floor) and every EndpointSlice write would skip the disk that each of registrar's
+	// store writes pays for.
+	cl.env.ControlPlane.Etcd = &envtest.Etcd{}
+	cl.env.ControlPlane.Etcd.Configure().Set("unsafe-no-fsync", strconv.FormatBool(noFsync))
 	cfg, err := cl.env.Start()
 	if err != nil {
 		return fmt.Errorf("start kube-apiserver and etcd (KUBEBUILDER_ASSETS=%q): %w", os.Getenv("KUBEBUILDER_ASSETS"), err)

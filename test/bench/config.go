@@ -75,6 +75,14 @@ type Config struct {
 	MinRateFraction float64
 	RequireRate     bool
 
+	// StoreNoFsync runs the store etcd with --unsafe-no-fsync: a diagnostic of how much of
+	// registrar's lag is the store's own disk write, never a published comparison (a store
+	// that does not fsync loses acknowledged writes on a crash). Runs say so in their warnings.
+	StoreNoFsync bool
+	// KubeEtcdNoFsync runs the API server's etcd with --unsafe-no-fsync, as envtest does by
+	// default; by default the harness turns that off, so that both etcd servers write to disk.
+	KubeEtcdNoFsync bool
+
 	// WorkDir holds logs, kubeconfigs and data of this run.
 	WorkDir string
 	// ProfileDir, when set, receives the operator's CPU profile (ProfileSeconds long, from the

@@ -121,6 +121,14 @@ func (r *runner) harnessStats(hlag LagStats, w WatcherStats, measured time.Durat
 // warnings flag a run whose figures measure the harness or the machine rather than the systems.
 func warnings(c *Config, res *Results) []string {
 	var w []string
+	if c.StoreNoFsync {
+		w = append(w, "DIAGNOSTIC: the store etcd ran with --unsafe-no-fsync (its writes skip the disk); "+
+			"not a comparison a store in production would give")
+	}
+	if c.KubeEtcdNoFsync {
+		w = append(w, "DIAGNOSTIC: the API server's etcd ran with --unsafe-no-fsync (envtest's default): pod and EndpointSlice writes skipped the disk "+
+			"that registrar's store writes paid")
+	}
 	if res.WriteRate < c.MinRateFraction*c.Rate {
 		w = append(w, fmt.Sprintf("offered rate not achieved: %.0f/s written of %.0f/s offered (writes sent up to %.0f ms late, p99 %.0f ms; API write "+
 			"p99 %.0f ms): the API server or the harness saturated, lags include queueing",

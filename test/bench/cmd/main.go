@@ -57,6 +57,8 @@ func main() {
 	flag.DurationVar(&c.TTL, "ttl", 15*time.Second, "TTL of the TTL registry's leases (keepalive every TTL/3).")
 	flag.DurationVar(&c.RoundTimeout, "round-timeout", 2*time.Minute, "Longest wait for a round's transitions to show.")
 	flag.StringVar(&c.WorkDir, "workdir", "bin/bench/run", "Logs, kubeconfigs and data of the run (emptied first).")
+	flag.BoolVar(&c.StoreNoFsync, "store-unsafe-no-fsync", false, "DIAGNOSTIC: run the store etcd with --unsafe-no-fsync, to see how much of registrar's lag is the store's disk write (flagged in every run's warnings; never a published comparison).")
+	flag.BoolVar(&c.KubeEtcdNoFsync, "kube-etcd-unsafe-no-fsync", false, "DIAGNOSTIC: run the API server's etcd with --unsafe-no-fsync, as envtest does by default (flagged in every run's warnings). Off: both etcd servers fsync, as in production.")
 	flag.StringVar(&c.ProfileDir, "profile-dir", "", "Write the operator's CPU and heap profiles here.")
 	flag.IntVar(&c.ProfileSeconds, "profile-seconds", 30, "Length of the CPU profile, from the start of the measured phase.")
 	flag.Int64Var(&c.Seed, "seed", 1, "Seed of the transition order.")

@@ -21,6 +21,7 @@ import (
 type Server struct {
 	bin, dataDir       string
 	clientURL, peerURL string
+	extraArgs          []string
 	mu                 sync.Mutex
 	proc               *proc.Process
 }
@@ -44,7 +45,10 @@ func Start(dir string) (*Server, error) { return StartOn(dir, "127.0.0.1") }
 
 // StartOn is Start with the client URL on host (an IP of this machine), e.g. a bridge
 // address that pods can reach too.
-func StartOn(dir, host string) (*Server, error) {
+func StartOn(dir, host string) (*Server, error) { return StartWith(dir, host) }
+
+// StartWith is StartOn with more etcd flags (e.g. --unsafe-no-fsync for a diagnostic).
+func StartWith(dir, host string, extraArgs ...string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -58,6 +62,7 @@ func StartOn(dir, host string) (*Server, error) {
 		dataDir:   filepath.Join(dir, "etcd-data"),
 		clientURL: fmt.Sprintf("http://%s:%d", host, ports[0]),
 		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		extraArgs: extraArgs,
 	}
 	return s, s.Resume()
 }
@@ -73,10 +78,10 @@ func (s *Server) Resume() error {
 	var err error
 	if s.proc == nil {
 		s.proc, err = proc.Start(proc.Config{Name: "etcd", Bin: s.bin, Env: Env(), LogPath: s.dataDir + ".log",
-			Args: []string{"--name", "store", "--data-dir", s.dataDir,
+			Args: append([]string{"--name", "store", "--data-dir", s.dataDir,
 				"--listen-client-urls", s.clientURL, "--advertise-client-urls", s.clientURL,
 				"--listen-peer-urls", s.peerURL, "--initial-advertise-peer-urls", s.peerURL,
-				"--initial-cluster", "store=" + s.peerURL, "--log-level", "error"}})
+				"--initial-cluster", "store=" + s.peerURL, "--log-level", "error"}, s.extraArgs...)})
 	} else {
 		err = s.proc.Resume()
 	}
