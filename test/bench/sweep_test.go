@@ -2,11 +2,12 @@ package bench
 
 import (
 	"image/png"
-	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/ptr"
 
 	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
