@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"context"
-	"fmt"
 	"strings"
 
 	"github.com/registrar-dev/registrar/test/support/metrics"
@@ -45,7 +43,7 @@ func sumMetrics(samples metrics.Samples) metricSums {
 		case s.Name == "registrar_store_transactions_total" || s.Name == "registrar_store_transaction_items_sum":
 			sums[s.Name] += s.Value
 		case s.Name == "registrar_reconciles_total":
-			trigger := strings.TrimSuffix(strings.TrimPrefix(s.Labels, `trigger="`), `"`)
+			trigger, _ := labelValue(s.Labels, "trigger")
 			sums[reconcilesPrefix+trigger] += s.Value
 		case s.Name == "rest_client_requests_total":
 			for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
@@ -84,13 +82,4 @@ func operatorStats(before, after metricSums) OperatorStats {
 		st.ReconcileMs = d("workqueue_work_duration_seconds_sum") / n * 1000
 	}
 	return st
-}
-
-// scrape reads the operator's /metrics.
-func scrape(ctx context.Context, addr string) (metricSums, error) {
-	samples, err := metrics.Scrape(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("scrape operator metrics: %w", err)
-	}
-	return sumMetrics(samples), nil
 }

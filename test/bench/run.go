@@ -292,11 +292,10 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	metricsBefore, err := scrape(ctx, r.cl.metrics)
+	scrapeBefore, err := r.scrapeMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tailsBefore := r.scrapeTails(ctx)
 	profiles := r.startProfiles(ctx)
 	harnessLag := startSchedLag(ctx)
 	busyBefore, _ := machineBusySeconds()
@@ -328,11 +327,10 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	treeAfter := treeCPUSeconds()
 	measured := time.Since(measureStart)
 	hlag := harnessLag()
-	metricsAfter, err := scrape(ctx, r.cl.metrics)
+	scrapeAfter, err := r.scrapeMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tailsAfter := r.scrapeTails(ctx)
 	paths := profiles()
 	metricsFile := filepath.Join(r.c.WorkDir, "registrar-metrics.txt")
 	if err := r.fetch(ctx, r.cl.metrics, "/metrics", metricsFile, 30*time.Second); err != nil {
@@ -352,8 +350,8 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	res.Machine.LoadBefore, res.Machine.LoadAfter = r.loadBefore, benchfmt.LoadAvg()
 	res.Warnings = warnings(r.c, res)
 	res.Profiles = paths
-	res.Operator = operatorStats(metricsBefore, metricsAfter)
-	res.Tails = tailsBetween(tailsBefore, tailsAfter)
+	res.Operator = operatorStats(sumMetrics(scrapeBefore.operator), sumMetrics(scrapeAfter.operator))
+	res.Tails = tailsBetween(scrapeBefore, scrapeAfter)
 	return res, nil
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -116,13 +117,18 @@ func (cl *cluster) kubeEtcdURL() string {
 	return cl.env.ControlPlane.Etcd.URL.Host
 }
 
-// tailScrapes are the scrapes the tails are computed from.
-type tailScrapes struct{ operator, store, kubeEtcd metrics.Samples }
+// scrapes are one reading of the operator's and both etcd servers' /metrics.
+type scrapes struct{ operator, store, kubeEtcd metrics.Samples }
 
-// scrapeTails reads the three /metrics; one that cannot be read is left empty (its tails are
-// NaN) and logged.
-func (r *runner) scrapeTails(ctx context.Context) tailScrapes {
-	var t tailScrapes
+// scrapeMetrics reads the three /metrics. The operator's must be read (its counters are the
+// run's OperatorStats); an etcd server's that cannot be read is left empty (its tails are
+// omitted) and logged.
+func (r *runner) scrapeMetrics(ctx context.Context) (scrapes, error) {
+	var t scrapes
+	var err error
+	if t.operator, err = metrics.Scrape(ctx, r.cl.metrics); err != nil {
+		return t, fmt.Errorf("scrape operator metrics: %w", err)
+	}
 	read := func(what, addr string) metrics.Samples {
 		s, err := metrics.Scrape(ctx, addr)
 		if err != nil {
@@ -130,16 +136,15 @@ func (r *runner) scrapeTails(ctx context.Context) tailScrapes {
 		}
 		return s
 	}
-	t.operator = read("operator", r.cl.metrics)
 	t.store = read("store etcd", strings.TrimPrefix(r.cl.store.Endpoint(), "http://"))
 	if u := r.cl.kubeEtcdURL(); u != "" {
 		t.kubeEtcd = read("kube-apiserver's etcd", u)
 	}
-	return t
+	return t, nil
 }
 
 // tailsBetween are the tails of what happened between two scrapes.
-func tailsBetween(before, after tailScrapes) *Tails {
+func tailsBetween(before, after scrapes) *Tails {
 	p99 := func(b, a metrics.Samples, name string, filters ...string) *float64 {
 		v := quantileMs(histogramOf(b, name, filters...), histogramOf(a, name, filters...), 0.99)
 		if math.IsNaN(v) {

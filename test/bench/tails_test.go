@@ -70,7 +70,7 @@ func TestTailsOmitWhatWasNotRead(t *testing.T) {
 	op := parse(t, `workqueue_queue_duration_seconds_bucket{controller="serviceregistry",name="serviceregistry",le="0.001"} 5
 workqueue_queue_duration_seconds_bucket{controller="serviceregistry",name="serviceregistry",le="+Inf"} 5
 `)
-	tails := tailsBetween(tailScrapes{}, tailScrapes{operator: op})
+	tails := tailsBetween(scrapes{}, scrapes{operator: op})
 	if tails.QueueWaitP99Ms == nil || *tails.QueueWaitP99Ms > 1 {
 		t.Errorf("queue wait p99 = %v, want ≤ 1 ms", tails.QueueWaitP99Ms)
 	}
