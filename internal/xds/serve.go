@@ -95,18 +95,15 @@ func (s *Server) Start(ctx context.Context) error {
 	for t, c := range s.caches {
 		mux.Caches[t] = c
 	}
+	// State-of-the-world streams are served by adsServer (sotw.go), delta streams by
+	// go-control-plane's server, with the same ACK accounting (delta.go).
 	cb := serverv3.CallbackFuncs{
-		StreamOpenFunc:     s.acks.open,
-		StreamClosedFunc:   s.acks.closed,
-		StreamRequestFunc:  s.acks.request,
-		StreamResponseFunc: s.acks.response,
-		// Delta (incremental) streams: the same ACK accounting (delta.go).
 		DeltaStreamOpenFunc:     s.acks.open,
 		DeltaStreamClosedFunc:   s.acks.closed,
 		StreamDeltaRequestFunc:  s.acks.deltaRequest,
 		StreamDeltaResponseFunc: s.acks.deltaResponse,
 	}
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, serverv3.NewServer(ctx, mux, cb))
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, &adsServer{Server: serverv3.NewServer(ctx, mux, cb), s: s, ctx: ctx})
 	s.addr = lis.Addr().String()
 	close(s.listening)
 	s.log.Info("serving xDS (ADS)", "address", s.addr, "tls", s.cfg.CertFile != "", "mTLS", s.cfg.ClientCAFile != "", "versionPrefix", s.prefix)

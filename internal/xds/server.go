@@ -10,10 +10,13 @@
 //   - ClusterLoadAssignment "<service>.<namespace>": one locality per zone; Registered pods
 //     HEALTHY, a Draining pod DRAINING, every other pod absent.
 //
-// Each resource type is held in its own go-control-plane LinearCache, so a change of one
-// registry sends only that registry's changed resources (one ClusterLoadAssignment per
-// changed registry), and every cache carries a version prefix unique to the process, so a
-// restarted server never reuses a version a client holds.
+// Each resource type is held in its own go-control-plane LinearCache (delta streams, and the
+// Listeners, RouteConfigurations and Clusters of state-of-the-world streams); state-of-the-world
+// streams get ClusterLoadAssignments from sotw.go, whose work per change and per ACK does not
+// grow with a stream's subscribed names. Either way a change of one registry sends only that
+// registry's changed resources (one ClusterLoadAssignment per changed registry), and every
+// version carries a prefix unique to the process, so a restarted server never reuses a
+// version a client holds.
 package xds
 
 import (
@@ -85,6 +88,7 @@ type Server struct {
 
 	mu      sync.Mutex // serialises publishes: guards regs, owners, seq, seen
 	caches  map[string]*cache.LinearCache
+	sotw    *sotwEDS          // ClusterLoadAssignments for state-of-the-world streams (sotw.go)
 	seq     map[string]uint64 // mirror of each cache's version counter
 	regs    map[ktypes.NamespacedName]*registryState
 	owners  map[string]ktypes.NamespacedName
@@ -111,6 +115,7 @@ func New(cfg Config) *Server {
 		log:       cfg.Log,
 		prefix:    versionPrefix(),
 		caches:    map[string]*cache.LinearCache{},
+		sotw:      newSotwEDS(),
 		seq:       map[string]uint64{},
 		regs:      map[ktypes.NamespacedName]*registryState{},
 		owners:    map[string]ktypes.NamespacedName{},
@@ -319,6 +324,11 @@ func (s *Server) update(typeURL string, set map[string]types.Resource, del []str
 				health[pod] = e.health.String()
 			}
 			s.cfg.OnPublished(Published{Name: name, Seq: seq, At: now, Health: health})
+		}
+	}
+	if typeURL == resourcev3.EndpointType {
+		if err := s.sotw.update(seq, set, del); err != nil {
+			s.log.Error(err, "xDS cache update failed", "type", typeURL)
 		}
 	}
 	if err := s.caches[typeURL].UpdateResources(set, del); err != nil {
