@@ -381,9 +381,9 @@ func TestUnknownNamesGetEmptyAnswers(t *testing.T) {
 	}
 }
 
-// A client that never reads its stream must not delay publishes or other clients: the cache
-// sends each stream at most one response per type and waits for its request before the next
-// (go-control-plane's one-shot watches, a per-stream channel of fixed size).
+// A client that never reads its stream must not delay publishes or other clients: the server
+// sends each stream at most one response per type and waits for its request before the next,
+// and a publish only marks a stream's changed names and wakes it without blocking (sotw.go).
 func TestStuckClientDoesNotDelayOthers(t *testing.T) {
 	s := startServer(t, xds.Config{})
 	big := func(gen int) publish.Registry {
