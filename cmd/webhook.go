@@ -78,7 +78,9 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig) error {
 			return fmt.Errorf("webhook certificate: %w", err)
 		}
 	}
-	podwebhook.Register(mgr)
+	if err := podwebhook.Register(mgr); err != nil {
+		return fmt.Errorf("register the pod webhook: %w", err)
+	}
 	// Ready only once the webhook server listens, so the Service sends reviews to serving pods.
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("add webhook ready check: %w", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/annotations"
+	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/metrics"
@@ -118,7 +118,7 @@ func (g *gateReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if err := g.Get(ctx, req.NamespacedName, pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	claimants, err := namespaceClaimants(ctx, g.Client, pod.Namespace)
+	claimants, err := claimantsOf(ctx, g.Client, pod.Namespace, pod.Labels)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -161,28 +161,37 @@ func unmanagedWhy(pod *corev1.Pod, cs []eligibility.Claimant) string {
 	return fmt.Sprintf("no ServiceRegistry in namespace %s selects its labels any more", pod.Namespace)
 }
 
-// namespaceClaimants describes the ServiceRegistries of a namespace, plus the registry each
-// annotated Deployment without one is about to get (its pods were gated by the webhook for
-// it, see internal/webhook).
-func namespaceClaimants(ctx context.Context, c client.Reader, ns string) ([]eligibility.Claimant, error) {
-	var regs v1alpha1.ServiceRegistryList
-	if err := c.List(ctx, &regs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list ServiceRegistries of %s: %w", ns, err)
+// claimantsOf describes the claimants that may select a pod with these labels in namespace
+// ns: the ServiceRegistries anchored under one of the labels (internal/claimindex), plus
+// the registry each such annotated Deployment without one is about to get (its pods were
+// gated by the webhook for it, see internal/webhook). Not the namespace: the work is the
+// pod's labels and the objects that may select it. Callers match each selector.
+func claimantsOf(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]eligibility.Claimant, error) {
+	regs, deployments, err := claimindex.Candidates(ctx, c, ns, podLabels)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]eligibility.Claimant, 0, len(regs.Items))
-	existing := make(map[string]bool, len(regs.Items))
-	for i := range regs.Items {
-		out = append(out, eligibility.ClaimantOf(&regs.Items[i]))
-		existing[regs.Items[i].Name] = true
+	out := make([]eligibility.Claimant, 0, len(regs)+len(deployments))
+	candidate := make(map[string]bool, len(regs))
+	for i := range regs {
+		out = append(out, eligibility.ClaimantOf(&regs[i]))
+		candidate[regs[i].Name] = true
 	}
-	var deployments appsv1.DeploymentList
-	if err := c.List(ctx, &deployments, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list Deployments of %s: %w", ns, err)
-	}
-	for i := range deployments.Items {
-		d := &deployments.Items[i]
+	for i := range deployments {
+		d := &deployments[i]
+		if candidate[d.Name] {
+			continue
+		}
+		// A registry of the Deployment's name exists, whatever it selects: it decides.
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: d.Name}, &v1alpha1.ServiceRegistry{}, client.UnsafeDisableDeepCopy)
+		if err == nil {
+			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("get ServiceRegistry %s/%s: %w", ns, d.Name, err)
+		}
 		res := annotations.Spec(d)
-		if !res.Enabled || !res.Usable || existing[d.Name] {
+		if !res.Enabled || !res.Usable {
 			continue
 		}
 		reg := &v1alpha1.ServiceRegistry{Spec: annotations.Defaulted(res.Spec)}

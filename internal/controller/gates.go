@@ -24,7 +24,6 @@ import (
 // after the store write, so a gate turns True only for an endpoint the store acknowledged.
 func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileScope) error {
 	r.acks.set(s.reg.UID, s.stored)
-	var claimants []eligibility.Claimant // read once, when a gate may turn True
 	for _, p := range s.selected {
 		rec, stored := s.stored[p.pod.Name]
 		want, ok := eligibility.GateFor(p.pod, p.verdict, stored && rec.UID == string(p.pod.UID))
@@ -33,11 +32,9 @@ func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileS
 		}
 		msg := fmt.Sprintf("set by registrar: %s", want.Reason)
 		if want.Status == corev1.ConditionTrue {
-			if claimants == nil {
-				var err error
-				if claimants, err = namespaceClaimants(ctx, r.Client, s.reg.Namespace); err != nil {
-					return err
-				}
+			claimants, err := claimantsOf(ctx, r.Client, s.reg.Namespace, p.pod.Labels)
+			if err != nil {
+				return err
 			}
 			if waits := r.gateWaitsFor(s, p.pod, want, claimants); waits != "" {
 				log.FromContext(ctx).V(1).Info("gate stays False: another registry selecting the pod is not done",

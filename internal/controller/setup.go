@@ -28,6 +28,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
+	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
@@ -141,6 +142,11 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	} else if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ServiceRegistry{}, registryServiceField,
 		registryServiceName); err != nil {
 		return fmt.Errorf("index ServiceRegistries by service name: %w", err)
+	}
+	// The gate releaser and the gate phase read the claimants of a pod through this index,
+	// not the namespace's registries and Deployments (the webhook registers it too, once).
+	if err := claimindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
 	}
 	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index}
 	if err := releaser.setup(mgr, opts.Shards); err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/annotations"
+	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/metrics"
@@ -79,8 +80,13 @@ type PodInjector struct {
 var _ admission.Handler = &PodInjector{}
 
 // Register registers the pod webhook on the manager's webhook server at Path, using the
-// manager's client and an events.k8s.io recorder named "registrar".
-func Register(mgr ctrl.Manager) {
+// manager's client and an events.k8s.io recorder named "registrar", and adds the claimant
+// index it reads the registries of a pod through (internal/claimindex) to the manager's
+// cache.
+func Register(mgr ctrl.Manager) error {
+	if err := claimindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	h := &PodInjector{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -88,6 +94,7 @@ func Register(mgr ctrl.Manager) {
 		Recorder:  mgr.GetEventRecorder("registrar"),
 	}
 	mgr.GetWebhookServer().Register(Path, &crwebhook.Admission{Handler: h})
+	return nil
 }
 
 // Handle injects the readiness gate and preStop drain into a new pod selected by a
@@ -121,17 +128,18 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 	log = log.WithValues("pod", podDesc)
 
 	// Read-only from here on (selectors, injection settings, names; only the pod is
-	// mutated): the cache's objects are listed without deep copies, so an admission does not
-	// copy every registry and Deployment of its namespace.
-	var list v1alpha1.ServiceRegistryList
-	if err := h.Client.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+	// mutated): the registries and annotated Deployments that may select the pod
+	// (internal/claimindex: anchored under one of its labels), not the namespace's, listed
+	// from the cache without deep copies.
+	regs, deployments, err := claimindex.Candidates(ctx, h.Client, ns, pod.Labels)
+	if err != nil {
 		log.Error(err, "listing ServiceRegistries; pod admitted without injection")
 		return allowWithWarning(fmt.Sprintf("registrar: could not list ServiceRegistries in %s (%v); pod admitted without the %s readiness gate and preStop drain",
 			ns, err, v1alpha1.ReadinessGate))
 	}
-	regs, err := h.withAnnotatedDeployments(ctx, ns, list.Items)
+	regs, err = h.withAnnotatedDeployments(ctx, ns, regs, deployments)
 	if err != nil {
-		log.Error(err, "listing Deployments; only ServiceRegistries are considered")
+		log.Error(err, "reading ServiceRegistries of annotated Deployments; only ServiceRegistries are considered")
 	}
 	candidates, skipped := matching(regs, pod.Labels)
 	if len(candidates) == 0 {
@@ -193,29 +201,44 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 	return resp.WithWarnings(warnings...)
 }
 
-// withAnnotatedDeployments adds, for every Deployment of the namespace annotated with
-// registrar.dev/service whose ServiceRegistry does not exist yet, the registry its
+// withAnnotatedDeployments adds, for every Deployment annotated with registrar.dev/service
+// among the candidates whose ServiceRegistry does not exist yet, the registry its
 // annotations describe. The pods of a Deployment created together with its annotations are
 // admitted before the operator has created that registry; without this they would start
 // without the gate and the preStop drain.
-func (h *PodInjector) withAnnotatedDeployments(ctx context.Context, ns string, regs []v1alpha1.ServiceRegistry) ([]v1alpha1.ServiceRegistry, error) {
-	var deployments appsv1.DeploymentList
-	if err := h.Client.List(ctx, &deployments, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return regs, fmt.Errorf("list Deployments in %s: %w", ns, err)
-	}
+func (h *PodInjector) withAnnotatedDeployments(ctx context.Context, ns string, regs []v1alpha1.ServiceRegistry, deployments []appsv1.Deployment) ([]v1alpha1.ServiceRegistry, error) {
 	existing := make(map[string]bool, len(regs))
 	for _, r := range regs {
 		existing[r.Name] = true
 	}
-	for i := range deployments.Items {
-		d := &deployments.Items[i]
+	for i := range deployments {
+		d := &deployments[i]
 		res := annotations.Spec(d)
 		if !res.Enabled || !res.Usable || existing[d.Name] {
 			continue
 		}
-		regs = append(regs, registryOf(d))
+		exists, err := h.registryExists(ctx, ns, d.Name)
+		if err != nil {
+			return regs, err
+		}
+		if !exists {
+			regs = append(regs, registryOf(d))
+		}
 	}
 	return regs, nil
+}
+
+// registryExists tells whether the cache holds a ServiceRegistry of that name (whatever it
+// selects).
+func (h *PodInjector) registryExists(ctx context.Context, ns, name string) (bool, error) {
+	err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.ServiceRegistry{}, client.UnsafeDisableDeepCopy)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get ServiceRegistry %s/%s from the cache: %w", ns, name, err)
+	}
+	return true, nil
 }
 
 // registryOf is the ServiceRegistry an annotated Deployment describes, as the operator will
@@ -250,8 +273,11 @@ func (h *PodInjector) liveDeployment(ctx context.Context, ns string, pod *corev1
 	key := client.ObjectKey{Namespace: ns, Name: owner.Name[:i]}
 	for _, r := range regs {
 		if r.Name == key.Name {
-			return nil, nil // a registry of that name exists (or was synthesized): the cache decided
+			return nil, nil // a registry of that name was synthesized: the cache decided
 		}
+	}
+	if exists, err := h.registryExists(ctx, ns, key.Name); err != nil || exists {
+		return nil, err // a registry of that name exists: the cache decided
 	}
 	err := h.Client.Get(ctx, key, &appsv1.Deployment{})
 	if err == nil {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/claimindex"
 )
 
 func reg(name string, created time.Time, inject bool, sel map[string]string) v1alpha1.ServiceRegistry {
@@ -157,7 +158,7 @@ func TestHandleInjectsAPodOfADeploymentTheCacheHasNotSeen(t *testing.T) {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "img", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}},
 	}
 	raw, _ := json.Marshal(pod)
-	staleCache := fake.NewClientBuilder().WithScheme(scheme).Build() // has not seen the Deployment yet
+	staleCache := cacheBuilder(scheme).Build() // has not seen the Deployment yet
 	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithObjects(d).Build()
 
 	h := &PodInjector{Client: staleCache, APIReader: apiServer, Decoder: admission.NewDecoder(scheme)}
@@ -180,7 +181,7 @@ func TestHandleInjectsAPodOfADeploymentTheCacheHasNotSeen(t *testing.T) {
 	// left alone; so is a pod whose Deployment does not exist.
 	plain := d.DeepCopy()
 	plain.Annotations = nil
-	h = &PodInjector{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(plain).Build(),
+	h = &PodInjector{Client: cacheBuilder(scheme).WithObjects(plain).Build(),
 		APIReader: failingGetter{t: t}, Decoder: admission.NewDecoder(scheme)}
 	if resp := h.Handle(context.Background(), podRequest(t, raw)); len(resp.Patches) != 0 {
 		t.Errorf("a pod of a Deployment without annotations was injected: %v", resp.Patches)
@@ -200,4 +201,11 @@ type failingGetter struct {
 func (f failingGetter) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
 	f.t.Errorf("read %s from the API server although the cache holds it", key)
 	return errors.New("unexpected")
+}
+
+// cacheBuilder is a fake client with the manager cache's claimant index (internal/claimindex).
+func cacheBuilder(scheme *runtime.Scheme) *fake.ClientBuilder {
+	return fake.NewClientBuilder().WithScheme(scheme).
+		WithIndex(&v1alpha1.ServiceRegistry{}, claimindex.Field, claimindex.RegistryAnchors).
+		WithIndex(&appsv1.Deployment{}, claimindex.Field, claimindex.DeploymentAnchors)
 }

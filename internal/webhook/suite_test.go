@@ -65,7 +65,7 @@ var _ = BeforeSuite(func() {
 		}),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	podwebhook.Register(mgr)
+	Expect(podwebhook.Register(mgr)).To(Succeed())
 	mgrClient = mgr.GetClient()
 
 	ctx, cancel := context.WithCancel(context.Background())
