@@ -134,6 +134,8 @@ func (s *Server) serverOptions() ([]grpc.ServerOption, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(16),
+		// Protobuf, with the resource names of repeated requests shared (codec.go).
+		grpc.ForceServerCodecV2(newRequestCodec()),
 	)
 	if s.cfg.CertFile == "" && s.cfg.KeyFile == "" {
 		if s.cfg.ClientCAFile != "" {
