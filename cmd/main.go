@@ -321,10 +321,16 @@ func storeEndpoints(ctx context.Context, cfg config) ([]string, func(), error) {
 	return srv.Endpoints(), func() { cancel(); <-done }, nil
 }
 
-func newManager(cfg config) (ctrl.Manager, error) {
+// newScheme holds the built-in types and registrar's.
+func newScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return scheme
+}
+
+func newManager(cfg config) (ctrl.Manager, error) {
+	scheme := newScheme()
 	mgr, err := ctrl.NewManager(localConfig(ctrl.GetConfigOrDie(), cfg.kubeAPICompression), ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{

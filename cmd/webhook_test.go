@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/certs"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 )
@@ -42,6 +45,14 @@ func registered(t *testing.T, c webhookConfig) (bool, error) {
 	t.Helper()
 	mux := http.NewServeMux()
 	mgr, err := ctrl.NewManager(&rest.Config{Host: "http://127.0.0.1:1"}, ctrl.Options{
+		Scheme: newScheme(),
+		// No API server here: the cache indexes (internal/claimindex) need the kinds mapped.
+		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
+			m := meta.NewDefaultRESTMapper(nil)
+			m.Add(v1alpha1.GroupVersion.WithKind("ServiceRegistry"), meta.RESTScopeNamespace)
+			m.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
+			return m, nil
+		},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          webhook.NewServer(webhook.Options{Port: c.port, CertDir: c.certDir, WebhookMux: mux}),
