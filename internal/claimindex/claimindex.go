@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -130,4 +131,57 @@ func Candidates(ctx context.Context, c client.Reader, ns string, podLabels map[s
 		deps = append(deps, dl.Items...)
 	}
 	return regs, deps, nil
+}
+
+// Registries returns the ServiceRegistries of namespace ns that may select a pod with these
+// labels, plus, for each annotated Deployment among the candidates whose ServiceRegistry does
+// not exist yet, the registry its annotations describe (RegistryOf): the pods of a Deployment
+// created together with its annotations are admitted, and gated, before the operator has
+// created that registry. The registries listed are the cache's: read them, never modify
+// them. When only a check of an annotated Deployment's registry fails, the registries found
+// so far come back with the error.
+func Registries(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]v1alpha1.ServiceRegistry, error) {
+	regs, deployments, err := Candidates(ctx, c, ns, podLabels)
+	if err != nil {
+		return nil, err
+	}
+	candidate := make(map[string]bool, len(regs))
+	for i := range regs {
+		candidate[regs[i].Name] = true
+	}
+	for i := range deployments {
+		d := &deployments[i]
+		if candidate[d.Name] {
+			continue
+		}
+		exists, err := RegistryExists(ctx, c, ns, d.Name)
+		if err != nil {
+			return regs, err
+		}
+		if res := annotations.Spec(d); !exists && res.Enabled && res.Usable {
+			regs = append(regs, RegistryOf(d))
+		}
+	}
+	return regs, nil
+}
+
+// RegistryExists tells whether c holds a ServiceRegistry of that name, whatever it selects.
+func RegistryExists(ctx context.Context, c client.Reader, ns, name string) (bool, error) {
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.ServiceRegistry{}, client.UnsafeDisableDeepCopy)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get ServiceRegistry %s/%s: %w", ns, name, err)
+	}
+	return true, nil
+}
+
+// RegistryOf is the ServiceRegistry an annotated Deployment describes, as the operator will
+// create it.
+func RegistryOf(d *appsv1.Deployment) v1alpha1.ServiceRegistry {
+	return v1alpha1.ServiceRegistry{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name, CreationTimestamp: d.CreationTimestamp},
+		Spec:       annotations.Defaulted(annotations.Spec(d).Spec),
+	}
 }

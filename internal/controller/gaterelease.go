@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
-	"github.com/registrar-dev/registrar/internal/annotations"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -162,41 +161,18 @@ func unmanagedWhy(pod *corev1.Pod, cs []eligibility.Claimant) string {
 }
 
 // claimantsOf describes the claimants that may select a pod with these labels in namespace
-// ns: the ServiceRegistries anchored under one of the labels (internal/claimindex), plus
-// the registry each such annotated Deployment without one is about to get (its pods were
-// gated by the webhook for it, see internal/webhook). Not the namespace: the work is the
-// pod's labels and the objects that may select it. Callers match each selector.
+// ns (internal/claimindex.Registries: the registries anchored under one of the labels, and
+// the registry each such annotated Deployment without one is about to get). Not the
+// namespace: the work is the pod's labels and the objects that may select it. Callers match
+// each selector.
 func claimantsOf(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]eligibility.Claimant, error) {
-	regs, deployments, err := claimindex.Candidates(ctx, c, ns, podLabels)
+	regs, err := claimindex.Registries(ctx, c, ns, podLabels)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]eligibility.Claimant, 0, len(regs)+len(deployments))
-	candidate := make(map[string]bool, len(regs))
+	out := make([]eligibility.Claimant, 0, len(regs))
 	for i := range regs {
 		out = append(out, eligibility.ClaimantOf(&regs[i]))
-		candidate[regs[i].Name] = true
-	}
-	for i := range deployments {
-		d := &deployments[i]
-		if candidate[d.Name] {
-			continue
-		}
-		// A registry of the Deployment's name exists, whatever it selects: it decides.
-		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: d.Name}, &v1alpha1.ServiceRegistry{}, client.UnsafeDisableDeepCopy)
-		if err == nil {
-			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("get ServiceRegistry %s/%s: %w", ns, d.Name, err)
-		}
-		res := annotations.Spec(d)
-		if !res.Enabled || !res.Usable {
-			continue
-		}
-		reg := &v1alpha1.ServiceRegistry{Spec: annotations.Defaulted(res.Spec)}
-		reg.Name, reg.Namespace, reg.CreationTimestamp = d.Name, ns, d.CreationTimestamp
-		out = append(out, eligibility.ClaimantOf(reg))
 	}
 	return out, nil
 }

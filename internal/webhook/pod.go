@@ -131,13 +131,12 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 	// mutated): the registries and annotated Deployments that may select the pod
 	// (internal/claimindex: anchored under one of its labels), not the namespace's, listed
 	// from the cache without deep copies.
-	regs, deployments, err := claimindex.Candidates(ctx, h.Client, ns, pod.Labels)
-	if err != nil {
+	regs, err := claimindex.Registries(ctx, h.Client, ns, pod.Labels)
+	if err != nil && regs == nil {
 		log.Error(err, "listing ServiceRegistries; pod admitted without injection")
 		return allowWithWarning(fmt.Sprintf("registrar: could not list ServiceRegistries in %s (%v); pod admitted without the %s readiness gate and preStop drain",
 			ns, err, v1alpha1.ReadinessGate))
 	}
-	regs, err = h.withAnnotatedDeployments(ctx, ns, regs, deployments)
 	if err != nil {
 		log.Error(err, "reading ServiceRegistries of annotated Deployments; only ServiceRegistries are considered")
 	}
@@ -147,7 +146,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 			log.Error(err, "reading the pod's Deployment from the API server")
 		} else if d != nil {
 			log.Info("the pod's annotated Deployment is not in the cache yet; read it from the API server", "deployment", d.Name)
-			candidates, skipped = matching(append(regs, registryOf(d)), pod.Labels)
+			candidates, skipped = matching(append(regs, claimindex.RegistryOf(d)), pod.Labels)
 		}
 	}
 	var warnings []string
@@ -201,55 +200,6 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 	return resp.WithWarnings(warnings...)
 }
 
-// withAnnotatedDeployments adds, for every Deployment annotated with registrar.dev/service
-// among the candidates whose ServiceRegistry does not exist yet, the registry its
-// annotations describe. The pods of a Deployment created together with its annotations are
-// admitted before the operator has created that registry; without this they would start
-// without the gate and the preStop drain.
-func (h *PodInjector) withAnnotatedDeployments(ctx context.Context, ns string, regs []v1alpha1.ServiceRegistry, deployments []appsv1.Deployment) ([]v1alpha1.ServiceRegistry, error) {
-	existing := make(map[string]bool, len(regs))
-	for _, r := range regs {
-		existing[r.Name] = true
-	}
-	for i := range deployments {
-		d := &deployments[i]
-		res := annotations.Spec(d)
-		if !res.Enabled || !res.Usable || existing[d.Name] {
-			continue
-		}
-		exists, err := h.registryExists(ctx, ns, d.Name)
-		if err != nil {
-			return regs, err
-		}
-		if !exists {
-			regs = append(regs, registryOf(d))
-		}
-	}
-	return regs, nil
-}
-
-// registryExists tells whether the cache holds a ServiceRegistry of that name (whatever it
-// selects).
-func (h *PodInjector) registryExists(ctx context.Context, ns, name string) (bool, error) {
-	err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.ServiceRegistry{}, client.UnsafeDisableDeepCopy)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("get ServiceRegistry %s/%s from the cache: %w", ns, name, err)
-	}
-	return true, nil
-}
-
-// registryOf is the ServiceRegistry an annotated Deployment describes, as the operator will
-// create it.
-func registryOf(d *appsv1.Deployment) v1alpha1.ServiceRegistry {
-	return v1alpha1.ServiceRegistry{
-		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name, CreationTimestamp: d.CreationTimestamp},
-		Spec:       annotations.Defaulted(annotations.Spec(d).Spec),
-	}
-}
-
 // liveDeployment closes the race between a new annotated Deployment and the webhook's cache:
 // the Deployment's first pods are admitted moments after it is created, and the cache may
 // not have it yet, so those pods would start without the gate and the preStop drain. When no
@@ -276,7 +226,7 @@ func (h *PodInjector) liveDeployment(ctx context.Context, ns string, pod *corev1
 			return nil, nil // a registry of that name was synthesized: the cache decided
 		}
 	}
-	if exists, err := h.registryExists(ctx, ns, key.Name); err != nil || exists {
+	if exists, err := claimindex.RegistryExists(ctx, h.Client, ns, key.Name); err != nil || exists {
 		return nil, err // a registry of that name exists: the cache decided
 	}
 	err := h.Client.Get(ctx, key, &appsv1.Deployment{})
