@@ -31,6 +31,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/memlimit"
 	"github.com/registrar-dev/registrar/internal/metrics"
@@ -411,13 +412,20 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	if err != nil {
 		return err
 	}
+	endpointEvents := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
+		Create: eventqueue.ClientCreate(mgr.GetClient()), OnDrop: metrics.EndpointEventDropped,
+		Log: ctrl.Log.WithName("endpoint-events")})
+	if err := mgr.Add(endpointEvents); err != nil {
+		return fmt.Errorf("add the endpoint Event writer: %w", err)
+	}
 	r := &controller.ServiceRegistryReconciler{
-		Client:    mgr.GetClient(),
-		Stores:    stores,
-		StoreName: storeName,
-		Recorder:  mgr.GetEventRecorder("registrar"),
-		Clock:     clock.RealClock{},
-		Cluster:   cfg.clusterName,
+		Client:           mgr.GetClient(),
+		Stores:           stores,
+		StoreName:        storeName,
+		Recorder:         mgr.GetEventRecorder("registrar"),
+		EndpointRecorder: endpointEvents,
+		Clock:            clock.RealClock{},
+		Cluster:          cfg.clusterName,
 		Warmup: &warmup.Runner{
 			Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}},
 			Clock:  clock.RealClock{},

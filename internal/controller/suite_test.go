@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -109,14 +110,18 @@ func startOperator() *runningOperator {
 	Expect(err).NotTo(HaveOccurred())
 	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{storeServer.Endpoint()}})
 	Expect(err).NotTo(HaveOccurred())
+	endpointEvents := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
+		Create: eventqueue.ClientCreate(mgr.GetClient()), OnDrop: metrics.EndpointEventDropped})
+	Expect(mgr.Add(endpointEvents)).To(Succeed())
 	r := &controller.ServiceRegistryReconciler{
 		Client: mgr.GetClient(),
 		Store: store.Instrumented(etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}),
 			metrics.ObserveStore),
-		StoreName: storeServer.Endpoint(),
-		Recorder:  mgr.GetEventRecorder("registrar"),
-		Clock:     clock.RealClock{},
-		Cluster:   "test-cluster",
+		StoreName:        storeServer.Endpoint(),
+		Recorder:         mgr.GetEventRecorder("registrar"),
+		EndpointRecorder: endpointEvents,
+		Clock:            clock.RealClock{},
+		Cluster:          "test-cluster",
 		Warmup: &warmup.Runner{
 			Client: &http.Client{}, Clock: clock.RealClock{}, RetryPause: 20 * time.Millisecond,
 		},

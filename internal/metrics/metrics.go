@@ -81,10 +81,11 @@ var (
 		Help: "Pods admitted by the webhook, by result (injected, skipped: nothing selects the pod or it was already injected, error: admitted unchanged).",
 	}, []string{"result"})
 	// EndpointEventsSkipped counts the per-endpoint Events (Registered, Deregistered) left
-	// out because they came faster than --endpoint-events-qps allows.
+	// out because they came faster than --endpoint-events-qps allows, or were not written
+	// (their queue full, the API write failed).
 	EndpointEventsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_endpoint_events_skipped_total",
-		Help: "Per-endpoint Events not emitted because they exceeded the operator-wide rate (--endpoint-events-qps), by reason (Registered, Deregistered).",
+		Help: "Per-endpoint Events not emitted, by reason (Registered, Deregistered): beyond the operator-wide rate (--endpoint-events-qps), or not written (their queue full, the API write failed).",
 	}, []string{"reason"})
 	// GatesReleased counts gates registrar set True on pods no ServiceRegistry manages any
 	// more (registry deleted, selector changed), so that they do not stay unready for ever.
@@ -120,4 +121,10 @@ func ObserveStore(operation string, took time.Duration, err error) {
 func ObserveStoreTxn(items, _ int) {
 	StoreTransactions.Inc()
 	StoreTransactionItems.Observe(float64(items))
+}
+
+// EndpointEventDropped counts a per-endpoint Event its writer dropped (internal/eventqueue's
+// OnDrop; why is not a label: the log says it).
+func EndpointEventDropped(eventReason, _ string) {
+	EndpointEventsSkipped.WithLabelValues(eventReason).Inc()
 }
