@@ -9,15 +9,20 @@
 //
 //   - metadata: name, namespace, uid, resourceVersion (gate patches' guard, Event
 //     references), creationTimestamp (the gate releaser's grace), deletionTimestamp and
-//     deletionGracePeriodSeconds (draining), labels (selectors), ownerReferences, and the
-//     registrar.dev/ annotations (registrar.dev/injected: injection status);
-//   - spec: nodeName (endpoint node, zone, node Lease), readinessGates (the gate), the
-//     containers' names and ports, and the native sidecars' (init containers with
-//     restartPolicy Always: named targetPorts resolve to them too);
-//   - status: phase, podIP, podIPs, conditions (ContainersReady, Ready, the gate; with their
-//     times, reasons and messages), and of each container status its name, restartCount and
-//     the running state's startedAt (a container restarted after the gate opened is warmed up
-//     again: eligibility's ContainerRestarted).
+//     deletionGracePeriodSeconds (draining), labels (selectors), and the registrar.dev/
+//     annotations (registrar.dev/injected: injection status); not ownerReferences (the
+//     webhook reads them of the pod it admits, not of a cached one);
+//   - spec: nodeName (endpoint node, zone, node Lease), readinessGates (the gate), and the
+//     named ports (name, number) of the containers and of the native sidecars (init
+//     containers with restartPolicy Always): a Service's named targetPort resolves to them;
+//     a container without a named port is left out;
+//   - status: phase, podIP, podIPs, two conditions: ContainersReady (status, reason, last
+//     transition) and registrar's gate (whole), and of each container status its name,
+//     restartCount and the running state's startedAt (a container restarted after the gate
+//     opened is warmed up again: eligibility's ContainerRestarted).
+//
+// The strings every pod repeats (condition types, statuses and the kubelet's reason) are
+// replaced by constants, so that each cached pod does not keep its own copy.
 //
 // Of a Deployment it reads the metadata (annotations configure a registry; name, uid,
 // generation, creationTimestamp, ownerReferences) and spec.selector.
@@ -33,6 +38,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/registrar-dev/registrar/api/v1alpha1"
 )
 
 // AnnotationPrefix is the prefix of the pod annotations kept: registrar's own.
@@ -48,8 +55,8 @@ func Pod(pod *corev1.Pod) *corev1.Pod {
 			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
 			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
-			Labels:                     pod.Labels, OwnerReferences: pod.OwnerReferences,
-			Annotations: registrarAnnotations(pod.Annotations),
+			Labels:                     pod.Labels,
+			Annotations:                registrarAnnotations(pod.Annotations),
 		},
 		Spec: corev1.PodSpec{
 			NodeName:       pod.Spec.NodeName,
@@ -59,7 +66,7 @@ func Pod(pod *corev1.Pod) *corev1.Pod {
 		},
 		Status: corev1.PodStatus{
 			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
-			Conditions:        pod.Status.Conditions,
+			Conditions:        conditions(pod.Status.Conditions),
 			ContainerStatuses: restarts(pod.Status.ContainerStatuses),
 		},
 	}
@@ -84,9 +91,10 @@ func restarts(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
 	return out
 }
 
-// containerPorts keeps each container's name and ports (and restartPolicy); of init
-// containers, only the native sidecars (restartPolicy Always), the only ones whose ports
-// a Service's targetPort resolves to.
+// containerPorts keeps the named ports (name and number) of each container that has one,
+// with the container's name (and restartPolicy); of init containers, only the native
+// sidecars (restartPolicy Always), the only ones whose ports a Service's targetPort
+// resolves to. Order is kept: the first container declaring a name wins, as in Kubernetes.
 func containerPorts(cs []corev1.Container, sidecarsOnly bool) []corev1.Container {
 	var out []corev1.Container
 	for i := range cs {
@@ -94,9 +102,89 @@ func containerPorts(cs []corev1.Container, sidecarsOnly bool) []corev1.Container
 		if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
 			continue
 		}
-		out = append(out, corev1.Container{Name: c.Name, Ports: c.Ports, RestartPolicy: c.RestartPolicy})
+		var ports []corev1.ContainerPort
+		for _, p := range c.Ports {
+			if p.Name != "" {
+				ports = append(ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort})
+			}
+		}
+		if len(ports) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]corev1.Container, 0, namedPortContainers(cs, sidecarsOnly))
+		}
+		out = append(out, corev1.Container{Name: c.Name, Ports: ports, RestartPolicy: c.RestartPolicy})
 	}
 	return out
+}
+
+// namedPortContainers counts the containers containerPorts keeps, to size its result.
+func namedPortContainers(cs []corev1.Container, sidecarsOnly bool) int {
+	n := 0
+	for i := range cs {
+		if sidecarsOnly && (cs[i].RestartPolicy == nil || *cs[i].RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+			continue
+		}
+		for _, p := range cs[i].Ports {
+			if p.Name != "" {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// conditions keeps ContainersReady (status, reason, last transition) and registrar's gate
+// condition (whole), with constants for the strings every pod repeats.
+func conditions(in []corev1.PodCondition) []corev1.PodCondition {
+	n := 0
+	for i := range in {
+		if in[i].Type == corev1.ContainersReady || in[i].Type == v1alpha1.ReadinessGate {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]corev1.PodCondition, 0, n)
+	for i := range in {
+		c := in[i]
+		switch c.Type {
+		case corev1.ContainersReady:
+			out = append(out, corev1.PodCondition{Type: corev1.ContainersReady, Status: status(c.Status),
+				Reason: constant(c.Reason, v1alpha1.ReasonContainersNotReady), LastTransitionTime: c.LastTransitionTime})
+		case v1alpha1.ReadinessGate:
+			c.Type, c.Status = v1alpha1.ReadinessGate, status(c.Status)
+			c.Reason = constant(c.Reason, v1alpha1.GateRegistered, v1alpha1.GateWarmingUp, v1alpha1.GateWarmedUp,
+				v1alpha1.GateWarmupFailed, v1alpha1.GateNotReady, v1alpha1.GateReleased)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func status(s corev1.ConditionStatus) corev1.ConditionStatus {
+	switch s {
+	case corev1.ConditionTrue:
+		return corev1.ConditionTrue
+	case corev1.ConditionFalse:
+		return corev1.ConditionFalse
+	case corev1.ConditionUnknown:
+		return corev1.ConditionUnknown
+	}
+	return s
+}
+
+// constant returns the constant equal to s, if one is, else s.
+func constant(s string, constants ...string) string {
+	for _, c := range constants {
+		if s == c {
+			return c
+		}
+	}
+	return s
 }
 
 func registrarAnnotations(in map[string]string) map[string]string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,21 +25,22 @@ func TestPodKeepsExactlyWhatRegistrarReads(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: full.Name, Namespace: "shop", UID: full.UID, ResourceVersion: full.ResourceVersion,
 			CreationTimestamp: full.CreationTimestamp,
-			Labels:            full.Labels, OwnerReferences: full.OwnerReferences,
-			Annotations: map[string]string{"registrar.dev/injected": "20"},
+			Labels:            full.Labels,
+			Annotations:       map[string]string{"registrar.dev/injected": "20"},
 		},
 		Spec: corev1.PodSpec{
 			NodeName:       "node-007",
 			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}},
 			InitContainers: []corev1.Container{{Name: "mesh-proxy", RestartPolicy: &always,
-				Ports: []corev1.ContainerPort{{Name: "proxy-admin", ContainerPort: 15000, Protocol: corev1.ProtocolTCP}}}},
+				Ports: []corev1.ContainerPort{{Name: "proxy-admin", ContainerPort: 15000}}}},
 			Containers: []corev1.Container{{Name: "checkout", Ports: []corev1.ContainerPort{
-				{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
-				{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP},
-				{Name: "grpc", ContainerPort: 9000, Protocol: corev1.ProtocolTCP}}}},
+				{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}, {Name: "grpc", ContainerPort: 9000}}}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: full.Status.PodIP, PodIPs: full.Status.PodIPs,
-			Conditions: full.Status.Conditions},
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: full.Status.Conditions[3].LastTransitionTime},
+				full.Status.Conditions[5], // the gate, whole
+			}},
 	}
 	if diff := cmp.Diff(want, Pod(full)); diff != "" {
 		t.Errorf("Pod(SamplePod) differs from what registrar reads (-want +got):\n%s", diff)
@@ -76,6 +78,29 @@ func TestPodVariants(t *testing.T) {
 					t.Errorf("init containers = %v, want none", lean.Spec.InitContainers)
 				}
 			}},
+		{"a container without named ports", func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers,
+				corev1.Container{Name: "log-shipper", Image: "example.invalid/shipper:2"},
+				corev1.Container{Name: "debug", Ports: []corev1.ContainerPort{{ContainerPort: 2345}}})
+		}, func(t *testing.T, lean *corev1.Pod) {
+			if len(lean.Spec.Containers) != 1 || lean.Spec.Containers[0].Name != "checkout" {
+				t.Errorf("containers = %+v, want checkout only (the others have no named port)", lean.Spec.Containers)
+			}
+		}},
+		{"containers unready", func(p *corev1.Pod) {
+			for i := range p.Status.Conditions {
+				if p.Status.Conditions[i].Type == corev1.ContainersReady {
+					p.Status.Conditions[i].Status, p.Status.Conditions[i].Reason = corev1.ConditionFalse, "ContainersNotReady"
+					p.Status.Conditions[i].Message = "containers with unready status: [checkout]"
+				}
+			}
+		}, func(t *testing.T, lean *corev1.Pod) {
+			want := []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady",
+				LastTransitionTime: SamplePod(1).Status.Conditions[3].LastTransitionTime}}
+			if diff := cmp.Diff(want, lean.Status.Conditions[:1]); diff != "" {
+				t.Errorf("ContainersReady (-want +got):\n%s", diff)
+			}
+		}},
 		{"pending, unscheduled", func(p *corev1.Pod) {
 			p.Spec.NodeName, p.Status = "", corev1.PodStatus{Phase: corev1.PodPending}
 		}, func(t *testing.T, lean *corev1.Pod) {
@@ -94,6 +119,31 @@ func TestPodVariants(t *testing.T) {
 				t.Errorf("not idempotent (-once +twice):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRepeatedStringsAreConstants: the condition strings of a decoded pod are replaced by
+// the constants, so that the cache does not hold a copy per pod.
+func TestRepeatedStringsAreConstants(t *testing.T) {
+	data, err := json.Marshal(SamplePod(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded corev1.Pod
+	if err := json.Unmarshal(data, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	lean := Pod(&decoded)
+	cr, gate := lean.Status.Conditions[0], lean.Status.Conditions[1]
+	for _, c := range []struct{ got, want string }{
+		{string(cr.Type), string(corev1.ContainersReady)}, {string(cr.Status), string(corev1.ConditionTrue)},
+		{string(gate.Type), v1alpha1.ReadinessGate}, {string(gate.Status), string(corev1.ConditionTrue)},
+		{gate.Reason, v1alpha1.GateRegistered},
+	} {
+		if c.got != c.want || !same(c.got, c.want) {
+			t.Errorf("%q is a decoded copy, want the constant %q", c.got, c.want)
+		}
 	}
 }
 
