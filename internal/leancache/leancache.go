@@ -22,7 +22,9 @@
 //     opened is warmed up again: eligibility's ContainerRestarted).
 //
 // The strings every pod repeats (condition types, statuses and the kubelet's reason) are
-// replaced by constants, so that each cached pod does not keep its own copy.
+// replaced by constants, and what many pods repeat (labels, named ports, namespace, node,
+// registrar's annotations) is kept once for all of them (shared.go), so that each cached
+// pod does not keep its own copy.
 //
 // Of a Deployment it reads the metadata (annotations configure a registry; name, uid,
 // generation, creationTimestamp, ownerReferences) and spec.selector.
@@ -47,25 +49,25 @@ const AnnotationPrefix = "registrar.dev/"
 
 // Pod returns the part of a pod registrar reads (see the package comment). The result
 // shares maps and slices with pod, which must not be modified afterwards (an informer's
-// freshly decoded object is not).
+// freshly decoded object is not), and with other pods (shared.go).
 func Pod(pod *corev1.Pod) *corev1.Pod {
 	out := &corev1.Pod{
 		TypeMeta: pod.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Name: pod.Name, Namespace: sharedString(pod.Namespace), UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
 			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
-			Labels:                     pod.Labels,
-			Annotations:                registrarAnnotations(pod.Annotations),
+			Labels:                     sharedMap(pod.Labels),
+			Annotations:                sharedMap(registrarAnnotations(pod.Annotations)),
 		},
 		Spec: corev1.PodSpec{
-			NodeName:       pod.Spec.NodeName,
+			NodeName:       sharedString(pod.Spec.NodeName),
 			ReadinessGates: pod.Spec.ReadinessGates,
-			Containers:     containerPorts(pod.Spec.Containers, false),
-			InitContainers: containerPorts(pod.Spec.InitContainers, true),
+			Containers:     sharedContainerList(containerPorts(pod.Spec.Containers, false)),
+			InitContainers: sharedContainerList(containerPorts(pod.Spec.InitContainers, true)),
 		},
 		Status: corev1.PodStatus{
-			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
+			Phase: phase(pod.Status.Phase), PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
 			Conditions:        conditions(pod.Status.Conditions),
 			ContainerStatuses: restarts(pod.Status.ContainerStatuses),
 		},
@@ -163,6 +165,15 @@ func conditions(in []corev1.PodCondition) []corev1.PodCondition {
 		}
 	}
 	return out
+}
+
+func phase(p corev1.PodPhase) corev1.PodPhase {
+	for _, c := range [...]corev1.PodPhase{corev1.PodRunning, corev1.PodPending, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown} {
+		if p == c {
+			return c
+		}
+	}
+	return p
 }
 
 func status(s corev1.ConditionStatus) corev1.ConditionStatus {
