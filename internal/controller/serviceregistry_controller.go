@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -178,6 +179,10 @@ type reconcileScope struct {
 	// a registry's pods share a few nodes, and each is read from the cache once.
 	leases map[string]*eligibility.NodeLease
 	zones  map[string]string
+	// ports are the last endpoint's resolved ports: a registry's pods resolve the same ports
+	// as a rule, and their endpoints (kept as the store's records until they change) then
+	// share one map. Nothing modifies an endpoint's ports once built.
+	ports map[string]int32
 }
 
 // Reconcile syncs one ServiceRegistry. A registry that is gone is forgotten, one being
@@ -448,6 +453,11 @@ func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScop
 	if err != nil { // not reached: the chain checked the ports
 		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNamedPortMissing}
 		return p
+	}
+	if maps.Equal(ep.Ports, s.ports) {
+		ep.Ports = s.ports
+	} else {
+		s.ports = ep.Ports
 	}
 	p.endpoint = ep
 	return p
