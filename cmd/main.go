@@ -249,10 +249,14 @@ func run(ctx context.Context, cfg config) error {
 		}
 		guard = fence
 	}
-	if err := setupControllers(mgr, cfg, cli, guard, shards, endpoints); err != nil {
+	events, err := eventRecorder(mgr)
+	if err != nil {
 		return err
 	}
-	if err := setupWebhook(mgr, cfg.webhook); err != nil {
+	if err := setupControllers(mgr, cfg, cli, guard, shards, endpoints, events); err != nil {
+		return err
+	}
+	if err := setupWebhook(mgr, cfg.webhook, events); err != nil {
 		return err
 	}
 	if fence == nil {
@@ -381,7 +385,19 @@ func cacheByObject() map[client.Object]cache.ByObject {
 	return by
 }
 
-func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard etcdstore.WriteGuard, shards controller.Shards, endpoints []string) error {
+// eventRecorder is where registrar's Events go: one writer with a bounded queue
+// (internal/eventqueue), not client-go's broadcaster and its six-minute copy of each Event.
+func eventRecorder(mgr ctrl.Manager) (*eventqueue.Recorder, error) {
+	rec := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
+		Create: eventqueue.ClientCreate(mgr.GetClient()), OnDrop: metrics.EventDropped,
+		Log: ctrl.Log.WithName("events")})
+	if err := mgr.Add(rec); err != nil {
+		return nil, fmt.Errorf("add the Event writer: %w", err)
+	}
+	return rec, nil
+}
+
+func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard etcdstore.WriteGuard, shards controller.Shards, endpoints []string, events *eventqueue.Recorder) error {
 	recovered := make(chan event.GenericEvent, 1)
 	resync := func(why string) func() {
 		return func() {
@@ -412,20 +428,13 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	if err != nil {
 		return err
 	}
-	endpointEvents := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
-		Create: eventqueue.ClientCreate(mgr.GetClient()), OnDrop: metrics.EndpointEventDropped,
-		Log: ctrl.Log.WithName("endpoint-events")})
-	if err := mgr.Add(endpointEvents); err != nil {
-		return fmt.Errorf("add the endpoint Event writer: %w", err)
-	}
 	r := &controller.ServiceRegistryReconciler{
-		Client:           mgr.GetClient(),
-		Stores:           stores,
-		StoreName:        storeName,
-		Recorder:         mgr.GetEventRecorder("registrar"),
-		EndpointRecorder: endpointEvents,
-		Clock:            clock.RealClock{},
-		Cluster:          cfg.clusterName,
+		Client:    mgr.GetClient(),
+		Stores:    stores,
+		StoreName: storeName,
+		Recorder:  events,
+		Clock:     clock.RealClock{},
+		Cluster:   cfg.clusterName,
 		Warmup: &warmup.Runner{
 			Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}},
 			Clock:  clock.RealClock{},
@@ -449,7 +458,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	}); err != nil {
 		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
 	}
-	d := &controller.DeploymentReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("registrar"), Shards: shards}
+	d := &controller.DeploymentReconciler{Client: mgr.GetClient(), Recorder: events, Shards: shards}
 	if err := d.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up Deployment controller: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"k8s.io/client-go/tools/events"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func newWebhookServer(c webhookConfig) webhook.Server {
 // in --webhook-cert-dir. Without one the webhook is not served (pods are admitted unchanged
 // anyway, since its failurePolicy is Ignore) and the reason is logged, so a local run without
 // certificates still starts.
-func setupWebhook(mgr ctrl.Manager, c webhookConfig) error {
+func setupWebhook(mgr ctrl.Manager, c webhookConfig, rec events.EventRecorder) error {
 	log := setupLog.WithName("webhook")
 	if !c.enabled {
 		log.Info("pod webhook disabled (--enable-webhook=false)")
@@ -78,7 +79,7 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig) error {
 			return fmt.Errorf("webhook certificate: %w", err)
 		}
 	}
-	if err := podwebhook.Register(mgr); err != nil {
+	if err := podwebhook.Register(mgr, rec); err != nil {
 		return fmt.Errorf("register the pod webhook: %w", err)
 	}
 	// Ready only once the webhook server listens, so the Service sends reviews to serving pods.

@@ -60,7 +60,7 @@ func registered(t *testing.T, c webhookConfig) (bool, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setupWebhook(mgr, c); err != nil {
+	if err := setupWebhook(mgr, c, nil); err != nil {
 		return false, err
 	}
 	_, pattern := mux.Handler(httptest.NewRequest(http.MethodPost, podwebhook.Path, nil))

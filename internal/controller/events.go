@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -31,22 +30,14 @@ func (r *ServiceRegistryReconciler) endpointEvent(now time.Time, reason string) 
 	return false
 }
 
-// endpointRecorder is where per-endpoint Events go.
-func (r *ServiceRegistryReconciler) endpointRecorder() events.EventRecorder {
-	if r.EndpointRecorder != nil {
-		return r.EndpointRecorder
-	}
-	return r.Recorder
-}
-
 // recordChanges emits an Event per registered and deregistered endpoint and measures the
 // deregistration lag of pods whose trigger time Kubernetes recorded.
 func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes store.Changes) {
-	now, rec := r.Clock.Now(), r.endpointRecorder()
+	now := r.Clock.Now()
 	for _, ep := range changes.Create {
 		if p, ok := s.byName[ep.Pod]; ok {
 			if r.endpointEvent(now, v1alpha1.EventRegistered) {
-				rec.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventRegistered, "Register",
+				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventRegistered, "Register",
 					"registered %s in service %s", ep.Address, s.target.Service)
 			}
 			if at, ok := readySince(p.pod); ok {
@@ -54,18 +45,18 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 			}
 		}
 	}
-	for _, del := range changes.Delete {
-		p, ok := s.byName[del.Pod]
+	for _, rec := range changes.Delete {
+		p, ok := s.byName[rec.Pod]
 		if !ok {
 			if r.endpointEvent(now, v1alpha1.EventDeregistered) {
-				rec.Eventf(s.reg, nil, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
-					"deregistered pod %s (%s): %s", del.Pod, del.Address, v1alpha1.ReasonPodDeleted)
+				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
+					"deregistered pod %s (%s): %s", rec.Pod, rec.Address, v1alpha1.ReasonPodDeleted)
 			}
 			continue
 		}
 		if r.endpointEvent(now, v1alpha1.EventDeregistered) {
-			rec.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
-				"deregistered %s from service %s: %s", del.Address, s.target.Service, p.verdict.Reason)
+			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
+				"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
 		}
 		if lag, ok := eligibility.DeregistrationLag(p.pod, p.verdict, now); ok {
 			r.lags.add(s.reg.UID, lag)

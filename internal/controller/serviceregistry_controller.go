@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,9 +60,6 @@ type ServiceRegistryReconciler struct {
 	StoreName string
 	// Recorder emits Events on registries.
 	Recorder recorder.EventRecorder
-	// EndpointRecorder emits the per-endpoint Registered and Deregistered Events, which
-	// never repeat (internal/eventqueue: no series cache); nil uses Recorder.
-	EndpointRecorder events.EventRecorder
 	// Clock stamps registeredAt and status times; clock.RealClock{} in production.
 	Clock clock.PassiveClock
 	// Cluster is written into each endpoint's cluster field.

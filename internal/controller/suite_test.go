@@ -110,18 +110,17 @@ func startOperator() *runningOperator {
 	Expect(err).NotTo(HaveOccurred())
 	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{storeServer.Endpoint()}})
 	Expect(err).NotTo(HaveOccurred())
-	endpointEvents := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
-		Create: eventqueue.ClientCreate(mgr.GetClient()), OnDrop: metrics.EndpointEventDropped})
-	Expect(mgr.Add(endpointEvents)).To(Succeed())
+	events := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
+		Create: eventqueue.ClientCreate(mgr.GetClient()), OnDrop: metrics.EventDropped})
+	Expect(mgr.Add(events)).To(Succeed())
 	r := &controller.ServiceRegistryReconciler{
 		Client: mgr.GetClient(),
 		Store: store.Instrumented(etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}),
 			metrics.ObserveStore),
-		StoreName:        storeServer.Endpoint(),
-		Recorder:         mgr.GetEventRecorder("registrar"),
-		EndpointRecorder: endpointEvents,
-		Clock:            clock.RealClock{},
-		Cluster:          "test-cluster",
+		StoreName: storeServer.Endpoint(),
+		Recorder:  events,
+		Clock:     clock.RealClock{},
+		Cluster:   "test-cluster",
 		Warmup: &warmup.Runner{
 			Client: &http.Client{}, Clock: clock.RealClock{}, RetryPause: 20 * time.Millisecond,
 		},
@@ -134,7 +133,7 @@ func startOperator() *runningOperator {
 		MaxConcurrentWarmups: 16,
 	})).To(Succeed())
 	Expect((&controller.DeploymentReconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("registrar"),
+		Client: mgr.GetClient(), Recorder: events,
 	}).SetupWithManager(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &runningOperator{cancel: cancel, done: make(chan struct{}), etcd: cli, r: r}

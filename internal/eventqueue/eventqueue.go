@@ -1,14 +1,18 @@
-// Package eventqueue records Events that never repeat (one per endpoint registered or
-// deregistered) through a bounded queue and one writer, without client-go's series cache.
+// Package eventqueue records registrar's Events through a bounded queue and one writer,
+// without client-go's series cache.
 //
 // client-go's events.k8s.io broadcaster keeps a copy of every Event it recorded for six
-// minutes, to turn a repeat into a series. A per-endpoint Event names one pod transition:
-// it is not repeated, so the copies only cost memory (about 1.5 kB each: at the operator's
-// default of 10 endpoint Events a second, ~3,600 of them, 5.6 MB of a 5,000-pod operator's
-// 39 MB live heap in `make bench-sweep`) and the broadcaster starts a goroutine per Event.
-// Here an Event is built when it is recorded, queued (bounded; a full queue drops it) and
-// written once by a single worker with a timeout; a failed write is dropped too. Every drop
-// is reported to OnDrop.
+// minutes, to turn a repeat into a series. Its key for a repeat includes the object's
+// resourceVersion, which every status write of a ServiceRegistry (and every pod transition)
+// changes, so registrar's Events never made a series: the copies only cost memory. In
+// `make bench-sweep` they were ~5.6 MB of a 5,000-pod operator's 39 MB live heap (the
+// per-endpoint Events at their default 10/s) and ~9.5 MB of a 20,000-pod operator's 103 MB
+// (the registries' condition Events) — twice that in RSS, as Go's collector lets the heap
+// grow to twice what is live. The broadcaster also starts a goroutine per Event.
+//
+// Here an Event is built when it is recorded, queued (bounded, as client-go's is at 1,000;
+// a full queue drops it) and written once by a single worker with a timeout (a failed write
+// is dropped too, not retried). Every drop is reported to OnDrop.
 package eventqueue
 
 import (
@@ -59,7 +63,7 @@ type Config struct {
 	Controller string
 	// Create writes an Event.
 	Create CreateFunc
-	// Size bounds the queue (default 100).
+	// Size bounds the queue (default 1000).
 	Size int
 	// Timeout bounds each write (default 10 s).
 	Timeout time.Duration
@@ -69,8 +73,9 @@ type Config struct {
 	Log    logr.Logger
 }
 
-// Recorder is an events.EventRecorder writing through a bounded queue; run it with Start
-// (a manager.Runnable that does not need leader election).
+// Recorder is an events.EventRecorder (and AnnotatedEventRecorder: controller-runtime's
+// recorder.EventRecorder) writing through a bounded queue; run it with Start (a
+// manager.Runnable that does not need leader election).
 type Recorder struct {
 	cfg      Config
 	instance string
@@ -80,7 +85,7 @@ type Recorder struct {
 // New returns a Recorder; Start writes what it queues.
 func New(cfg Config) *Recorder {
 	if cfg.Size <= 0 {
-		cfg.Size = 100
+		cfg.Size = 1000
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -102,12 +107,18 @@ func New(cfg Config) *Recorder {
 // Eventf queues an Event about regarding (and related, which may be nil). It never blocks:
 // an Event that does not fit the queue is dropped.
 func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	r.AnnotatedEventf(regarding, related, nil, eventtype, reason, action, note, args...)
+}
+
+// AnnotatedEventf is Eventf for an Event with annotations.
+func (r *Recorder) AnnotatedEventf(regarding, related runtime.Object, annotations map[string]string, eventtype, reason, action, note string, args ...any) {
 	ev, err := r.build(regarding, related, eventtype, reason, action, fmt.Sprintf(note, args...))
 	if err != nil {
 		r.cfg.Log.V(1).Info("Event not recorded", "reason", reason, "error", err)
 		r.cfg.OnDrop(reason, DropInvalid)
 		return
 	}
+	ev.Annotations = annotations
 	select {
 	case r.queue <- ev:
 	default:

@@ -63,6 +63,19 @@ func TestEventAsClientGoBuildsIt(t *testing.T) {
 	}
 }
 
+func TestAnnotatedEvent(t *testing.T) {
+	rec := New(Config{Scheme: clientgoscheme.Scheme, Controller: "registrar",
+		Create: func(context.Context, *eventsv1.Event) error { return nil }})
+	rec.AnnotatedEventf(pod("a"), nil, map[string]string{"k": "v"}, corev1.EventTypeWarning, "WarmupFailed", "WarmUp", "%d of %d", 1, 2)
+	ev := <-rec.queue
+	if ev.Annotations["k"] != "v" || ev.Note != "1 of 2" || ev.Type != corev1.EventTypeWarning {
+		t.Errorf("event %+v", ev)
+	}
+	if cap(New(Config{}).queue) != 1000 {
+		t.Error("the default queue is not client-go's 1,000")
+	}
+}
+
 func TestBadInputIsDroppedNotQueued(t *testing.T) {
 	d := &drops{}
 	rec := New(Config{Scheme: runtime.NewScheme(), Controller: "registrar", OnDrop: d.add,

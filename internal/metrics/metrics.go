@@ -81,12 +81,16 @@ var (
 		Help: "Pods admitted by the webhook, by result (injected, skipped: nothing selects the pod or it was already injected, error: admitted unchanged).",
 	}, []string{"result"})
 	// EndpointEventsSkipped counts the per-endpoint Events (Registered, Deregistered) left
-	// out because they came faster than --endpoint-events-qps allows, or were not written
-	// (their queue full, the API write failed).
+	// out because they came faster than --endpoint-events-qps allows.
 	EndpointEventsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_endpoint_events_skipped_total",
-		Help: "Per-endpoint Events not emitted, by reason (Registered, Deregistered): beyond the operator-wide rate (--endpoint-events-qps), or not written (their queue full, the API write failed).",
+		Help: "Per-endpoint Events not emitted because they exceeded the operator-wide rate (--endpoint-events-qps), by reason (Registered, Deregistered).",
 	}, []string{"reason"})
+	// EventsDropped counts Events recorded but not written (internal/eventqueue).
+	EventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "registrar_events_dropped_total",
+		Help: "Events recorded but not written, by the Event's reason and why: QueueFull (1,000 waiting to be written), WriteFailed (the API server refused or did not answer within 10 s; not retried), Invalid (an object the scheme cannot refer to).",
+	}, []string{"reason", "why"})
 	// GatesReleased counts gates registrar set True on pods no ServiceRegistry manages any
 	// more (registry deleted, selector changed), so that they do not stay unready for ever.
 	GatesReleased = prometheus.NewCounter(prometheus.CounterOpts{
@@ -105,7 +109,7 @@ var (
 func init() {
 	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors, StoreRepairs,
 		StoreTransactions, StoreTransactionItems, Reconciles,
-		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped, GatesReleased, Unmutated)
+		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped, EventsDropped, GatesReleased, Unmutated)
 }
 
 // ObserveStore records one store call (a store.Observer).
@@ -123,8 +127,7 @@ func ObserveStoreTxn(items, _ int) {
 	StoreTransactionItems.Observe(float64(items))
 }
 
-// EndpointEventDropped counts a per-endpoint Event its writer dropped (internal/eventqueue's
-// OnDrop; why is not a label: the log says it).
-func EndpointEventDropped(eventReason, _ string) {
-	EndpointEventsSkipped.WithLabelValues(eventReason).Inc()
+// EventDropped counts an Event its writer dropped (internal/eventqueue's OnDrop).
+func EventDropped(eventReason, why string) {
+	EventsDropped.WithLabelValues(eventReason, why).Inc()
 }

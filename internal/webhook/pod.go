@@ -80,18 +80,22 @@ type PodInjector struct {
 var _ admission.Handler = &PodInjector{}
 
 // Register registers the pod webhook on the manager's webhook server at Path, using the
-// manager's client and an events.k8s.io recorder named "registrar", and adds the claimant
+// manager's client and rec for Events (nil: the manager's events.k8s.io recorder named
+// "registrar"), and adds the claimant
 // index it reads the registries of a pod through (internal/claimindex) to the manager's
 // cache.
-func Register(mgr ctrl.Manager) error {
+func Register(mgr ctrl.Manager, rec events.EventRecorder) error {
 	if err := claimindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
+	}
+	if rec == nil {
+		rec = mgr.GetEventRecorder("registrar")
 	}
 	h := &PodInjector{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Decoder:   admission.NewDecoder(mgr.GetScheme()),
-		Recorder:  mgr.GetEventRecorder("registrar"),
+		Recorder:  rec,
 	}
 	mgr.GetWebhookServer().Register(Path, &crwebhook.Admission{Handler: h})
 	return nil

@@ -22,6 +22,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/eventqueue"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 	"github.com/registrar-dev/registrar/test/support/testenv"
 )
@@ -65,7 +66,10 @@ var _ = BeforeSuite(func() {
 		}),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(podwebhook.Register(mgr)).To(Succeed())
+	events := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
+		Create: eventqueue.ClientCreate(mgr.GetClient())})
+	Expect(mgr.Add(events)).To(Succeed())
+	Expect(podwebhook.Register(mgr, events)).To(Succeed())
 	mgrClient = mgr.GetClient()
 
 	ctx, cancel := context.WithCancel(context.Background())
