@@ -397,7 +397,8 @@ func eventRecorder(mgr ctrl.Manager) (*eventqueue.Recorder, error) {
 	return rec, nil
 }
 
-func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard etcdstore.WriteGuard, shards controller.Shards, endpoints []string, events *eventqueue.Recorder) error {
+func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard etcdstore.WriteGuard, shards controller.Shards,
+	endpoints []string, events *eventqueue.Recorder) error {
 	recovered := make(chan event.GenericEvent, 1)
 	resync := func(why string) func() {
 		return func() {

@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"k8s.io/client-go/tools/events"
 	"math"
 	"os"
 	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"

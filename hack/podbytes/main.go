@@ -105,7 +105,9 @@ func main() {
 			"rows":    rows,
 			"notes": []string{
 				fmt.Sprintf("%d pods of a realistic Deployment (leancache.SamplePod: managedFields of 3 managers, 10 env vars, 3 volumes, "+
-					"probes, a native sidecar, container statuses), decoded from JSON one by one and held; live heap after GC, divided by the pods. leancache.Pod keeps one copy of what the replicas repeat (labels, named ports, namespace, node, registrar's annotations): the figure is for pods of one ReplicaSet.", *n),
+					"probes, a native sidecar, container statuses), decoded from JSON one by one and held; live heap after GC, divided by the pods. "+
+					"leancache.Pod keeps one copy of what the replicas repeat (labels, named ports, namespace, node, "+
+					"registrar's annotations): the figure is for pods of one ReplicaSet.", *n),
 				"Heap figures do not depend on the machine's load; the informer's own per-object overhead (store index entries, the key) is not included.",
 				"selector index entry: what internal/selindex adds per pod (5 labels, one registry per 10 pods; " +
 					"the labels map is the cache's, shared), on top of the cached pod.",
