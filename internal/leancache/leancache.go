@@ -113,29 +113,9 @@ func containerPorts(cs []corev1.Container, sidecarsOnly bool) []corev1.Container
 		if len(ports) == 0 {
 			continue
 		}
-		if out == nil {
-			out = make([]corev1.Container, 0, namedPortContainers(cs, sidecarsOnly))
-		}
 		out = append(out, corev1.Container{Name: c.Name, Ports: ports, RestartPolicy: c.RestartPolicy})
 	}
 	return out
-}
-
-// namedPortContainers counts the containers containerPorts keeps, to size its result.
-func namedPortContainers(cs []corev1.Container, sidecarsOnly bool) int {
-	n := 0
-	for i := range cs {
-		if sidecarsOnly && (cs[i].RestartPolicy == nil || *cs[i].RestartPolicy != corev1.ContainerRestartPolicyAlways) {
-			continue
-		}
-		for _, p := range cs[i].Ports {
-			if p.Name != "" {
-				n++
-				break
-			}
-		}
-	}
-	return n
 }
 
 // conditions keeps ContainersReady (status, reason, last transition) and registrar's gate
