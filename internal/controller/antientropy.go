@@ -129,7 +129,11 @@ func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Cha
 			a.rechecks.AddAfter(echoCheck{name: name, store: storeName, key: key}, EchoRecheck)
 			continue
 		}
-		a.send(ctx, name, TriggerStoreWatch)
+		// Not in flight: no write of the key began, or one ended since note. A write records
+		// its outcome before it ends, so asking the records again tells the two apart.
+		if a.r.known.unexplained(name, storeName) {
+			a.send(ctx, name, TriggerStoreWatch)
+		}
 	}
 }
 
