@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"maps"
+	"reflect"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -65,11 +67,8 @@ func (k *knownRecords) get(name types.NamespacedName, storeName string, uid type
 	if !ok || e.uid != uid || e.scope != scope || e.relist {
 		return nil, false, false
 	}
-	for pod, c := range e.pending {
-		if explains(e.records, c) {
-			delete(e.pending, pod)
-		}
-	}
+	e.pending = dropExplained(e.records, e.pending)
+	k.entries[name][storeName] = e
 	out := make(map[string]store.Record, len(e.records))
 	for pod, r := range e.records {
 		out[pod] = r
@@ -111,12 +110,23 @@ func (k *knownRecords) unexplained(name types.NamespacedName, storeName string) 
 	if !ok {
 		return true
 	}
-	for pod, c := range e.pending {
-		if explains(e.records, c) {
-			delete(e.pending, pod)
+	e.pending = dropExplained(e.records, e.pending)
+	k.entries[name][storeName] = e
+	return e.verify || len(e.pending) > 0
+}
+
+// dropExplained removes the changes records explain from pending; nil once none is left (an
+// emptied map keeps its buckets, and every registry with a write sees one change at least).
+func dropExplained(records map[string]store.Record, pending map[string]store.Change) map[string]store.Change {
+	for pod, c := range pending {
+		if explains(records, c) {
+			delete(pending, pod)
 		}
 	}
-	return e.verify || len(e.pending) > 0
+	if len(pending) == 0 {
+		return nil
+	}
+	return pending
 }
 
 // verifyAll asks for a re-read of every known scope in storeName ("" for every store), and
@@ -149,7 +159,30 @@ func (k *knownRecords) set(name types.NamespacedName, storeName string, uid type
 	if old, ok := k.entries[name][storeName]; ok && old.scope == scope && old.uid == uid {
 		pending = old.pending
 	}
+	shareEqualPorts(records)
 	k.entries[name][storeName] = knownEntry{uid: uid, scope: scope, records: records, pending: pending}
+}
+
+// shareEqualPorts makes records with equal ports share one map. A registry's pods resolve the
+// same ports, but its records come from several reconciles and listings, each with maps of
+// its own: kept for as long as the records are, they were ~8 % of the live heap at 5,000 pods.
+// Nothing modifies a record's ports once built.
+func shareEqualPorts(records map[string]store.Record) {
+	var shared map[string]int32
+	for pod, rec := range records {
+		switch {
+		case shared == nil:
+			shared = rec.Ports
+		case maps.Equal(rec.Ports, shared) && !samePortsMap(rec.Ports, shared):
+			rec.Ports = shared
+			records[pod] = rec
+		}
+	}
+}
+
+// samePortsMap reports whether a and b are one map (not merely equal ones).
+func samePortsMap(a, b map[string]int32) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // forget drops what is known of the registry in every store.

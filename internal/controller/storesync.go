@@ -216,7 +216,13 @@ func storedEverywhere(owner string, results []storeResult) map[string]store.Reco
 	if len(results) == 0 {
 		return nil
 	}
-	out := plan.Owned(owner, results[0].records)
+	first := results[0].records
+	if len(results) == 1 && first != nil && allOwned(owner, first) {
+		// The common case, shared rather than copied (gateAcks keeps it): a store result's
+		// records are what knownRecords holds, and nothing modifies them once set.
+		return first
+	}
+	out := plan.Owned(owner, first)
 	for _, res := range results[1:] {
 		for pod, rec := range out {
 			if other, ok := res.records[pod]; !ok || other.Owner != owner || !plan.SameInstance(other.Endpoint, rec.Endpoint) {
@@ -225,6 +231,16 @@ func storedEverywhere(owner string, results []storeResult) map[string]store.Reco
 		}
 	}
 	return out
+}
+
+// allOwned reports whether every record has this owner.
+func allOwned(owner string, records map[string]store.Record) bool {
+	for _, rec := range records {
+		if rec.Owner != owner {
+			return false
+		}
+	}
+	return true
 }
 
 // removeOwned deletes every record of reg in scope from each of its stores (a store the
