@@ -80,6 +80,7 @@ type config struct {
 	sharding                shardingConfig
 	multicluster            clusterConfig
 	memoryLimitRatio        float64
+	gcPercent               int
 }
 
 func parseFlags(args []string) (config, zap.Options, error) {
@@ -113,6 +114,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	}
 	if c.memoryLimitRatio < 0 || c.memoryLimitRatio > 1 {
 		return c, zopts, fmt.Errorf("--memory-limit-ratio=%v: want 0 (off) to 1", c.memoryLimitRatio)
+	}
+	if c.gcPercent < 0 || c.gcPercent > memlimit.MaxGCPercent {
+		return c, zopts, fmt.Errorf("--gc-percent=%d: want 0 (Go's default) to %d", c.gcPercent, memlimit.MaxGCPercent)
 	}
 	return c, zopts, nil
 }
@@ -154,6 +158,8 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.embeddedClientURL, "embedded-store-client-url", "http://127.0.0.1:2379", "Where the embedded etcd serves clients.")
 	fs.StringVar(&c.embeddedPeerURL, "embedded-store-peer-url", "http://127.0.0.1:2380", "Where the embedded etcd listens for peers.")
 	fs.Float64Var(&c.memoryLimitRatio, "memory-limit-ratio", 0.9, "Set Go's soft memory limit to this share of the container's memory limit (cgroup v2 memory.max or v1 memory.limit_in_bytes), so the garbage collector works harder near the limit instead of the process being OOM-killed; 0 disables; an explicit GOMEMLIMIT wins; nothing is set without a limit.")
+	fs.IntVar(&c.gcPercent, "gc-percent", memlimit.DefaultGCPercent, "The garbage collector's pacing (GOGC): collect when the heap has grown by this share of what the last collection left live. "+
+		"Below Go's 100 to trade a little CPU for memory (docs/performance.md); 0 keeps Go's default; an explicit GOGC wins.")
 	bindStoreFlags(fs, &c.stores)
 	bindWebhookFlags(fs, &c.webhook)
 	bindXDSFlags(fs, &c.xds)
@@ -169,17 +175,23 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 }
 
 // applyMemoryLimit sets the runtime's soft memory limit from the container's memory limit
-// (internal/memlimit), and logs what it did.
-func applyMemoryLimit(ratio float64) error {
-	d, err := memlimit.Soft(os.DirFS("/sys/fs/cgroup"), ratio, os.Getenv("GOMEMLIMIT"))
-	if err != nil {
-		return err
+// and the collector's pacing (internal/memlimit), and logs what it did.
+func applyMemoryLimit(ratio float64, gcPercent int) error {
+	p, pacingErr := memlimit.GCPercent(gcPercent, os.Getenv("GOGC"))
+	if pacingErr == nil {
+		if p.Percent > 0 {
+			debug.SetGCPercent(p.Percent)
+		}
+		setupLog.Info("Go GC pacing", "percent", p.Percent, "reason", p.Reason)
 	}
-	if d.Limit > 0 {
-		debug.SetMemoryLimit(d.Limit)
+	d, limitErr := memlimit.Soft(os.DirFS("/sys/fs/cgroup"), ratio, os.Getenv("GOMEMLIMIT"))
+	if limitErr == nil {
+		if d.Limit > 0 {
+			debug.SetMemoryLimit(d.Limit)
+		}
+		setupLog.Info("Go soft memory limit", "bytes", d.Limit, "containerLimitBytes", d.Container, "reason", d.Reason)
 	}
-	setupLog.Info("Go soft memory limit", "bytes", d.Limit, "containerLimitBytes", d.Container, "reason", d.Reason)
-	return nil
+	return errors.Join(pacingErr, limitErr)
 }
 
 func envOr(key, def string) string {
@@ -196,8 +208,8 @@ func main() {
 		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
-	if err := applyMemoryLimit(cfg.memoryLimitRatio); err != nil {
-		setupLog.Error(err, "Go soft memory limit not set")
+	if err := applyMemoryLimit(cfg.memoryLimitRatio, cfg.gcPercent); err != nil {
+		setupLog.Error(err, "Go GC pacing or soft memory limit not set")
 	}
 	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
 		setupLog.Error(err, "registrar stopped")

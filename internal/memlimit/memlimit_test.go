@@ -51,3 +51,35 @@ func TestContainerLimitNoLimit(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoLimit", err)
 	}
 }
+
+func TestGCPercent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		percent int
+		goGC    string
+		want    int
+		wantErr bool
+	}{
+		{name: "registrar's default", percent: DefaultGCPercent, want: DefaultGCPercent},
+		{name: "a flag value", percent: 200, want: 200},
+		{name: "GOGC wins", percent: DefaultGCPercent, goGC: "100"},
+		{name: "GOGC=off wins too", percent: 30, goGC: "off"},
+		{name: "0 keeps Go's default", percent: 0},
+		{name: "the largest", percent: MaxGCPercent, want: MaxGCPercent},
+		{name: "negative", percent: -1, wantErr: true},
+		{name: "too large", percent: MaxGCPercent + 1, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := GCPercent(tc.percent, tc.goGC)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if p.Percent != tc.want {
+				t.Fatalf("percent = %d, want %d (%s)", p.Percent, tc.want, p.Reason)
+			}
+			if err == nil && p.Reason == "" {
+				t.Fatal("no reason given")
+			}
+		})
+	}
+}
