@@ -49,7 +49,7 @@ func TestRecordChangesEndpointEventBudget(t *testing.T) {
 			rec := events.NewFakeRecorder(20)
 			r := &ServiceRegistryReconciler{Recorder: rec, Clock: clk, EndpointEvents: tt.budget}
 			s := &reconcileScope{reg: reg, target: store.Scope{Service: "svc", Namespace: "ns"},
-				byName: map[string]selectedPod{"p": {pod: pod, verdict: eligibility.Verdict{State: v1alpha1.EndpointRegistered}}}}
+				selected: []selectedPod{{pod: pod, verdict: eligibility.Verdict{State: v1alpha1.EndpointRegistered}}}, byName: map[string]int{"p": 0}}
 			skipped := func() float64 {
 				return testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1alpha1.EventRegistered)) +
 					testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1alpha1.EventDeregistered))

@@ -35,7 +35,7 @@ func (r *ServiceRegistryReconciler) endpointEvent(now time.Time, reason string) 
 func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes store.Changes) {
 	now := r.Clock.Now()
 	for _, ep := range changes.Create {
-		if p, ok := s.byName[ep.Pod]; ok {
+		if p, ok := s.selectedPod(ep.Pod); ok {
 			if r.endpointEvent(now, v1alpha1.EventRegistered) {
 				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventRegistered, "Register",
 					"registered %s in service %s", ep.Address, s.target.Service)
@@ -46,7 +46,7 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 		}
 	}
 	for _, rec := range changes.Delete {
-		p, ok := s.byName[rec.Pod]
+		p, ok := s.selectedPod(rec.Pod)
 		if !ok {
 			if r.endpointEvent(now, v1alpha1.EventDeregistered) {
 				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
@@ -63,6 +63,15 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 			metrics.DeregistrationLag.Observe(lag.Seconds())
 		}
 	}
+}
+
+// selectedPod is the selected pod of this name, if any.
+func (s *reconcileScope) selectedPod(name string) (selectedPod, bool) {
+	i, ok := s.byName[name]
+	if !ok {
+		return selectedPod{}, false
+	}
+	return s.selected[i], true
 }
 
 // readySince is the last transition of the pod's ContainersReady condition.

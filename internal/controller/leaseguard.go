@@ -109,7 +109,6 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointRegistered, Reason: v1alpha1.ReasonDeregistrationHeld}
 			p.endpoint = ep
 			s.selected[i] = p
-			s.byName[p.pod.Name] = p
 			s.desired[p.pod.Name] = ep
 			held++
 		}

@@ -147,7 +147,7 @@ type reconcileScope struct {
 	original *v1alpha1.ServiceRegistry
 	target   store.Scope
 	selected []selectedPod
-	byName   map[string]selectedPod
+	byName   map[string]int // index in selected, by pod name
 	desired  map[string]store.Endpoint
 	stored   map[string]store.Record // this registry's own records, alike in every store that answered
 	// stores is what each target store held after this reconcile's sync (nil before it).
@@ -284,14 +284,15 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 		return err
 	}
 	s.desired = make(map[string]store.Endpoint, len(pods))
-	s.byName = make(map[string]selectedPod, len(pods))
+	s.byName = make(map[string]int, len(pods))
+	s.selected = make([]selectedPod, 0, len(pods))
 	for _, pod := range pods {
 		p := r.decide(ctx, s, pod, older)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		}
+		s.byName[p.pod.Name] = len(s.selected)
 		s.selected = append(s.selected, p)
-		s.byName[p.pod.Name] = p
 	}
 	return nil
 }
@@ -370,7 +371,8 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 		return err
 	}
 	s.desired = make(map[string]store.Endpoint, len(owned))
-	s.byName = make(map[string]selectedPod, len(owned))
+	s.byName = make(map[string]int, len(owned))
+	s.selected = make([]selectedPod, 0, len(owned))
 	for name, rec := range owned {
 		pod := &corev1.Pod{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: s.reg.Namespace, Name: name}, pod); err != nil {
@@ -388,8 +390,8 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 		} else if p.verdict.State == v1alpha1.EndpointWarmingUp {
 			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonInvalidSelector}
 		}
+		s.byName[p.pod.Name] = len(s.selected)
 		s.selected = append(s.selected, p)
-		s.byName[p.pod.Name] = p
 	}
 	return nil
 }

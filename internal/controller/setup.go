@@ -30,6 +30,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/backoff"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/echo"
+	"github.com/registrar-dev/registrar/internal/lazylog"
 	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
@@ -209,9 +210,11 @@ func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
 }
 
 // requestLogger is the logger builder.For gives a controller's reconciles: the controller,
-// its group and kind, and the request's object.
+// its group and kind, and the request's object. The request's pairs (and the reconcile ID
+// controller-runtime adds) are deferred until a line is written (internal/lazylog): most
+// reconciles write none, and zap encodes pairs as soon as they are given.
 func requestLogger(base logr.Logger, controllerName, kind string) func(*reconcile.Request) logr.Logger {
-	log := base.WithValues("controller", controllerName, "controllerGroup", v1alpha1.GroupVersion.Group, "controllerKind", kind)
+	log := lazylog.Wrap(base.WithValues("controller", controllerName, "controllerGroup", v1alpha1.GroupVersion.Group, "controllerKind", kind))
 	return func(req *reconcile.Request) logr.Logger {
 		if req == nil {
 			return log
