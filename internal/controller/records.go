@@ -3,6 +3,7 @@ package controller
 import (
 	"maps"
 	"reflect"
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -166,19 +167,29 @@ func (k *knownRecords) set(name types.NamespacedName, storeName string, uid type
 // shareEqualPorts makes records with equal ports share one map. A registry's pods resolve the
 // same ports, but its records come from several reconciles and listings, each with maps of
 // its own: kept for as long as the records are, they were ~8 % of the live heap at 5,000 pods.
-// Nothing modifies a record's ports once built.
+// Up to maxSharedPorts distinct port sets are shared (a registry's pods rarely differ at all;
+// the bound keeps the work linear). Nothing modifies a record's ports once built.
 func shareEqualPorts(records map[string]store.Record) {
-	var shared map[string]int32
+	var shared [maxSharedPorts]map[string]int32
+	n := 0
 	for pod, rec := range records {
+		if len(rec.Ports) == 0 {
+			continue
+		}
+		i := slices.IndexFunc(shared[:n], func(m map[string]int32) bool { return maps.Equal(m, rec.Ports) })
 		switch {
-		case shared == nil:
-			shared = rec.Ports
-		case maps.Equal(rec.Ports, shared) && !samePortsMap(rec.Ports, shared):
-			rec.Ports = shared
+		case i < 0 && n < len(shared):
+			shared[n] = rec.Ports
+			n++
+		case i >= 0 && !samePortsMap(rec.Ports, shared[i]):
+			rec.Ports = shared[i]
 			records[pod] = rec
 		}
 	}
 }
+
+// maxSharedPorts bounds the distinct port sets shareEqualPorts shares per registry.
+const maxSharedPorts = 4
 
 // samePortsMap reports whether a and b are one map (not merely equal ones).
 func samePortsMap(a, b map[string]int32) bool {
