@@ -218,8 +218,9 @@ func storedEverywhere(owner string, results []storeResult) map[string]store.Reco
 	}
 	first := results[0].records
 	if len(results) == 1 && first != nil && allOwned(owner, first) {
-		// The common case, shared rather than copied (gateAcks keeps it): a store result's
-		// records are what knownRecords holds, and nothing modifies them once set.
+		// The common case, shared rather than copied (gateAcks keeps it): nothing modifies a
+		// store result's records once syncStore returns them (knownRecords keeps them as set
+		// and hands out copies).
 		return first
 	}
 	out := plan.Owned(owner, first)
