@@ -67,6 +67,7 @@ type config struct {
 	storeBatch              bool
 	storeLeaseTTL           time.Duration
 	statusWriteInterval     time.Duration
+	statusWritesQPS         float64
 	storeResyncInterval     time.Duration
 	storeCA, storeCert      string
 	storeKey                string
@@ -115,6 +116,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	if c.memoryLimitRatio < 0 || c.memoryLimitRatio > 1 {
 		return c, zopts, fmt.Errorf("--memory-limit-ratio=%v: want 0 (off) to 1", c.memoryLimitRatio)
 	}
+	if c.statusWritesQPS < 0 {
+		return c, zopts, fmt.Errorf("--status-writes-qps=%v: want 0 (no limit) or more", c.statusWritesQPS)
+	}
 	if c.gcPercent < 0 || c.gcPercent > memlimit.MaxGCPercent {
 		return c, zopts, fmt.Errorf("--gc-percent=%d: want 0 (Go's default) to %d", c.gcPercent, memlimit.MaxGCPercent)
 	}
@@ -149,6 +153,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.DurationVar(&c.storeTimeout, "store-timeout", etcdstore.DefaultTimeout, "Timeout of every store call.")
 	fs.BoolVar(&c.storeBatch, "store-batch", true, "Under load, write the changes of several ServiceRegistries to the etcd store in one guarded transaction (while one is in flight, the next coalesces what arrives); when idle every change is written at once either way.")
 	fs.DurationVar(&c.storeLeaseTTL, "store-lease-ttl", 0, "When set, write endpoints with an etcd lease of this TTL that the leader keeps alive, so they expire if every replica is gone longer; 0 (default) keeps them until an operator removes them.")
+	fs.Float64Var(&c.statusWritesQPS, "status-writes-qps", controller.DefaultStatusWritesQPS, "Operator-wide rate of the ServiceRegistry status writes that --status-write-interval paces (counts, status.endpoints, messages; the burst is the same number): beyond it a registry waits its turn, so a flood of pod events across many registries costs the API server a bounded number of status writes; condition and observedGeneration changes never wait, and the store is never delayed. Counted in registrar_status_writes_total and registrar_status_writes_deferred_total. 0 is no limit.")
 	fs.DurationVar(&c.statusWriteInterval, "status-write-interval", controller.DefaultStatusWriteInterval, "Least time between two status writes of one ServiceRegistry that only update its counts, status.endpoints or messages (the newest is written when it ends); a change of a condition or of observedGeneration is written at once, and the store is never delayed. 0 writes every change at once.")
 	fs.DurationVar(&c.storeResyncInterval, "store-resync-interval", controller.DefaultResyncInterval, "Period (jittered by ±20%) of the full re-read of every registry's records in every store, diffed with what the operator knows and repaired; the backstop of the etcd and CoreDNS watches that repair outside changes at once (and the only anti-entropy of ZooKeeper).")
 	fs.StringVar(&c.storeCA, "store-ca-file", "", "CA bundle to verify the store's TLS certificate.")
@@ -468,6 +473,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
 		StoreRecovered: recovered, ResyncInterval: cfg.storeResyncInterval, Shards: shards,
 		StatusWriteInterval: statusWriteInterval(cfg.statusWriteInterval),
+		StatusWritesQPS:     statusWritesQPS(cfg.statusWritesQPS),
 	}); err != nil {
 		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
 	}
@@ -485,6 +491,15 @@ func endpointEventBudget(qps float64, burst int) *rate.Limiter {
 		return rate.NewLimiter(0, 0)
 	}
 	return rate.NewLimiter(rate.Limit(qps), burst)
+}
+
+// statusWritesQPS maps --status-writes-qps to controller.Options: 0 (no limit) is negative
+// there, where 0 means the default.
+func statusWritesQPS(qps float64) float64 {
+	if qps <= 0 {
+		return -1
+	}
+	return qps
 }
 
 // statusWriteInterval maps --status-write-interval to controller.Options: 0 (write every

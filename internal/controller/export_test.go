@@ -33,6 +33,15 @@ func NewPacedStatusWriter(c client.Client, interval time.Duration, clk clock.Wit
 	})}
 }
 
+// NewBudgetedStatusWriter returns a status writer with one worker writing through c, every
+// change at once but the non-urgent ones within an operator-wide budget of qps writes per
+// second (burst qps) on clk.
+func NewBudgetedStatusWriter(c client.Client, qps int, clk clock.WithTicker) *StatusWriter {
+	return &StatusWriter{w: newStatusWriter(c, statusWriterConfig{
+		workers: 1, retryBase: 10 * time.Millisecond, retryMax: time.Second, clock: clk, qps: float64(qps), burst: qps,
+	})}
+}
+
 // Submit hands the writer the newest status of a registry, computed over reg's status: it is
 // urgent as the reconciler's would be (regstatus.Urgent).
 func (s *StatusWriter) Submit(reg *v1alpha1.ServiceRegistry, st v1alpha1.ServiceRegistryStatus) {

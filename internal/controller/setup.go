@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +43,8 @@ const (
 	DefaultMaxConcurrentWarmups    = 64
 	// DefaultStatusWriteInterval is the default of --status-write-interval.
 	DefaultStatusWriteInterval = time.Second
+	// DefaultStatusWritesQPS is the default of --status-writes-qps.
+	DefaultStatusWritesQPS = 10
 )
 
 // Options tune the controller.
@@ -57,6 +60,10 @@ type Options struct {
 	// condition or of observedGeneration is written at once. DefaultStatusWriteInterval when
 	// zero; negative writes every change at once.
 	StatusWriteInterval time.Duration
+	// StatusWritesQPS is the operator-wide budget of those paced writes, per second (its
+	// burst is the same number of writes): beyond it they wait their turn; urgent writes
+	// never wait. DefaultStatusWritesQPS when zero; negative is no budget.
+	StatusWritesQPS float64
 	// MaxConcurrentWarmups bounds the pods warmed up at once, across all registries.
 	MaxConcurrentWarmups int
 	// StoreRecovered, when set, enqueues every ServiceRegistry on each event, e.g. when the
@@ -108,9 +115,13 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if opts.StatusWriteInterval == 0 {
 		opts.StatusWriteInterval = DefaultStatusWriteInterval
 	}
+	if opts.StatusWritesQPS == 0 {
+		opts.StatusWritesQPS = DefaultStatusWritesQPS
+	}
 	r.status = newStatusWriter(mgr.GetClient(), statusWriterConfig{
 		workers: opts.StatusWorkers, retryBase: opts.RetryBase, retryMax: opts.RetryMax,
 		interval: opts.StatusWriteInterval,
+		qps:      opts.StatusWritesQPS, burst: int(math.Ceil(opts.StatusWritesQPS)),
 	})
 	if err := mgr.Add(r.status); err != nil {
 		return fmt.Errorf("add status writer: %w", err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/backoff"
 	"github.com/registrar-dev/registrar/internal/echo"
+	"github.com/registrar-dev/registrar/internal/metrics"
 )
 
 // statusWriteTimeout bounds one status write.
@@ -37,6 +39,13 @@ const statusWriteTimeout = 10 * time.Second
 // so is every urgent one; a busy registry's costs at most one write (and one watch echo of
 // it) per interval instead of one per pod event. The store is never paced: this is the
 // status only.
+//
+// Paced writes also share an operator-wide budget (budget, --status-writes-qps): under a
+// flood of pod events every busy registry would otherwise still cost one write per interval,
+// so the API server's load (and the operator's CPU, a write and its watch echo are decoded
+// as JSON) would grow with the number of busy registries. A paced write beyond the budget
+// reserves the next free slot and waits for it in the queue (registries take the slots in
+// the order they asked for them); urgent writes never wait for the budget.
 type statusWriter struct {
 	client  client.Client
 	workers int
@@ -44,6 +53,8 @@ type statusWriter struct {
 	// interval is the least time between two paced writes of a registry; 0 paces nothing.
 	interval time.Duration
 	clock    clock.PassiveClock
+	// budget limits the paced writes across registries; nil when unlimited.
+	budget *rate.Limiter
 
 	mu sync.Mutex
 	// latest is the newest status computed for each registry until the cache shows it,
@@ -58,6 +69,9 @@ type statusWriter struct {
 	echoes *echo.Statuses
 	// lastWrite is when each registry's status was last written (pacing).
 	lastWrite map[types.NamespacedName]time.Time
+	// slot is when a registry waiting for the budget may write: the time of the token it
+	// reserved. A registry holds at most one slot.
+	slot map[types.NamespacedName]time.Time
 	// seq numbers the submissions (statusEntry.seq).
 	seq uint64
 }
@@ -81,6 +95,9 @@ type statusWriterConfig struct {
 	interval time.Duration
 	// clock times the pacing; clock.RealClock{} when nil. The queue's delays use it too.
 	clock clock.WithTicker
+	// qps and burst are the budget of paced writes across registries; qps <= 0 is no budget.
+	qps   float64
+	burst int
 }
 
 type writtenEntry struct {
@@ -95,7 +112,13 @@ func newStatusWriter(c client.Client, cfg statusWriterConfig) *statusWriter {
 	if cfg.clock == nil {
 		cfg.clock = clock.RealClock{}
 	}
+	var budget *rate.Limiter
+	if cfg.qps > 0 {
+		budget = rate.NewLimiter(rate.Limit(cfg.qps), max(cfg.burst, 1))
+	}
 	return &statusWriter{
+		budget:   budget,
+		slot:     map[types.NamespacedName]time.Time{},
 		client:   c,
 		workers:  max(cfg.workers, 1),
 		interval: max(cfg.interval, 0),
@@ -164,6 +187,7 @@ func (w *statusWriter) forget(name types.NamespacedName) {
 	delete(w.latest, name)
 	delete(w.written, name)
 	delete(w.lastWrite, name)
+	delete(w.slot, name)
 	w.echoes.Forget(name)
 }
 
@@ -242,6 +266,10 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 	if equality.Semantic.DeepEqual(base.status, e.status) {
 		return nil
 	}
+	if wait := w.budgetWait(name, e.urgent); wait > 0 {
+		w.queue.AddAfter(name, wait)
+		return nil
+	}
 	// Before the write: its update event may reach the informer before the write returns.
 	// e.status is the writer's own copy, never modified (submit and base copy).
 	w.echoes.Writing(name, e.uid, e.status)
@@ -253,6 +281,11 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 		}
 		return err
 	}
+	kind := "paced"
+	if e.urgent {
+		kind = "urgent"
+	}
+	metrics.StatusWrites.WithLabelValues(kind).Inc()
 	w.mu.Lock()
 	w.written[name] = writtenEntry{uid: e.uid, from: base.rv, rv: rv, status: e.status}
 	w.lastWrite[name] = w.clock.Now()
@@ -262,6 +295,36 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 	}
 	w.mu.Unlock()
 	return nil
+}
+
+// budgetWait is how long a paced write of the registry has to wait for the operator-wide
+// budget: 0 when it may write now (urgent, no budget, a token free, or its reserved slot
+// has come), else until its slot. A registry that has to wait reserves one slot and keeps
+// it across re-queues, so waiting registries take the budget's slots in turn.
+func (w *statusWriter) budgetWait(name types.NamespacedName, urgent bool) time.Duration {
+	if w.budget == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	if at, ok := w.slot[name]; ok {
+		if urgent || !now.Before(at) {
+			delete(w.slot, name) // an urgent write does not wait; its slot's token is spent
+			return 0
+		}
+		return at.Sub(now)
+	}
+	if urgent {
+		return 0
+	}
+	wait := w.budget.ReserveN(now, 1).DelayFrom(now)
+	if wait <= 0 {
+		return 0
+	}
+	w.slot[name] = now.Add(wait)
+	metrics.StatusWritesDeferred.Inc()
+	return wait
 }
 
 // statusBase is the status the server holds as far as the writer knows, and its

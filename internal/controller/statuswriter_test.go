@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/metrics"
 )
 
 // holdFinalizer keeps a test registry in deletion, where the operator leaves its status alone.
@@ -189,6 +191,37 @@ var _ = Describe("status writer", func() {
 		clk.Step(time.Minute)
 		Eventually(registered).WithTimeout(timeout).Should(Equal(int32(5)))
 		Expect(cli.count(name)).To(Equal(4))
+	})
+
+	It("shares a budget of non-urgent writes across registries and never holds an urgent one", func() {
+		clk := clocktesting.NewFakeClock(time.Now())
+		writer = controller.NewBudgetedStatusWriter(cli, 1, clk) // one write per second, burst 1
+		first, waiting, urgentReg := heldRegistry(ns, "first"), heldRegistry(ns, "waiting"), heldRegistry(ns, "urgent")
+		registered := func(reg *v1alpha1.ServiceRegistry) func() int32 {
+			return func() int32 { return getRegistry(reg).Status.Registered }
+		}
+		deferred := testutil.ToFloat64(metrics.StatusWritesDeferred)
+		start()
+
+		By("the budget's one token goes to the first registry")
+		writer.Submit(first, statusWith(first, 11))
+		Eventually(registered(first)).WithTimeout(timeout).Should(Equal(int32(11)))
+
+		By("the next registry's change waits for the next token; an urgent change does not")
+		writer.Submit(waiting, statusWith(waiting, 12))
+		urgent := statusWith(urgentReg, 13)
+		urgent.Conditions = append([]metav1.Condition(nil), urgent.Conditions...)
+		urgent.Conditions[0].Reason = "SomethingElse"
+		writer.Submit(urgentReg, urgent)
+		Eventually(registered(urgentReg)).WithTimeout(timeout).Should(Equal(int32(13)))
+		Consistently(registered(waiting)).WithTimeout(time.Second).ShouldNot(Equal(int32(12)))
+		Expect(testutil.ToFloat64(metrics.StatusWritesDeferred)).To(BeNumerically(">", deferred))
+
+		By("and is written once the budget has refilled, the newest status only")
+		writer.Submit(waiting, statusWith(waiting, 14))
+		clk.Step(time.Second)
+		Eventually(registered(waiting)).WithTimeout(timeout).Should(Equal(int32(14)))
+		Expect(cli.count(client.ObjectKeyFromObject(waiting))).To(Equal(1))
 	})
 
 	It("patches over the status the server holds, not the one it wrote last", func() {

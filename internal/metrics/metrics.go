@@ -104,12 +104,26 @@ var (
 		Name: "registrar_unmutated_pods",
 		Help: "Pods selected by a ServiceRegistry with injection enabled that lack the registrar.dev/ready gate or the preStop drain (admitted while the webhook was unreachable).",
 	}, []string{"namespace", "serviceregistry"})
+	// StatusWrites counts the ServiceRegistry status writes by whether they were urgent (a
+	// condition or observedGeneration changed: written at once) or paced (counts,
+	// status.endpoints and messages only: at most one per --status-write-interval per
+	// registry).
+	StatusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "registrar_status_writes_total",
+		Help: "ServiceRegistry status writes accepted by the API server, by kind: urgent (a condition or observedGeneration changed; written at once) or paced (counts, status.endpoints, messages; at most one per --status-write-interval per registry).",
+	}, []string{"kind"})
+	// StatusWritesDeferred counts the paced status writes that waited for the operator-wide
+	// budget (--status-writes-qps).
+	StatusWritesDeferred = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "registrar_status_writes_deferred_total",
+		Help: "Paced ServiceRegistry status writes (counts, status.endpoints, messages) that waited for the operator-wide budget of --status-writes-qps; urgent writes never wait.",
+	})
 )
 
 func init() {
 	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors, StoreRepairs,
 		StoreTransactions, StoreTransactionItems, Reconciles,
-		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped, EventsDropped, GatesReleased, Unmutated)
+		Endpoints, WarmupDuration, WebhookInjections, EndpointEventsSkipped, EventsDropped, GatesReleased, Unmutated, StatusWrites, StatusWritesDeferred)
 }
 
 // ObserveStore records one store call (a store.Observer).
