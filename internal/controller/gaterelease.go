@@ -42,6 +42,8 @@ type gateReleaser struct {
 	setGate  func(ctx context.Context, pod *corev1.Pod, status corev1.ConditionStatus, reason, msg, resourceVersion string) error
 	// index, when set, finds a registry's pods without reading the namespace's.
 	index *selindex.Index
+	// versions, when set, shares StatusOnly's answers with the reconciler's handlers.
+	versions *echo.Statuses
 }
 
 // waitingGate passes pods that carry the gate, not True, and are not terminating.
@@ -59,7 +61,7 @@ func (g *gateReleaser) setup(mgr ctrl.Manager, shards Shards) error {
 		Named("gaterelease").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(waitingGate))).
 		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(g.waitingPodsOf),
-			builder.WithPredicates(notStatusOnly())).
+			builder.WithPredicates(notStatusOnly(g.versions))).
 		WithOptions(shardedOptions(controller.Options{}, shards, listWaitingPods(mgr.GetClient()))).
 		Complete(sharded(g, shards))
 }
@@ -67,11 +69,18 @@ func (g *gateReleaser) setup(mgr ctrl.Manager, shards Shards) error {
 // notStatusOnly drops ServiceRegistry updates that change nothing but the status (the
 // operator's own status writes, above all): which pods a registry manages, and which
 // registries a registry competes with, do not depend on its status (eligibility.ClaimantOf).
-func notStatusOnly() predicate.Predicate {
+// versions remembers the answer per update for the other handlers that ask it (nil: none).
+func notStatusOnly(versions *echo.Statuses) predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		old, okOld := e.ObjectOld.(*v1alpha1.ServiceRegistry)
 		cur, okNew := e.ObjectNew.(*v1alpha1.ServiceRegistry)
-		return !okOld || !okNew || !echo.StatusOnly(old, cur)
+		if !okOld || !okNew {
+			return true
+		}
+		if versions == nil {
+			return !echo.StatusOnly(old, cur)
+		}
+		return !versions.StatusOnly(old, cur)
 	}}
 }
 

@@ -44,16 +44,21 @@ func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alph
 	if err != nil {
 		return nil, err
 	}
-	self := eligibility.ClaimantOf(reg)
+	self := eligibility.ClaimantWith(reg, r.selectorOf)
 	var out []claim
 	for _, o := range regs {
-		other := eligibility.ClaimantOf(o)
+		other := eligibility.ClaimantWith(o, r.selectorOf)
 		if other.Deleting || other.Selector == nil || !eligibility.Overlaps(other, self) {
 			continue // it writes nothing we would, so it claims nothing
 		}
 		out = append(out, claim{name: other.Name, selector: other.Selector})
 	}
 	return out, nil
+}
+
+// selectorOf is the registry's parsed label selector, remembered (selindex.Parsed).
+func (r *ServiceRegistryReconciler) selectorOf(reg *v1alpha1.ServiceRegistry) (labels.Selector, error) {
+	return r.selectors.Of(client.ObjectKeyFromObject(reg), &reg.Spec.Selector)
 }
 
 // olderClaimOn names the first older registry that claims the pod, or "".

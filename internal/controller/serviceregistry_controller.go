@@ -94,11 +94,13 @@ type ServiceRegistryReconciler struct {
 	owners *ownerIndex
 	// index maps pods to the registries selecting them and back (nil outside a manager:
 	// pods are then listed from the client by selector).
-	index   *selindex.Index
-	warmups *warmupTracker
-	status  *statusWriter
-	lags    lagWindows
-	acks    *gateAcks
+	index *selindex.Index
+	// selectors remembers each registry's parsed label selector (the zero value works).
+	selectors selindex.Parsed
+	warmups   *warmupTracker
+	status    *statusWriter
+	lags      lagWindows
+	acks      *gateAcks
 	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
 	leasesSeen *leaseObservations
 	// leases are the node Leases as the Lease watch delivered them (SetupWithManager, with
@@ -224,6 +226,7 @@ func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	}
 	r.warmups.sync(name, nil)
 	r.status.forget(name)
+	r.selectors.Forget(name)
 	forgetEndpointStates(name)
 	r.unpublish(name)
 	r.forgetLeaseGuard(name)
@@ -270,7 +273,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 		// see selindex.Selects), and its pods are those the index holds for it.
 		r.index.SetRegistry(s.reg.Namespace, s.reg.Name, &s.reg.Spec.Selector)
 	}
-	sel, err := metav1.LabelSelectorAsSelector(&s.reg.Spec.Selector)
+	sel, err := r.selectors.Of(client.ObjectKeyFromObject(s.reg), &s.reg.Spec.Selector)
 	if err != nil || sel.Empty() {
 		s.selErr = errors.Join(err, errEmptySelector(sel))
 		return nil

@@ -160,7 +160,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := claimindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index}
+	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index, versions: r.status.echoes}
 	if err := releaser.setup(mgr, opts.Shards); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
 	}
@@ -185,7 +185,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
 		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
 		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.registriesOfService)),
-			builder.WithPredicates(notStatusOnly()))
+			builder.WithPredicates(notStatusOnly(r.status.echoes)))
 	if r.NodeLeaseTimeout > 0 {
 		r.leases = newLeaseMemo()
 		b = b.Watches(&coordinationv1.Lease{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),

@@ -52,11 +52,46 @@ func StatusOnly(old, new *v1alpha1.ServiceRegistry) bool {
 	return stored.DeepEqual(om, nm) && stored.DeepEqual(old.Spec, new.Spec)
 }
 
+// versionPair names an update: the object's UID and its versions before and after.
+type versionPair struct {
+	uid      types.UID
+	old, new string
+}
+
+// versionMemo remembers StatusOnly's answers for the last few updates (a ring: the handlers
+// of one update ask within microseconds of each other).
+type versionMemo struct {
+	mu   sync.Mutex
+	keys [16]versionPair
+	vals [16]bool
+	next int
+}
+
+func (m *versionMemo) get(k versionPair) (v, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.keys {
+		if m.keys[i] == k {
+			return m.vals[i], true
+		}
+	}
+	return false, false
+}
+
+func (m *versionMemo) put(k versionPair, v bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keys[m.next], m.vals[m.next] = k, v
+	m.next = (m.next + 1) % len(m.keys)
+}
+
 // Statuses remembers the status the operator last wrote to each ServiceRegistry. The zero
 // value is not usable: use NewStatuses.
 type Statuses struct {
 	mu      sync.Mutex
 	written map[types.NamespacedName]writtenStatus
+	// versions remembers StatusOnly's answer per update (Statuses.StatusOnly).
+	versions versionMemo
 }
 
 type writtenStatus struct {
@@ -90,13 +125,34 @@ func (s *Statuses) Forget(name types.NamespacedName) {
 // object. Any other change (spec, labels, annotations, finalizers, deletion, a status
 // written by somebody else) is not an echo.
 func (s *Statuses) IsEcho(old, new *v1alpha1.ServiceRegistry) bool {
-	if !StatusOnly(old, new) {
+	if !s.StatusOnly(old, new) {
 		return false
 	}
 	s.mu.Lock()
 	w, ok := s.written[types.NamespacedName{Namespace: new.Namespace, Name: new.Name}]
 	s.mu.Unlock()
 	return ok && w.uid == new.UID && SameStatus(w.status, new.Status)
+}
+
+// StatusOnly is StatusOnly, its answer remembered for the update's pair of versions: every
+// informer handler of ServiceRegistry updates asks it of the same update (three in the
+// operator: the reconciler's echo filter, its peer-registry watch and the gate releaser).
+// Two objects of one UID and resourceVersion are one version of one object as the API
+// server serves them; objects without a resourceVersion (built by hand) are compared anew.
+func (s *Statuses) StatusOnly(old, new *v1alpha1.ServiceRegistry) bool {
+	if old == nil || new == nil {
+		return false
+	}
+	key := versionPair{uid: new.UID, old: old.ResourceVersion, new: new.ResourceVersion}
+	if old.UID != new.UID || key.old == "" || key.new == "" {
+		return StatusOnly(old, new)
+	}
+	if v, ok := s.versions.get(key); ok {
+		return v
+	}
+	v := StatusOnly(old, new)
+	s.versions.put(key, v)
+	return v
 }
 
 // Key is one store key: a pod's record of a service in a namespace, in one store ("" for a

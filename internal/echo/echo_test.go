@@ -150,6 +150,38 @@ func TestStatusOnly(t *testing.T) {
 	}
 }
 
+// TestStatusOnlyRemembered: Statuses.StatusOnly answers as StatusOnly, remembering the answer
+// per UID and pair of resourceVersions, and only for that update.
+func TestStatusOnlyRemembered(t *testing.T) {
+	s := NewStatuses()
+	old := registry()
+	old.ResourceVersion = "100"
+	statusChange := registry()
+	statusChange.ResourceVersion = "101"
+	statusChange.Status.Registered = 3
+	specChange := registry()
+	specChange.ResourceVersion = "102"
+	specChange.Spec.ServiceName = "other"
+	otherUID := specChange.DeepCopy()
+	otherUID.UID, otherUID.ResourceVersion = "uid-2", "101"
+	byHand := specChange.DeepCopy()
+	byHand.ResourceVersion = ""
+	for range 3 {
+		if !s.StatusOnly(old, statusChange) {
+			t.Fatal("100 -> 101 changed the status only")
+		}
+		if s.StatusOnly(old, specChange) {
+			t.Fatal("100 -> 102 changed the spec")
+		}
+		if s.StatusOnly(old, otherUID) {
+			t.Fatal("another object (UID) with the version of a status-only update")
+		}
+		if s.StatusOnly(old, byHand) || s.StatusOnly(nil, old) || s.StatusOnly(old, nil) {
+			t.Fatal("an object without a version, or none, is compared anew")
+		}
+	}
+}
+
 func TestWrites(t *testing.T) {
 	w := NewWrites()
 	a := Key{Service: "web", Namespace: "ns", Pod: "web-0"}

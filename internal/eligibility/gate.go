@@ -29,12 +29,20 @@ type Claimant struct {
 
 // ClaimantOf describes a ServiceRegistry.
 func ClaimantOf(reg *v1alpha1.ServiceRegistry) Claimant {
+	return ClaimantWith(reg, func(reg *v1alpha1.ServiceRegistry) (labels.Selector, error) {
+		return metav1.LabelSelectorAsSelector(&reg.Spec.Selector)
+	})
+}
+
+// ClaimantWith is ClaimantOf with the registry's selector parsed by parse, which must answer
+// as metav1.LabelSelectorAsSelector does (e.g. remembered: selindex.Parsed).
+func ClaimantWith(reg *v1alpha1.ServiceRegistry, parse func(*v1alpha1.ServiceRegistry) (labels.Selector, error)) Claimant {
 	c := Claimant{
 		Name: reg.Name, UID: string(reg.UID), Created: reg.CreationTimestamp.Time,
 		Deleting: reg.DeletionTimestamp != nil, Warmup: reg.Spec.Warmup != nil,
 		Service: reg.ResolvedServiceName(), Stores: reg.Spec.Stores,
 	}
-	if sel, err := metav1.LabelSelectorAsSelector(&reg.Spec.Selector); err == nil && !sel.Empty() {
+	if sel, err := parse(reg); err == nil && !sel.Empty() {
 		c.Selector = sel
 	}
 	return c

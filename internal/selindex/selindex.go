@@ -22,6 +22,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Selects reports whether a registry's selector selects a pod's labels; an empty or
@@ -394,4 +395,50 @@ func equalSelectors(a, b *metav1.LabelSelector) bool {
 		}
 	}
 	return true
+}
+
+// Parsed remembers each registry's label selector as parsed by
+// metav1.LabelSelectorAsSelector (which checks every key and value against regular
+// expressions), so that the reconciles of a registry and of the registries it competes with
+// parse it once per change of the selector rather than once per pod event. The answer is
+// the parser's, error included; an entry is used only while the selector it was parsed from
+// is equal to the one asked about. The zero value is ready to use; safe for concurrent use.
+type Parsed struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]parsedSelector
+}
+
+type parsedSelector struct {
+	from metav1.LabelSelector
+	sel  labels.Selector
+	err  error
+}
+
+// maxParsed bounds the entries of a Parsed: past it, the memory starts again (registries
+// deleted without Forget cannot make it grow for ever).
+const maxParsed = 1 << 14
+
+// Of is metav1.LabelSelectorAsSelector(ls) for the registry name, remembered.
+func (p *Parsed) Of(name types.NamespacedName, ls *metav1.LabelSelector) (labels.Selector, error) {
+	p.mu.Lock()
+	e, ok := p.m[name]
+	p.mu.Unlock()
+	if ok && equalSelectors(&e.from, ls) {
+		return e.sel, e.err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil || len(p.m) >= maxParsed {
+		p.m = map[types.NamespacedName]parsedSelector{}
+	}
+	p.m[name] = parsedSelector{from: *ls.DeepCopy(), sel: sel, err: err}
+	return sel, err
+}
+
+// Forget drops what is remembered of a registry that is gone.
+func (p *Parsed) Forget(name types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, name)
 }
