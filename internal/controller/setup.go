@@ -200,10 +200,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	}
 	return b.
 		WithLogConstructor(requestLogger(mgr.GetLogger(), "serviceregistry", "ServiceRegistry")).
-		WithOptions(shardedOptions(controller.Options{
-			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-			RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),
-		}, opts.Shards, listRegistries(mgr.GetClient()))).
+		WithOptions(registryControllerOptions(mgr.GetClient(), mgr.GetLogger(), opts)).
 		Named("serviceregistry").
 		Complete(sharded(r, opts.Shards))
 }
@@ -218,6 +215,15 @@ func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
 		cur, okNew := e.ObjectNew.(*v1alpha1.ServiceRegistry)
 		return !okOld || !okNew || !r.status.isEcho(old, cur)
 	}}
+}
+
+// registryControllerOptions are the options the ServiceRegistry controller is built with:
+// its workers, its retry backoff, its queue (sharded when opts.Shards is set).
+func registryControllerOptions(c client.Client, _ logr.Logger, opts Options) controller.Options {
+	return shardedOptions(controller.Options{
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),
+	}, opts.Shards, listRegistries(c))
 }
 
 // requestLogger is the logger builder.For gives a controller's reconciles: the controller,

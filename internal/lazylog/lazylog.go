@@ -24,6 +24,12 @@ func Wrap(base logr.Logger) logr.Logger {
 	return logr.New(&lazy{sink: sink}).V(base.GetV())
 }
 
+// Deferred reports whether l defers its pairs (it comes from Wrap).
+func Deferred(l logr.Logger) bool {
+	_, ok := l.GetSink().(*lazy)
+	return ok
+}
+
 // step is one deferred call: a name, or key/value pairs.
 type step struct {
 	name string

@@ -97,3 +97,10 @@ func TestVerbosityAndDiscard(t *testing.T) {
 	}
 	Wrap(logr.Discard()).WithValues("a", 1).Info("nothing")
 }
+
+func TestDeferred(t *testing.T) {
+	base := funcr.New(func(prefix, args string) {}, funcr.Options{})
+	if Deferred(base) || !Deferred(Wrap(base)) || !Deferred(Wrap(base).WithValues("k", "v").WithName("n")) {
+		t.Fatal("Deferred must tell Wrap's loggers (and those derived from them) from others")
+	}
+}
