@@ -199,7 +199,6 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 			r.triggers.handler(TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries))))
 	}
 	return b.
-		WithLogConstructor(requestLogger(mgr.GetLogger(), "serviceregistry", "ServiceRegistry")).
 		WithOptions(registryControllerOptions(mgr.GetClient(), mgr.GetLogger(), opts)).
 		Named("serviceregistry").
 		Complete(sharded(r, opts.Shards))
@@ -218,11 +217,14 @@ func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
 }
 
 // registryControllerOptions are the options the ServiceRegistry controller is built with:
-// its workers, its retry backoff, its queue (sharded when opts.Shards is set).
-func registryControllerOptions(c client.Client, _ logr.Logger, opts Options) controller.Options {
+// its workers, its retry backoff, its queue (sharded when opts.Shards is set) and its
+// reconciles' logger (requestLogger). All in one place: builder.WithOptions replaces every
+// option set before it, a WithLogConstructor included.
+func registryControllerOptions(c client.Client, log logr.Logger, opts Options) controller.Options {
 	return shardedOptions(controller.Options{
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),
+		LogConstructor:          requestLogger(log, "serviceregistry", "ServiceRegistry"),
 	}, opts.Shards, listRegistries(c))
 }
 
