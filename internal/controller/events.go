@@ -88,9 +88,9 @@ func readySince(pod *corev1.Pod) (time.Time, bool) {
 func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {
 	for _, c := range s.reg.Status.Conditions {
 		var was *metav1.Condition
-		for i := range s.original.Status.Conditions {
-			if s.original.Status.Conditions[i].Type == c.Type {
-				was = &s.original.Status.Conditions[i]
+		for i := range s.originalStatus.Conditions {
+			if s.originalStatus.Conditions[i].Type == c.Type {
+				was = &s.originalStatus.Conditions[i]
 			}
 		}
 		if (was != nil && was.Status == c.Status && was.Reason == c.Reason) || c.Type == v1alpha1.ConditionReconciling {

@@ -86,7 +86,7 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 	// falls under the threshold) gives those nodes a fresh bound from now, as the node
 	// lifecycle controller resets every node's probe time when it leaves full disruption:
 	// otherwise the last nodes to be seen renewing would be deregistered on the way out.
-	grace := !d.Hold && meta.FindStatusCondition(s.original.Status.Conditions, v1alpha1.ConditionDeregistrationHeld) != nil
+	grace := !d.Hold && meta.FindStatusCondition(s.originalStatus.Conditions, v1alpha1.ConditionDeregistrationHeld) != nil
 	held := 0
 	if d.Hold || grace {
 		registered := r.registeredPods(s)
@@ -137,7 +137,7 @@ func (r *ServiceRegistryReconciler) registeredPods(s *reconcileScope) map[string
 	for _, p := range s.selected {
 		uid[p.pod.Name] = string(p.pod.UID)
 	}
-	for _, e := range s.original.Status.Endpoints {
+	for _, e := range s.originalStatus.Endpoints {
 		if e.State == v1alpha1.EndpointRegistered && e.UID == uid[e.Pod] {
 			out[e.Pod] = true
 		}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -145,13 +144,17 @@ type selectedPod struct {
 
 // reconcileScope is what one reconcile of one ServiceRegistry gathers and decides.
 type reconcileScope struct {
-	reg      *v1alpha1.ServiceRegistry
-	original *v1alpha1.ServiceRegistry
-	target   store.Scope
-	selected []selectedPod
-	byName   map[string]int // index in selected, by pod name
-	desired  map[string]store.Endpoint
-	stored   map[string]store.Record // this registry's own records, alike in every store that answered
+	reg *v1alpha1.ServiceRegistry
+	// originalStatus is the registry's status as the reconcile found it (the newest the
+	// operator computed, when the cache does not show it yet): read only. Its slices are
+	// shared with reg's until submitStatus replaces reg.Status with a status of its own
+	// (regstatus.Build copies what it keeps), so nothing modifies reg.Status in place before.
+	originalStatus v1alpha1.ServiceRegistryStatus
+	target         store.Scope
+	selected       []selectedPod
+	byName         map[string]int // index in selected, by pod name
+	desired        map[string]store.Endpoint
+	stored         map[string]store.Record // this registry's own records, alike in every store that answered
 	// stores is what each target store held after this reconcile's sync (nil before it).
 	stores   []storeResult
 	plan     plan.Plan
@@ -205,7 +208,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	r.useNewestStatus(reg) // after the finalizer patch, which returns the server's status
-	s := &reconcileScope{reg: reg, original: reg.DeepCopy(), target: scopeOf(reg)}
+	s := &reconcileScope{reg: reg, originalStatus: reg.Status, target: scopeOf(reg)}
 	defer r.patchStatus(s)
 	return doReconcile(ctx, s, []reconcilePhase{
 		r.reconcilePods,       // gather and decide: the selected pods and the verdict on each
@@ -429,7 +432,8 @@ func (r *ServiceRegistryReconciler) ownedAnywhere(ctx context.Context, s *reconc
 func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScope, pod *corev1.Pod, older []claim) selectedPod {
 	f := eligibility.Facts{Pod: pod, WarmupRequired: s.reg.Spec.Warmup != nil, LeaseMaxAge: r.NodeLeaseTimeout, Now: r.Clock.Now()}
 	f.OlderClaim = olderClaimOn(pod, older)
-	if _, err := eligibility.ResolvePorts(s.reg.Spec.Ports, pod); err != nil {
+	ports, err := eligibility.ResolvePortsLike(s.reg.Spec.Ports, pod, s.ports)
+	if err != nil {
 		f.PortErr = err
 		log.FromContext(ctx).V(1).Info("pod not registered", "pod", pod.Name, "reason", err.Error())
 	}
@@ -450,17 +454,14 @@ func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScop
 	if p.verdict.State != v1alpha1.EndpointRegistered && p.verdict.State != v1alpha1.EndpointWarmingUp {
 		return p
 	}
-	ep, err := eligibility.Endpoint(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, s, pod), Cluster: r.Cluster})
-	if err != nil { // not reached: the chain checked the ports
+	if f.PortErr != nil { // not reached: the chain registers no pod whose ports do not resolve
 		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNamedPortMissing}
 		return p
 	}
-	if maps.Equal(ep.Ports, s.ports) {
-		ep.Ports = s.ports
-	} else {
-		s.ports = ep.Ports
-	}
-	p.endpoint = ep
+	// ports is s.ports itself when the same as the last endpoint's: the registry's endpoints
+	// share one map.
+	s.ports = ports
+	p.endpoint = eligibility.EndpointWithPorts(s.reg, pod, eligibility.Placement{Zone: r.zoneOf(ctx, s, pod), Cluster: r.Cluster}, ports)
 	return p
 }
 
@@ -545,7 +546,7 @@ func (r *ServiceRegistryReconciler) useNewestStatus(reg *v1alpha1.ServiceRegistr
 // every condition that changed status or reason and hands the status to the status writer,
 // which writes it off the reconcile path.
 func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
-	s.reg.Status = regstatus.Build(s.original.Status, regstatus.Input{
+	s.reg.Status = regstatus.Build(s.originalStatus, regstatus.Input{
 		Generation:  s.reg.Generation,
 		ServiceName: s.target.Service,
 		Pods:        r.statusPods(s),
@@ -569,11 +570,11 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 	r.publish(s)
 	r.publishedCondition(s)
 	recordEndpointStates(s.reg, s.selected, s.stored)
-	if equality.Semantic.DeepEqual(s.original.Status, s.reg.Status) {
+	if equality.Semantic.DeepEqual(s.originalStatus, s.reg.Status) {
 		return
 	}
 	r.emitConditionEvents(s)
-	r.status.submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status, regstatus.Urgent(s.original.Status, s.reg.Status))
+	r.status.submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status, regstatus.Urgent(s.originalStatus, s.reg.Status))
 }
 
 // injectionInput finds, for a registry with injection enabled, the selected pods the webhook

@@ -28,7 +28,7 @@ func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1alpha1.
 		return nil
 	}
 	if s.stores == nil {
-		return s.original.Status.Stores
+		return s.originalStatus.Stores
 	}
 	owner := string(s.reg.UID)
 	out := make([]v1alpha1.StoreStatus, 0, len(s.stores))

@@ -48,7 +48,7 @@ func newSyncFixture(t *testing.T) *syncFixture {
 // sync syncs the registry to the desired pods and returns the scope and the error.
 func (f *syncFixture) sync(t *testing.T, pods ...string) (*reconcileScope, error) {
 	t.Helper()
-	s := &reconcileScope{reg: f.reg, original: f.reg.DeepCopy(), target: scopeOf(f.reg), desired: map[string]store.Endpoint{}}
+	s := &reconcileScope{reg: f.reg, originalStatus: *f.reg.Status.DeepCopy(), target: scopeOf(f.reg), desired: map[string]store.Endpoint{}}
 	for i, pod := range pods {
 		ep := storetest.Endpoint(s.target, pod, "10.0.0."+string(rune('1'+i)), string(f.reg.UID))
 		ep.RegisteredAt = time.Time{}

@@ -175,6 +175,12 @@ func Endpoint(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement) (sto
 	if err != nil {
 		return store.Endpoint{}, err
 	}
+	return EndpointWithPorts(reg, pod, at, ports), nil
+}
+
+// EndpointWithPorts builds the store value for an eligible pod of reg whose ports were
+// resolved already (ResolvePorts, ResolvePortsLike).
+func EndpointWithPorts(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement, ports map[string]int32) store.Endpoint {
 	return store.Endpoint{
 		Service:   reg.ResolvedServiceName(),
 		Namespace: pod.Namespace,
@@ -186,12 +192,31 @@ func Endpoint(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement) (sto
 		Zone:      at.Zone,
 		Cluster:   at.Cluster,
 		Owner:     string(reg.UID),
-	}, nil
+	}
 }
 
 // ResolvePorts resolves the registry's ports on the pod: a targetPort names a container port.
 func ResolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
 	return resolvePorts(specs, pod)
+}
+
+// ResolvePortsLike is ResolvePorts, but returns like itself, allocating nothing, when the
+// pod's ports resolve to exactly what like holds (a registry's pods resolve the same ports
+// as a rule). like is only read; the caller must not modify what either returns.
+func ResolvePortsLike(specs []v1alpha1.ServicePort, pod *corev1.Pod, like map[string]int32) (map[string]int32, error) {
+	if like == nil || len(like) != len(specs) {
+		return resolvePorts(specs, pod)
+	}
+	for _, p := range specs {
+		n, ok := p.Port, true
+		if n == 0 {
+			n, ok = containerPort(pod, p.TargetPort)
+		}
+		if v, in := like[p.Name]; !ok || !in || v != n {
+			return resolvePorts(specs, pod) // also the error of a port that does not resolve
+		}
+	}
+	return like, nil
 }
 
 func resolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {

@@ -1,6 +1,7 @@
 package eligibility
 
 import (
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -390,6 +391,7 @@ func TestEndpoint(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			regBefore, podBefore := tc.reg.DeepCopy(), tc.pod.DeepCopy()
+			checkResolvePortsLike(t, tc.reg.Spec.Ports, tc.pod)
 			got, err := Endpoint(tc.reg, tc.pod, tc.at)
 			if !reflect.DeepEqual(regBefore, tc.reg) || !reflect.DeepEqual(podBefore, tc.pod) {
 				t.Errorf("Endpoint modified its inputs")
@@ -421,5 +423,36 @@ func TestEndpoint(t *testing.T) {
 				t.Errorf("Endpoint() =\n  %+v\nwant\n  %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// checkResolvePortsLike: whatever like holds, ResolvePortsLike answers as ResolvePorts, and
+// returns like itself exactly when it holds the answer.
+func checkResolvePortsLike(t *testing.T, specs []v1alpha1.ServicePort, pod *corev1.Pod) {
+	t.Helper()
+	want, wantErr := ResolvePorts(specs, pod)
+	extra := maps.Clone(want)
+	if extra == nil {
+		extra = map[string]int32{}
+	}
+	extra["extra"] = 1
+	other := map[string]int32{}
+	for k, v := range want {
+		other[k] = v + 1
+	}
+	for name, like := range map[string]map[string]int32{
+		"nil": nil, "the answer": maps.Clone(want), "other values": other, "an extra port": extra,
+	} {
+		got, err := ResolvePortsLike(specs, pod, like)
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("ResolvePortsLike(like %s) error %v, want %v", name, err, wantErr)
+		}
+		if !maps.Equal(got, want) || (err == nil && got == nil) {
+			t.Fatalf("ResolvePortsLike(like %s) = %v, want %v", name, got, want)
+		}
+		same := like != nil && got != nil && reflect.ValueOf(got).UnsafePointer() == reflect.ValueOf(like).UnsafePointer()
+		if same != (like != nil && maps.Equal(like, want) && wantErr == nil) {
+			t.Fatalf("ResolvePortsLike(like %s) returned like itself: %v", name, same)
+		}
 	}
 }
