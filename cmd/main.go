@@ -163,7 +163,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.StringVar(&c.embeddedClientURL, "embedded-store-client-url", "http://127.0.0.1:2379", "Where the embedded etcd serves clients.")
 	fs.StringVar(&c.embeddedPeerURL, "embedded-store-peer-url", "http://127.0.0.1:2380", "Where the embedded etcd listens for peers.")
 	fs.Float64Var(&c.memoryLimitRatio, "memory-limit-ratio", 0.9, "Set Go's soft memory limit to this share of the container's memory limit (cgroup v2 memory.max or v1 memory.limit_in_bytes), so the garbage collector works harder near the limit instead of the process being OOM-killed; 0 disables; an explicit GOMEMLIMIT wins; nothing is set without a limit.")
-	fs.IntVar(&c.gcPercent, "gc-percent", memlimit.DefaultGCPercent, "The garbage collector's pacing (GOGC): collect when the heap has grown by this share of what the last collection left live. "+
+	fs.IntVar(&c.gcPercent, "gc-percent", memlimit.DefaultGCPercent, "The garbage collector's pacing (GOGC): collect when the heap has grown by this share of what the last collection left live, or by 8 MiB when that is more. "+
 		"Below Go's 100 to trade a little CPU for memory (docs/performance.md); 0 keeps Go's default; an explicit GOGC wins.")
 	bindStoreFlags(fs, &c.stores)
 	bindWebhookFlags(fs, &c.webhook)
@@ -186,8 +186,10 @@ func applyMemoryLimit(ratio float64, gcPercent int) error {
 	if pacingErr == nil {
 		if p.Percent > 0 {
 			debug.SetGCPercent(p.Percent)
+			// Process-long: the pacing follows the live heap until the process exits.
+			_ = memlimit.KeepHeadroom(p.Percent, debug.SetGCPercent)
 		}
-		setupLog.Info("Go GC pacing", "percent", p.Percent, "reason", p.Reason)
+		setupLog.Info("Go GC pacing", "percent", p.Percent, "minHeadroomBytes", memlimit.MinHeadroom, "reason", p.Reason)
 	}
 	d, limitErr := memlimit.Soft(os.DirFS("/sys/fs/cgroup"), ratio, os.Getenv("GOMEMLIMIT"))
 	if limitErr == nil {
