@@ -40,7 +40,7 @@ var (
 	StoreOperationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_store_operation_errors_total",
 		Help: "Failed store calls by operation and kind (conflict: the store changed since it was read; error: anything else).",
-	}, []string{"operation", "kind"})
+	}, []string{"operation", labelKind})
 	// StoreTransactions counts the transactions the etcd store sent; StoreTransactionItems
 	// how many registries' changes each carried (more than one when batched under load).
 	StoreTransactions = prometheus.NewCounter(prometheus.CounterOpts{
@@ -57,7 +57,7 @@ var (
 	StoreRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_store_repairs_total",
 		Help: "Owned store records changed by anything but registrar and repaired, by store and kind (deleted: written again, rewritten: restored, extra: removed).",
-	}, []string{"store", "kind"})
+	}, []string{"store", labelKind})
 	// Reconciles counts ServiceRegistry reconciles by what enqueued them (the trigger label:
 	// see internal/controller/triggers.go), so that reconciles per pod transition can be read.
 	Reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -111,7 +111,7 @@ var (
 	StatusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_status_writes_total",
 		Help: "ServiceRegistry status writes accepted by the API server, by kind: urgent (a condition or observedGeneration changed; written at once) or paced (counts, status.endpoints, messages; at most one per --status-write-interval per registry).",
-	}, []string{"kind"})
+	}, []string{labelKind})
 	// StatusWritesDeferred counts the paced status writes that waited for the operator-wide
 	// budget (--status-writes-qps).
 	StatusWritesDeferred = prometheus.NewCounter(prometheus.CounterOpts{
@@ -119,6 +119,9 @@ var (
 		Help: "Paced ServiceRegistry status writes (counts, status.endpoints, messages) that waited for the operator-wide budget of --status-writes-qps; urgent writes never wait.",
 	})
 )
+
+// labelKind is the label of the metrics that count something by its kind.
+const labelKind = "kind"
 
 func init() {
 	metrics.Registry.MustRegister(DeregistrationLag, RegistrationLag, StoreOperationDuration, StoreOperationErrors, StoreRepairs,
