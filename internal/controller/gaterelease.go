@@ -42,7 +42,7 @@ type gateReleaser struct {
 	setGate  func(ctx context.Context, pod *corev1.Pod, status corev1.ConditionStatus, reason, msg, resourceVersion string) error
 	// index, when set, finds a registry's pods without reading the namespace's.
 	index *selindex.Index
-	// versions, when set, shares StatusOnly's answers with the reconciler's handlers.
+	// versions shares StatusOnly's answers with the reconciler's handlers.
 	versions *echo.Statuses
 }
 
@@ -69,18 +69,12 @@ func (g *gateReleaser) setup(mgr ctrl.Manager, shards Shards) error {
 // notStatusOnly drops ServiceRegistry updates that change nothing but the status (the
 // operator's own status writes, above all): which pods a registry manages, and which
 // registries a registry competes with, do not depend on its status (eligibility.ClaimantOf).
-// versions remembers the answer per update for the other handlers that ask it (nil: none).
+// versions remembers the answer per update for the other handlers that ask it.
 func notStatusOnly(versions *echo.Statuses) predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		old, okOld := e.ObjectOld.(*v1alpha1.ServiceRegistry)
 		cur, okNew := e.ObjectNew.(*v1alpha1.ServiceRegistry)
-		if !okOld || !okNew {
-			return true
-		}
-		if versions == nil {
-			return !echo.StatusOnly(old, cur)
-		}
-		return !versions.StatusOnly(old, cur)
+		return !okOld || !okNew || !versions.StatusOnly(old, cur)
 	}}
 }
 

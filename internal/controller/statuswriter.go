@@ -170,14 +170,22 @@ func (w *statusWriter) submit(name types.NamespacedName, uid types.UID, st v1alp
 	w.queue.Add(name)
 }
 
-// waitLocked is how long a write of the registry has to wait for its pacing interval; 0 for
-// an urgent one. w.mu is held.
+// waitLocked is how long a write of the registry has to wait for its pacing interval and
+// for the budget slot it already reserved (budgetWait); 0 for an urgent one. A registry
+// waiting for its slot is thus queued for it straight away, without reading the cache
+// again. w.mu is held.
 func (w *statusWriter) waitLocked(name types.NamespacedName, urgent bool) time.Duration {
-	last, ok := w.lastWrite[name]
-	if urgent || !ok || w.interval <= 0 {
+	if urgent {
 		return 0
 	}
-	return max(w.interval-w.clock.Since(last), 0)
+	var wait time.Duration
+	if last, ok := w.lastWrite[name]; ok && w.interval > 0 {
+		wait = max(w.interval-w.clock.Since(last), 0)
+	}
+	if at, ok := w.slot[name]; ok {
+		wait = max(wait, at.Sub(w.clock.Now()))
+	}
+	return wait
 }
 
 // forget drops what the writer holds for a registry that is gone.
