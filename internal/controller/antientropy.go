@@ -60,14 +60,14 @@ type antiEntropy struct {
 	enqueue  chan event.GenericEvent
 	// resyncs carries the re-reads (TriggerStoreResync), enqueued at low priority.
 	resyncs chan event.GenericEvent
-	// rechecks are store changes of keys that were being written, looked at again
-	// EchoRecheck later (one entry per registry, store and key: bounded by the writes in
+	// rechecks are store changes of keys that were being written, looked at again once
+	// their writes ended (one entry per registry, store and key: bounded by the writes in
 	// flight).
-	rechecks workqueue.TypedDelayingInterface[echoCheck]
+	rechecks workqueue.TypedInterface[echoCheck]
 }
 
 func (a *antiEntropy) Start(ctx context.Context) error {
-	a.rechecks = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[echoCheck]{})
+	a.rechecks = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[echoCheck]{})
 	defer a.rechecks.ShutDown()
 	go func() {
 		for a.recheck(ctx) {
@@ -96,10 +96,6 @@ func (a *antiEntropy) Start(ctx context.Context) error {
 	}
 }
 
-// EchoRecheck is how soon a store change of a key being written is looked at again: the
-// write's own echo is explained once its outcome is recorded, a few milliseconds later.
-const EchoRecheck = 10 * time.Millisecond
-
 // echoCheck is a store change of a key that was being written, to look at again: whether
 // the registry's records in that store explain it once the write is recorded.
 type echoCheck struct {
@@ -111,7 +107,8 @@ type echoCheck struct {
 // changed maps a store change to the registries of its service and namespace. A change the
 // known records do not explain enqueues the registry, unless its key is being written by
 // this operator: then it is most likely that write's echo, arriving before the write's
-// outcome was recorded, and it is rechecked EchoRecheck later (recheck) instead.
+// outcome was recorded, and it is rechecked (recheck) as soon as the write ends and its
+// outcome is recorded: no timer, no polling.
 func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Change) {
 	// The registries of the change's service only (the cache's service-name index): the
 	// work per store change does not grow with the namespace's registries.
@@ -125,8 +122,7 @@ func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Cha
 		if !a.r.known.note(name, storeName, c) {
 			continue
 		}
-		if a.r.writes.InFlight(key) {
-			a.rechecks.AddAfter(echoCheck{name: name, store: storeName, key: key}, EchoRecheck)
+		if a.recheckAfterWrite(echoCheck{name: name, store: storeName, key: key}) {
 			continue
 		}
 		// Not in flight: no write of the key began, or one ended since note. A write records
@@ -137,19 +133,25 @@ func (a *antiEntropy) changed(ctx context.Context, storeName string, c store.Cha
 	}
 }
 
-// recheck looks again at one change of a key that was being written: still being written,
-// it waits again; else the registry is enqueued only if its records still do not explain
-// every change reported (somebody else's write, not the echo). False once shut down.
+// recheckAfterWrite queues c for recheck once no write of its key is in flight, and reports
+// whether any was (false: nothing queued, look at the change now). The queueing runs on the
+// goroutine that ends the write, so it must not block: the queue is unbounded in length but
+// holds one entry per registry, store and key.
+func (a *antiEntropy) recheckAfterWrite(c echoCheck) bool {
+	return a.r.writes.AfterEnd(c.key, func() { a.rechecks.Add(c) })
+}
+
+// recheck looks again at one change of a key that was being written: being written again,
+// it waits for that write too; else the registry is enqueued only if its records still do
+// not explain every change reported (somebody else's write, not the echo). False once shut
+// down.
 func (a *antiEntropy) recheck(ctx context.Context) bool {
 	c, shutdown := a.rechecks.Get()
 	if shutdown {
 		return false
 	}
 	defer a.rechecks.Done(c)
-	switch {
-	case a.r.writes.InFlight(c.key):
-		a.rechecks.AddAfter(c, EchoRecheck)
-	case a.r.known.unexplained(c.name, c.store):
+	if !a.recheckAfterWrite(c) && a.r.known.unexplained(c.name, c.store) {
 		a.send(ctx, c.name, TriggerStoreWatch)
 	}
 	return true

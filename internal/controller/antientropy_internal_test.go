@@ -34,7 +34,7 @@ func TestRecheckOfAKeyBeingWritten(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &ServiceRegistryReconciler{known: newKnownRecords(), writes: echo.NewWrites(), triggers: newReconcileTriggers()}
 			a := &antiEntropy{r: r, enqueue: make(chan event.GenericEvent, 1),
-				rechecks: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[echoCheck]{})}
+				rechecks: workqueue.NewTyped[echoCheck]()}
 			defer a.rechecks.ShutDown()
 			r.known.set(name, "", "uid", scope, map[string]store.Record{})
 			end := r.writes.Begin([]echo.Key{key})
@@ -44,13 +44,16 @@ func TestRecheckOfAKeyBeingWritten(t *testing.T) {
 				t.Fatal("the known records explain a change they cannot know of yet")
 			}
 			a.rechecks.Add(echoCheck{name: name, key: key})
-			a.recheck(context.Background()) // still in flight: waits EchoRecheck again
-			if len(a.enqueue) != 0 {
-				t.Fatal("enqueued while the write was in flight")
+			a.recheck(context.Background()) // still in flight: waits for the write to end
+			if len(a.enqueue) != 0 || a.rechecks.Len() != 0 {
+				t.Fatalf("enqueued %d, %d rechecks queued while the write was in flight", len(a.enqueue), a.rechecks.Len())
 			}
 			rec := store.Record{Endpoint: store.Endpoint{Pod: "web-0"}, Revision: 5}
 			r.known.set(name, "", "uid", scope, map[string]store.Record{"web-0": rec})
-			end()
+			end() // the write's outcome is recorded: the recheck is queued now, by end
+			if a.rechecks.Len() != 1 {
+				t.Fatalf("%d rechecks queued once the write ended, want 1", a.rechecks.Len())
+			}
 			a.recheck(context.Background())
 			if got := len(a.enqueue) == 1; got != tc.want {
 				t.Fatalf("enqueued: %v, want %v", got, tc.want)
@@ -111,7 +114,7 @@ func TestEchoOfAWriteEndingMeanwhileEnqueuesNothing(t *testing.T) {
 	key := echo.Key{Service: "web", Namespace: "ns", Pod: "web-0"}
 	r := &ServiceRegistryReconciler{known: newKnownRecords(), writes: echo.NewWrites(), triggers: newReconcileTriggers(), registries: regs}
 	a := &antiEntropy{r: r, enqueue: make(chan event.GenericEvent, 1),
-		rechecks: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[echoCheck]{})}
+		rechecks: workqueue.NewTyped[echoCheck]()}
 	defer a.rechecks.ShutDown()
 	r.known.set(name, "", "uid", scope, map[string]store.Record{})
 	ctx := context.Background()

@@ -166,11 +166,13 @@ type Key struct {
 type Writes struct {
 	mu       sync.Mutex
 	inFlight map[Key]int
+	// after are the functions to call once every write of a key has ended (AfterEnd).
+	after map[Key][]func()
 }
 
 // NewWrites returns a tracker with nothing in flight.
 func NewWrites() *Writes {
-	return &Writes{inFlight: map[Key]int{}}
+	return &Writes{inFlight: map[Key]int{}, after: map[Key][]func(){}}
 }
 
 // Begin marks keys as being written until the returned end is called (once: when the write's
@@ -187,17 +189,41 @@ func (w *Writes) Begin(keys []Key) (end func()) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			var due []func()
 			w.mu.Lock()
-			defer w.mu.Unlock()
 			for _, k := range keys {
-				if w.inFlight[k] <= 1 {
-					delete(w.inFlight, k)
-				} else {
+				if w.inFlight[k] > 1 {
 					w.inFlight[k]--
+					continue
 				}
+				delete(w.inFlight, k)
+				due = append(due, w.after[k]...)
+				delete(w.after, k)
+			}
+			w.mu.Unlock()
+			for _, f := range due {
+				f()
 			}
 		})
 	}
+}
+
+// AfterEnd arranges for f to be called once no write of k is in flight any more, and reports
+// whether it did: false when none is in flight now (f is not called; the caller goes on at
+// once). f runs on the goroutine that ends the last write, after its outcome is recorded: it
+// must not block. Between a true answer and f's call, Begin of k may start further writes;
+// f does not wait for those.
+func (w *Writes) AfterEnd(k Key, f func()) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inFlight[k] == 0 {
+		return false
+	}
+	w.after[k] = append(w.after[k], f)
+	return true
 }
 
 // InFlight reports whether k is being written.

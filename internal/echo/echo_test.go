@@ -211,12 +211,53 @@ func TestWrites(t *testing.T) {
 	}
 }
 
+// AfterEnd calls its function once, when the last write of the key ends, and not at all for
+// a key with nothing in flight.
+func TestAfterEnd(t *testing.T) {
+	w := NewWrites()
+	a := Key{Service: "web", Namespace: "ns", Pod: "web-0"}
+	b := Key{Service: "web", Namespace: "ns", Pod: "web-1"}
+	calls := map[string]int{}
+	note := func(name string) func() { return func() { calls[name]++ } }
+	if w.AfterEnd(a, note("idle")) {
+		t.Fatal("AfterEnd of a key with nothing in flight arranged a call")
+	}
+	end1 := w.Begin([]Key{a, b})
+	end2 := w.Begin([]Key{a})
+	if !w.AfterEnd(a, note("a")) || !w.AfterEnd(a, note("a")) || !w.AfterEnd(b, note("b")) {
+		t.Fatal("AfterEnd of keys in flight arranged no call")
+	}
+	end1()
+	if calls["a"] != 0 || calls["b"] != 1 {
+		t.Fatalf("after the first write ended: %v, want only b called", calls)
+	}
+	end2()
+	end2()
+	end1()
+	if calls["a"] != 2 || calls["b"] != 1 || calls["idle"] != 0 {
+		t.Fatalf("after every write ended: %v, want a twice (two arranged), b once, idle never", calls)
+	}
+	if len(w.after) != 0 {
+		t.Fatalf("functions kept after their keys ended: %v", w.after)
+	}
+	// A function may begin and end writes of its own key (it runs outside the lock).
+	end3 := w.Begin([]Key{a})
+	w.AfterEnd(a, func() { w.Begin([]Key{a})() })
+	end3()
+	if w.InFlight(a) {
+		t.Fatal("a write begun and ended by an AfterEnd function left its key in flight")
+	}
+}
+
 func TestNilWrites(t *testing.T) {
 	var w *Writes
 	k := Key{Service: "web", Namespace: "ns", Pod: "web-0"}
 	end := w.Begin([]Key{k})
 	if w.InFlight(k) {
 		t.Fatal("a nil tracker has a key in flight")
+	}
+	if w.AfterEnd(k, func() { t.Fatal("called") }) {
+		t.Fatal("a nil tracker arranged a call")
 	}
 	end()
 }
