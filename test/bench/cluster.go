@@ -151,11 +151,18 @@ func (cl *cluster) startOperator(ctx context.Context, c *Config) error {
 			return err
 		}
 	}
-	cl.pprof, cl.metrics = addrs[2], addrs[0]
-	args := append([]string{"--kubeconfig=" + kc, "--store-endpoints=" + cl.store.Endpoint(),
+	cl.metrics = addrs[0]
+	args := []string{"--kubeconfig=" + kc, "--store-endpoints=" + cl.store.Endpoint(),
 		"--leader-elect=false", "--enable-webhook=false",
 		"--metrics-bind-address=" + addrs[0], "--health-probe-bind-address=" + addrs[1],
-		"--pprof-bind-address=" + addrs[2], fmt.Sprintf("--max-concurrent-reconciles=%d", c.Reconciles)}, c.OperatorArgs...)
+		fmt.Sprintf("--max-concurrent-reconciles=%d", c.Reconciles)}
+	if c.ProfileDir != "" {
+		// Profiles are served only when asked for: off, as in the shipped manifests, the
+		// operator does not sample its heap at all (cmd heapProfileRate).
+		cl.pprof = addrs[2]
+		args = append(args, "--pprof-bind-address="+addrs[2])
+	}
+	args = append(args, c.OperatorArgs...)
 	if cl.operator, err = startProcess(c.WorkDir, "registrar", c.Operator, args...); err != nil {
 		return err
 	}

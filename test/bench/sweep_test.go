@@ -26,11 +26,12 @@ func sweepRun(pods int, regCPU, esCPU, regRSS, esRSS, regP99, floorP99 float64) 
 			{Name: SystemAPIWatch, Transitions: transitions, Observed: transitions, Deregistration: LagStats{P99: floorP99}},
 		},
 		MeasuredCPUSeconds: map[string]float64{SystemRegistrar: regCPU, SystemEndpointSlice: esCPU},
-		Usage:              map[string]Usage{SystemRegistrar: {PeakRSSMiB: regRSS}, SystemEndpointSlice: {PeakRSSMiB: esRSS}},
-		Operator:           OperatorStats{StoreTxns: transitions / 2, StoreTxnItems: transitions},
-		Harness:            HarnessStats{MeasuredSeconds: float64(transitions) / 100},
-		Machine:            benchfmt.Machine{Cores: 2, LoadBefore: [3]float64{1, 1, 1}, LoadAfter: [3]float64{2, 2, 2}},
-		CreateSeconds:      float64(pods) / 100,
+		Usage: map[string]Usage{SystemRegistrar: {PeakRSSMiB: regRSS, FileRSSMiB: regRSS / 2},
+			SystemEndpointSlice: {PeakRSSMiB: esRSS, FileRSSMiB: esRSS / 2}},
+		Operator:      OperatorStats{StoreTxns: transitions / 2, StoreTxnItems: transitions},
+		Harness:       HarnessStats{MeasuredSeconds: float64(transitions) / 100},
+		Machine:       benchfmt.Machine{Cores: 2, LoadBefore: [3]float64{1, 1, 1}, LoadAfter: [3]float64{2, 2, 2}},
+		CreateSeconds: float64(pods) / 100,
 	}
 }
 
@@ -64,13 +65,16 @@ func TestPublishSweep(t *testing.T) {
 	if got := curve.Rows[2][0]; got != "20000 / 2000" {
 		t.Errorf("last row is %q, want 20,000 pods", got)
 	}
-	if got := curve.Rows[0][11]; got != "0 / 0" {
+	if got := curve.Rows[0][8]; got != "31 (30–32) / 40" {
+		t.Errorf("file pages = %q", got)
+	}
+	if got := curve.Rows[0][12]; got != "0 / 0" {
 		t.Errorf("unmeasured = %q, want 0 / 0", got)
 	}
-	if got := curve.Rows[0][12]; got != "50" {
+	if got := curve.Rows[0][13]; got != "50" {
 		t.Errorf("store txns/s = %q, want 50 (both runs)", got)
 	}
-	if got := curve.Rows[0][15]; got != "1.0 → 2.0" {
+	if got := curve.Rows[0][16]; got != "1.0 → 2.0" {
 		t.Errorf("load = %q", got)
 	}
 	for _, row := range curve.Rows {
@@ -139,7 +143,7 @@ func TestPublishSweepUnmeasured(t *testing.T) {
 		}
 	}
 	p := PublishSweep(KindSweep, "bench-sweep", "make bench-sweep", "abc", []*Results{gap, sweepRun(1000, 9, 12, 61, 80, 21, 15)})
-	if got := p.Tables[0].Rows[0][11]; got != "15 (0–30) / 6 (0–12)" {
+	if got := p.Tables[0].Rows[0][12]; got != "15 (0–30) / 6 (0–12)" {
 		t.Errorf("unmeasured = %q", got)
 	}
 	for _, r := range p.Tables[1].Rows {
