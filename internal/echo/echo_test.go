@@ -224,17 +224,19 @@ func TestAfterEnd(t *testing.T) {
 	}
 	end1 := w.Begin([]Key{a, b})
 	end2 := w.Begin([]Key{a})
-	if !w.AfterEnd(a, note("a")) || !w.AfterEnd(a, note("a")) || !w.AfterEnd(b, note("b")) {
-		t.Fatal("AfterEnd of keys in flight arranged no call")
+	for _, k := range []Key{a, a, b} { // two calls arranged for a
+		if !w.AfterEnd(k, note(k.Pod)) {
+			t.Fatalf("AfterEnd of %v, in flight, arranged no call", k)
+		}
 	}
 	end1()
-	if calls["a"] != 0 || calls["b"] != 1 {
+	if calls["web-0"] != 0 || calls["web-1"] != 1 {
 		t.Fatalf("after the first write ended: %v, want only b called", calls)
 	}
 	end2()
 	end2()
 	end1()
-	if calls["a"] != 2 || calls["b"] != 1 || calls["idle"] != 0 {
+	if calls["web-0"] != 2 || calls["web-1"] != 1 || calls["idle"] != 0 {
 		t.Fatalf("after every write ended: %v, want a twice (two arranged), b once, idle never", calls)
 	}
 	if len(w.after) != 0 {

@@ -114,7 +114,8 @@ func PublishSweep(kind, tableID, command, commit string, runs []*Results) *Publi
 		Title: fmt.Sprintf("%s: cost per transition as the cluster grows, registrar and the EndpointSlice controller side by side "+
 			"(median (min–max) over the runs of each size)", command),
 		Columns: []string{"pods / registries", "runs", "transitions per run", "CPU s per 1,000 transitions: registrar", "EndpointSlice", "registrar / EndpointSlice",
-			"peak RSS MiB: registrar", "EndpointSlice", "of which file pages: registrar / EndpointSlice", "dereg p99 ms: registrar", "API watch floor", "registrar − floor",
+			"peak RSS MiB: registrar", "EndpointSlice", "of which file pages: registrar / EndpointSlice",
+			"dereg p99 ms: registrar", "API watch floor", "registrar − floor",
 			"unmeasured: registrar / floor", "store txns/s", "changes per txn", "objects created in (s)", "load before → after"}}
 	for _, s := range sizes {
 		curve.Rows = append(curve.Rows, []string{
