@@ -133,7 +133,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
-	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "Address serving Go's net/http/pprof profiles (e.g. 127.0.0.1:8082); empty or 0 disables it.")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "Address serving Go's net/http/pprof profiles (e.g. 127.0.0.1:8082); empty or 0 disables it, and with it Go's heap sampling (unless GODEBUG sets memprofilerate).")
 	fs.BoolVar(&c.kubeAPICompression, "kube-api-compression", false, "Ask the Kubernetes API server to gzip its answers and watch streams. Off, as kube-controller-manager and kube-scheduler run: on the cluster's network, compression costs CPU on both ends and adds latency.")
 	fs.BoolVar(&c.leaderElect, "leader-elect", inCluster, "Elect a leader so only one replica writes (default true inside a cluster).")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
