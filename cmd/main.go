@@ -204,8 +204,8 @@ func applyMemoryLimit(ratio float64, gcPercent int) error {
 
 // heapProfileRate is the runtime's heap profiling rate to use: none when no profile can be
 // served (--pprof-bind-address empty or 0), since nobody can read the samples, yet each
-// costs a stack walk and the profile keeps a table of their stacks (~1.7 MB of the
-// 5,000-pod run's resident memory, docs/performance.md); else, or when GODEBUG sets
+// costs a stack walk and the profile keeps a table of their stacks (~1.7 MB of runtime
+// memory in the 5,000-pod benchmark, docs/performance.md); else, or when GODEBUG sets
 // memprofilerate explicitly, current (Go's default unless GODEBUG changed it).
 func heapProfileRate(pprofAddr, godebug string, current int) int {
 	if pprofAddr != "" && pprofAddr != "0" {
