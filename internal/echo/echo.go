@@ -225,13 +225,3 @@ func (w *Writes) AfterEnd(k Key, f func()) bool {
 	w.after[k] = append(w.after[k], f)
 	return true
 }
-
-// InFlight reports whether k is being written.
-func (w *Writes) InFlight(k Key) bool {
-	if w == nil {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.inFlight[k] > 0
-}
