@@ -445,7 +445,10 @@ func (co *coordinated) session(ctx context.Context) (synced bool) {
 	wctx, wcancel := context.WithCancel(metadata.AppendToOutgoingContext(
 		clientv3.WithRequireLeader(ctx), "registrar-discovery-breaker", co.c.id))
 	defer wcancel()
-	wch := co.cli.Watch(wctx, co.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	// From rev, not rev+1: the server answers progress requests only once the store has
+	// reached a watch's start revision, and an idle store would look silent. The events at
+	// rev, already listed, are skipped.
+	wch := co.cli.Watch(wctx, co.dir, clientv3.WithPrefix(), clientv3.WithRev(rev))
 	probe := time.NewTicker(max(co.cfg.StoreTimeout/4, 10*time.Millisecond))
 	defer probe.Stop()
 	last := time.Now()
@@ -458,8 +461,8 @@ func (co *coordinated) session(ctx context.Context) (synced bool) {
 				return true
 			}
 			last = time.Now()
-			if len(wr.Events) > 0 {
-				co.apply(wr.Events)
+			if evs := after(wr.Events, rev); len(evs) > 0 {
+				co.apply(evs)
 			}
 			co.heard()
 		case <-probe.C:
@@ -471,6 +474,14 @@ func (co *coordinated) session(ctx context.Context) (synced bool) {
 			pcancel()
 		}
 	}
+}
+
+// after is the events past revision rev.
+func after(evs []*clientv3.Event, rev int64) []*clientv3.Event {
+	for len(evs) > 0 && evs[0].Kv.ModRevision <= rev {
+		evs = evs[1:]
+	}
+	return evs
 }
 
 func (co *coordinated) heard() {
