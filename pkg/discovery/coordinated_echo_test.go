@@ -126,10 +126,12 @@ func openAndDropEcho(t *testing.T, g *WithT, c *discovery.Client, d *dep, tap *e
 	t.Helper()
 	g.Eventually(func() int { return len(c.All()) }).WithTimeout(eventually).Should(Equal(1))
 	d.failing.Store(true)
-	for range 2 {
+	// Calls until the shared state is Open: a call the caller decides with its local
+	// breaker (before its first read of the shared state) reports nothing.
+	g.Eventually(func() discovery.BreakerState {
 		_ = c.Do(context.Background(), 1, callHTTP(tap.caller))
-	}
-	g.Eventually(func() discovery.BreakerState { return sharedState(c) }).WithTimeout(eventually).Should(Equal(discovery.BreakerOpen))
+		return sharedState(c)
+	}).WithTimeout(eventually).WithPolling(20 * time.Millisecond).Should(Equal(discovery.BreakerOpen))
 	d.failing.Store(false)
 	tap.armed.Store(true)
 	g.Eventually(func() bool {
