@@ -128,11 +128,11 @@ type coordinated struct {
 	lastHeard    atomic.Int64 // c.now() of the last answer on the watch, unix ns; 0 = never
 	writeErrAt   atomic.Int64 // c.now() of the last failed write, unix ns
 	fallback     atomic.Bool
-	acquireAfter atomic.Int64 // unix ns: when this caller may try to take the permit
-	myLease      atomic.Int64 // the lease of the permit this caller took; 0 = none
-	settleLease  atomic.Int64 // the permit whose probe result the writer is to write
-	probing      atomic.Bool  // this caller's probe call is in flight
-	probeOK      atomic.Int64 // successful probes under the current permit
+	acquireAfter atomic.Int64           // unix ns: when this caller may try to take the permit
+	mine         atomic.Pointer[permit] // the permit this caller took; nil = none
+	settleLease  atomic.Int64           // the permit whose probe result the writer is to write
+	probing      atomic.Bool            // this caller's probe call is in flight
+	probeOK      atomic.Int64           // successful probes under the current permit
 
 	fallbacks, undecodable, writes, writeErrors atomic.Int64
 
@@ -142,6 +142,17 @@ type coordinated struct {
 	kick                    chan struct{}
 	cancel                  context.CancelFunc
 	done                    chan struct{}
+}
+
+// permit is the probe permit a caller took: until its watch shows it (the echo), the caller
+// cannot probe; when its view of the store, at or after the acquire, shows the permit gone
+// or someone else's, the caller lets it go and may acquire again.
+type permit struct {
+	lease int64
+	rev   int64 // the revision of the acquire
+	// echoBy is when (c.now(), unix ns) the caller stops waiting for its echo and lists
+	// again: its watch may have missed it.
+	echoBy int64
 }
 
 func newCoordinated(c *Client, bs *breakers) *coordinated {
@@ -210,7 +221,7 @@ func (co *coordinated) admit(now time.Time) (serviceTicket, bool) {
 	if local.State() == BreakerClosed {
 		local.force(BreakerOpen, now, "shared breaker is open")
 	}
-	if v.probeHolder == co.cfg.CallerID && v.probeLease != 0 && v.probeLease == co.myLease.Load() &&
+	if p := co.mine.Load(); p != nil && v.probeHolder == co.cfg.CallerID && v.probeLease == p.lease &&
 		co.probing.CompareAndSwap(false, true) {
 		return serviceTicket{shared: true, sharedProbe: true}, true
 	}
@@ -242,7 +253,11 @@ func (co *coordinated) finish(st serviceTicket, now time.Time, o outcome, d time
 		return
 	}
 	// No further probe under this permit: its result is being written.
-	co.settleLease.Store(co.myLease.Swap(0))
+	var lease int64
+	if p := co.mine.Swap(nil); p != nil {
+		lease = p.lease
+	}
+	co.settleLease.Store(lease)
 	co.probeResult.Store(result)
 	co.kickWriter()
 }
@@ -343,7 +358,7 @@ func (co *coordinated) maybeOpen(ctx context.Context) {
 // a fresh lease, guarded by the state the caller saw, so exactly one caller wins.
 func (co *coordinated) acquire(ctx context.Context) {
 	v := co.view.Load()
-	if v.state != BreakerOpen || v.probeHolder != "" || co.myLease.Load() != 0 {
+	if v.state != BreakerOpen || v.probeHolder != "" || co.mine.Load() != nil {
 		return
 	}
 	val := co.value(ProbeRecord{Caller: co.cfg.CallerID, At: co.c.now().UTC()})
@@ -358,7 +373,8 @@ func (co *coordinated) acquire(ctx context.Context) {
 			Then(clientv3.OpPut(co.key("probe"), val, clientv3.WithLease(lease.ID))).Commit()
 		if err == nil && resp.Succeeded {
 			co.probeOK.Store(0)
-			co.myLease.Store(int64(lease.ID))
+			co.mine.Store(&permit{lease: int64(lease.ID), rev: resp.Header.Revision,
+				echoBy: co.c.now().Add(co.cfg.StoreTimeout).UnixNano()})
 		}
 		return err
 	})
@@ -423,13 +439,16 @@ func (co *coordinated) session(ctx context.Context) (synced bool) {
 	if err != nil {
 		return false
 	}
-	co.load(resp.Kvs)
-	co.heard()
 	rev := resp.Header.Revision
+	co.load(resp.Kvs, rev)
+	co.heard()
 	wctx, wcancel := context.WithCancel(metadata.AppendToOutgoingContext(
 		clientv3.WithRequireLeader(ctx), "registrar-discovery-breaker", co.c.id))
 	defer wcancel()
-	wch := co.cli.Watch(wctx, co.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	// From rev, not rev+1: the server answers progress requests only once the store has
+	// reached a watch's start revision, and an idle store would look silent. The events at
+	// rev, already listed, are skipped.
+	wch := co.cli.Watch(wctx, co.dir, clientv3.WithPrefix(), clientv3.WithRev(rev))
 	probe := time.NewTicker(max(co.cfg.StoreTimeout/4, 10*time.Millisecond))
 	defer probe.Stop()
 	last := time.Now()
@@ -442,13 +461,13 @@ func (co *coordinated) session(ctx context.Context) (synced bool) {
 				return true
 			}
 			last = time.Now()
-			if len(wr.Events) > 0 {
-				co.apply(wr.Events)
+			if evs := after(wr.Events, rev); len(evs) > 0 {
+				co.apply(evs)
 			}
 			co.heard()
 		case <-probe.C:
-			if time.Since(last) > 2*co.cfg.StoreTimeout {
-				return true
+			if time.Since(last) > 2*co.cfg.StoreTimeout || co.echoOverdue() {
+				return true // list again
 			}
 			pctx, pcancel := context.WithTimeout(wctx, co.cfg.StoreTimeout/4)
 			_ = co.cli.RequestProgress(pctx)
@@ -457,13 +476,21 @@ func (co *coordinated) session(ctx context.Context) (synced bool) {
 	}
 }
 
+// after is the events past revision rev.
+func after(evs []*clientv3.Event, rev int64) []*clientv3.Event {
+	for len(evs) > 0 && evs[0].Kv.ModRevision <= rev {
+		evs = evs[1:]
+	}
+	return evs
+}
+
 func (co *coordinated) heard() {
 	co.lastHeard.Store(co.c.now().UnixNano())
 	co.kickWriter() // a quorum may have formed
 }
 
-// load replaces the view with the keys of a full read.
-func (co *coordinated) load(kvs []*mvccpb.KeyValue) {
+// load replaces the view with the keys of a full read at revision rev.
+func (co *coordinated) load(kvs []*mvccpb.KeyValue, rev int64) {
 	old := co.view.Load()
 	v := &sharedView{state: old.state, reports: map[string]bool{}}
 	for _, kv := range kvs {
@@ -473,6 +500,30 @@ func (co *coordinated) load(kvs []*mvccpb.KeyValue) {
 		v.state = BreakerClosed
 	}
 	co.publish(old, v)
+	co.reconcile(v, rev)
+}
+
+// reconcile checks the caller's permit against a view that holds every change of the probe
+// key up to revision rev: when rev is at or after the acquire, the store either shows the
+// permit (the caller holds it) or not (it is gone: expired, settled, or never seen by the
+// watch and expired since), and the caller lets it go and may acquire again.
+func (co *coordinated) reconcile(v *sharedView, rev int64) {
+	p := co.mine.Load()
+	if p == nil || rev < p.rev || (v.probeHolder == co.cfg.CallerID && v.probeLease == p.lease) {
+		return
+	}
+	co.mine.CompareAndSwap(p, nil)
+}
+
+// echoOverdue reports whether the caller took a permit its view has not shown within
+// StoreTimeout: the watch may have missed it, and a new listing settles it (reconcile).
+func (co *coordinated) echoOverdue() bool {
+	p := co.mine.Load()
+	if p == nil || co.c.now().UnixNano() < p.echoBy {
+		return false
+	}
+	v := co.view.Load()
+	return v.probeHolder != co.cfg.CallerID || v.probeLease != p.lease
 }
 
 // apply copies the view and applies events.
@@ -483,7 +534,11 @@ func (co *coordinated) apply(events []*clientv3.Event) {
 	for k := range old.reports {
 		v.reports[k] = true
 	}
+	var probeRev int64 // the revision of the last change of the probe key in events
 	for _, ev := range events {
+		if string(ev.Kv.Key) == co.dir+"probe" {
+			probeRev = ev.Kv.ModRevision
+		}
 		if ev.Type == mvccpb.DELETE {
 			switch rel := strings.TrimPrefix(string(ev.Kv.Key), co.dir); {
 			case rel == "state":
@@ -498,6 +553,9 @@ func (co *coordinated) apply(events []*clientv3.Event) {
 		co.put(&v, ev.Kv)
 	}
 	co.publish(old, &v)
+	if probeRev != 0 {
+		co.reconcile(&v, probeRev)
+	}
 }
 
 // put applies one key. A value that does not decode is counted and changes nothing but
@@ -545,9 +603,6 @@ func (co *coordinated) publish(old, v *sharedView) {
 		// The fleet returns spread out, as independent breakers would, not at once.
 		delay := time.Duration(co.c.rand() * float64(co.cfg.ReturnSpread))
 		co.bs.svc.forceClose(now, "shared breaker closed", true, delay)
-	}
-	if v.probeHolder != co.cfg.CallerID && co.myLease.Load() != 0 && old.probeHolder == co.cfg.CallerID {
-		co.myLease.Store(0) // the permit's lease expired
 	}
 }
 

@@ -364,3 +364,16 @@ func TestCoordinatedStoreOutage(t *testing.T) {
 		g.Eventually(func() bool { return c.BreakerStats().Coordinated.Fallback }).WithTimeout(eventually).Should(BeFalse())
 	}
 }
+
+// TestCoordinatedIdleStoreStaysShared: on a store nobody writes to, the caller's progress
+// requests still answer, so it keeps deciding calls from the shared state: it does not fall
+// back to its local breaker every StoreTimeout, nor list again every 2×StoreTimeout.
+func TestCoordinatedIdleStoreStaysShared(t *testing.T) {
+	g := NewWithT(t)
+	srv := requireServer(t)
+	storeClient(t, srv)
+	const storeTimeout = time.Second
+	c := caller(t, srv.Endpoint(), "idle", "c0", discovery.BreakerConfig{}, discovery.CoordinatedConfig{Quorum: 1, StoreTimeout: storeTimeout})
+	g.Eventually(func() bool { return c.BreakerStats().Coordinated.Fallback }).WithTimeout(eventually).Should(BeFalse())
+	g.Consistently(func() int64 { return c.BreakerStats().Coordinated.Fallbacks }).WithTimeout(4 * storeTimeout).Should(BeZero())
+}

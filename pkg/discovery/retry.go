@@ -21,7 +21,8 @@ import (
 // open are skipped like ejected ones, and when every endpoint's breaker rejects the call Do
 // returns ErrBreakerOpen. A half-open probe is a single attempt (IsProbe(ctx) is true in fn).
 // A Permanent error counts as an answer (a success) for the breakers; a call whose ctx ended
-// counts as nothing.
+// counts as nothing. A call in which fn panics counts as a failure for the breakers (a probe
+// gives its permit back), and the panic goes on to Do's caller.
 func (c *Client) Do(ctx context.Context, attempts int, fn func(ctx context.Context, inst Instance) error) error {
 	attempts = max(attempts, 1)
 	bs := c.brk
@@ -46,7 +47,18 @@ func (c *Client) Do(ctx context.Context, attempts int, fn func(ctx context.Conte
 			defer cancel()
 		}
 	}
+	returned := false
+	defer func() {
+		if !returned {
+			// fn panicked (or called runtime.Goexit): the call failed. The permit goes back,
+			// or a panicking probe would leave the breaker rejecting every call; the panic
+			// goes on to the caller.
+			end := c.now()
+			bs.finish(st, end, outcomeFailure, end.Sub(start))
+		}
+	}()
 	err, answered, end := c.try(callCtx, attempts, fn, start)
+	returned = true
 	o := outcomeFailure
 	switch {
 	case answered:
@@ -96,11 +108,7 @@ func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Cont
 			}
 		}
 		start := end
-		if et.probe && !IsProbe(ctx) {
-			err = fn(context.WithValue(ctx, probeKey{}, true), inst)
-		} else {
-			err = fn(ctx, inst)
-		}
+		err = c.call(ctx, fn, inst, et, start)
 		if bs != nil {
 			end = c.now()
 			o := classify(ctx, err)
@@ -125,6 +133,30 @@ func (c *Client) try(ctx context.Context, attempts int, fn func(ctx context.Cont
 		errs = append(errs, fmt.Errorf("%s: %w", inst.ID(), err))
 	}
 	return fmt.Errorf("discovery: %d attempt(s) failed: %w", len(errs), errors.Join(errs...)), false, end
+}
+
+// call makes one attempt. When fn does not return (it panics or calls runtime.Goexit), the
+// attempt counts as failed for the endpoint's breaker, so a probe gives its permit back, and
+// the panic goes on.
+func (c *Client) call(
+	ctx context.Context, fn func(ctx context.Context, inst Instance) error, inst Instance, et ticket, start time.Time,
+) error {
+	if et.b == nil {
+		return fn(ctx, inst)
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			end := c.now()
+			et.done(end, outcomeFailure, end.Sub(start))
+		}
+	}()
+	if et.probe && !IsProbe(ctx) {
+		ctx = context.WithValue(ctx, probeKey{}, true)
+	}
+	err := fn(ctx, inst)
+	returned = true
+	return err
 }
 
 // Permanent marks an error that retrying on another instance cannot fix (a 4xx answer, a

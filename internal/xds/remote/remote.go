@@ -7,7 +7,9 @@
 // falls behind a compaction, is cancelled or breaks lists again (with backoff) and hands over
 // only what changed. It never writes: its Store interface has no write method. It keeps at
 // most MaxRegistrations registrations and MaxRecords records; records beyond are left out
-// and logged, until the next listing.
+// and logged, and come in, in key order, as soon as deletions make room: the follower
+// remembers up to MaxRecords refused records (following their changes on the watch), and
+// lists again to find those it could not remember once the remembered ones are served.
 package remote
 
 import (
@@ -68,8 +70,9 @@ type Config struct {
 	Sink    Sink
 	// Timeout bounds each listing (default DefaultTimeout).
 	Timeout time.Duration
-	// MaxRegistrations and MaxRecords bound what is kept (defaults DefaultMaxRegistrations,
-	// DefaultMaxRecords).
+	// MaxRegistrations and MaxRecords bound what is served (defaults DefaultMaxRegistrations,
+	// DefaultMaxRecords). Up to MaxRecords more records, refused at these bounds, are kept
+	// aside to be served when deletions make room.
 	MaxRegistrations, MaxRecords int
 	// RetryBase and RetryMax bound the backoff between failed listings (default 200 ms, 30 s).
 	RetryBase, RetryMax time.Duration
@@ -83,8 +86,19 @@ type Follower struct {
 	// state: registration → key → record; count is the number of records.
 	regs    map[Registration]map[string]entry
 	count   int
-	refused int // records left out since the last listing (bounds)
+	refused int // records left out since the last log line (bounds)
+	// waiting are records refused at the bounds, at most MaxRecords, kept up to date by the
+	// watch; forgot is set when more were refused since the last listing. freed is set when
+	// a record was dropped since the waiting ones were last looked at.
+	waiting map[string]waiter
+	forgot  bool
+	freed   bool
 	synced  chan struct{}
+}
+
+type waiter struct {
+	reg Registration
+	e   entry
 }
 
 type entry struct {
@@ -110,10 +124,11 @@ func New(cfg Config) *Follower {
 		cfg.RetryMax = 30 * time.Second
 	}
 	return &Follower{
-		cfg:    cfg,
-		prefix: wire.Prefix(cfg.Prefix) + "/",
-		regs:   map[Registration]map[string]entry{},
-		synced: make(chan struct{}),
+		cfg:     cfg,
+		prefix:  wire.Prefix(cfg.Prefix) + "/",
+		regs:    map[Registration]map[string]entry{},
+		waiting: map[string]waiter{},
+		synced:  make(chan struct{}),
 	}
 }
 
@@ -139,6 +154,9 @@ func (f *Follower) Start(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, errRoom) {
+			continue // bounded: at most once per MaxRecords refusals served or gone
 		}
 		if err != nil {
 			failures++
@@ -171,6 +189,7 @@ func (f *Follower) list(ctx context.Context) (int64, error) {
 	}
 	old := f.regs
 	f.regs, f.count, f.refused = map[Registration]map[string]entry{}, 0, 0
+	f.waiting, f.forgot, f.freed = map[string]waiter{}, false, false
 	for _, kv := range resp.Kvs {
 		f.put(string(kv.Key), kv.Value, kv.ModRevision)
 	}
@@ -212,6 +231,10 @@ func sameKeys(a, b map[string]entry) bool {
 // errCompacted means the watch's revision was compacted away: list again at once.
 var errCompacted = errors.New("watch revision compacted")
 
+// errRoom means deletions made room for refused records the follower did not remember:
+// list again at once to find them.
+var errRoom = errors.New("room for refused records the follower did not remember")
+
 // watch follows the prefix from rev+1 until ctx is done, the watch breaks (error) or it
 // falls behind a compaction.
 func (f *Follower) watch(ctx context.Context, rev int64) error {
@@ -243,10 +266,67 @@ func (f *Follower) watch(ctx context.Context, rev int64) error {
 				changed[r] = true
 			}
 		}
+		f.admitWaiting(changed)
 		f.handOver(changed)
 		f.logRefused()
+		if f.freed && f.forgot && len(f.waiting) == 0 {
+			f.cfg.Log.Info("other clusters' records: room for refused records not remembered; listing again",
+				"registrations", len(f.regs), "records", f.count)
+			return errRoom
+		}
+		f.freed = false
 	}
 	return ctx.Err()
+}
+
+// admitWaiting serves, in key order, the waiting records that fit, once a record was
+// dropped; it adds their registrations to changed.
+func (f *Follower) admitWaiting(changed map[Registration]bool) {
+	if !f.freed || len(f.waiting) == 0 || f.count >= f.cfg.MaxRecords {
+		return
+	}
+	keys := make([]string, 0, len(f.waiting))
+	for k := range f.waiting {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if f.count >= f.cfg.MaxRecords {
+			break
+		}
+		w := f.waiting[k]
+		if f.fits(w.reg) {
+			f.add(w.reg, k, w.e)
+			changed[w.reg] = true
+		}
+	}
+}
+
+// fits reports whether a new record of registration r is within the bounds.
+func (f *Follower) fits(r Registration) bool {
+	return f.count < f.cfg.MaxRecords && (f.regs[r] != nil || len(f.regs) < f.cfg.MaxRegistrations)
+}
+
+// add serves a new record.
+func (f *Follower) add(r Registration, key string, e entry) {
+	keys := f.regs[r]
+	if keys == nil {
+		keys = map[string]entry{}
+		f.regs[r] = keys
+	}
+	keys[key] = e
+	f.count++
+	delete(f.waiting, key)
+}
+
+// refuse leaves a record out at the bounds, remembering it while there is room.
+func (f *Follower) refuse(r Registration, key string, e entry) {
+	f.refused++
+	if _, ok := f.waiting[key]; ok || len(f.waiting) < f.cfg.MaxRecords {
+		f.waiting[key] = waiter{reg: r, e: e}
+		return
+	}
+	f.forgot = true
 }
 
 // parse reads a key of another cluster's instance: {prefix}{service}/{namespace}/{cluster}.{pod}.
@@ -279,21 +359,18 @@ func (f *Follower) put(key string, value []byte, rev int64) (Registration, bool)
 		f.cfg.Log.V(1).Info("other cluster's key skipped: value unreadable or naming another cluster", "key", key)
 		return f.remove(key)
 	}
-	keys := f.regs[r]
-	if _, had := keys[key]; !had {
-		switch {
-		case keys == nil && len(f.regs) >= f.cfg.MaxRegistrations,
-			f.count >= f.cfg.MaxRecords:
-			f.refused++
-			return r, false
+	e := entry{rec: Record{Cluster: cluster, Endpoint: ep}, rev: rev}
+	if keys := f.regs[r]; keys != nil {
+		if _, had := keys[key]; had {
+			keys[key] = e
+			return r, true
 		}
-		if keys == nil {
-			keys = map[string]entry{}
-			f.regs[r] = keys
-		}
-		f.count++
 	}
-	keys[key] = entry{rec: Record{Cluster: cluster, Endpoint: ep}, rev: rev}
+	if !f.fits(r) {
+		f.refuse(r, key, e)
+		return r, false
+	}
+	f.add(r, key, e)
 	return r, true
 }
 
@@ -302,12 +379,14 @@ func (f *Follower) remove(key string) (Registration, bool) {
 	if !ok {
 		return r, false
 	}
+	delete(f.waiting, key)
 	keys := f.regs[r]
 	if _, had := keys[key]; !had {
 		return r, false
 	}
 	delete(keys, key)
 	f.count--
+	f.freed = true
 	if len(keys) == 0 {
 		delete(f.regs, r)
 	}
@@ -349,8 +428,8 @@ func (f *Follower) logRefused() {
 	if f.refused == 0 {
 		return
 	}
-	f.cfg.Log.Info("other clusters' records beyond the follower's bounds are not served over xDS until the next listing",
+	f.cfg.Log.Info("other clusters' records beyond the follower's bounds are not served over xDS until deletions make room",
 		"refused", f.refused, "maxRegistrations", f.cfg.MaxRegistrations, "maxRecords", f.cfg.MaxRecords,
-		"registrations", len(f.regs), "records", f.count)
+		"registrations", len(f.regs), "records", f.count, "waiting", len(f.waiting), "forgotten", f.forgot)
 	f.refused = 0
 }

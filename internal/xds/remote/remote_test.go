@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +221,80 @@ func TestBounds(t *testing.T) {
 	f2.put("west", "aa", "shop", "aa-0", "10.1.3.0")
 	f2.put("west", "web", "shop", "web-2", "10.1.0.2")
 	waitState(t, s2, "web/shop=west.web-0@10.1.0.0,west.web-1@10.1.0.1,west.web-2@10.1.0.2")
+}
+
+// countingStore counts the follower's listings.
+type countingStore struct {
+	*clientv3.Client
+	lists *atomic.Int64
+}
+
+func (c countingStore) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	c.lists.Add(1)
+	return c.Client.Get(ctx, key, opts...)
+}
+
+// TestRefusedComeBackWhenRoomFrees: records refused at the bounds, at the listing or on the
+// watch, are served as soon as deletions make room, in key order, with their latest value,
+// without a watch failure and without listing again; one deleted while refused does not
+// come back.
+func TestRefusedComeBackWhenRoomFrees(t *testing.T) {
+	f := newFixture(t)
+	f.put("west", "api", "shop", "api-0", "10.1.1.0")
+	for i := range 3 {
+		f.put("west", "web", "shop", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.1.0.%d", i))
+	}
+	var lists atomic.Int64
+	s := &sink{}
+	f.start(countingStore{Client: f.cli, lists: &lists}, s, remote.Config{MaxRecords: 2})
+	waitState(t, s, "api/shop=west.api-0@10.1.1.0 web/shop=west.web-0@10.1.0.0")
+	f.put("west", "web", "shop", "web-1", "10.1.0.11") // a refused record changes
+	f.del("west", "web", "shop", "web-2")              // a refused record goes
+	f.put("west", "web", "shop", "web-3", "10.1.0.3")  // refused on the watch
+
+	f.del("west", "api", "shop", "api-0")
+	waitState(t, s, "web/shop=west.web-0@10.1.0.0,west.web-1@10.1.0.11")
+	f.del("west", "web", "shop", "web-0")
+	waitState(t, s, "web/shop=west.web-1@10.1.0.11,west.web-3@10.1.0.3")
+	if n := lists.Load(); n != 1 {
+		t.Errorf("%d listings, want 1: the refused records were remembered", n)
+	}
+
+	f2 := newFixture(t)
+	f2.prefix += "-regs"
+	f2.put("west", "web", "shop", "web-0", "10.1.0.0")
+	f2.put("west", "zz", "shop", "zz-0", "10.1.2.0")
+	s2 := &sink{}
+	f2.start(f2.cli, s2, remote.Config{MaxRegistrations: 1})
+	waitState(t, s2, "web/shop=west.web-0@10.1.0.0")
+	f2.put("west", "aa", "shop", "aa-0", "10.1.3.0") // a registration refused on the watch
+	f2.del("west", "web", "shop", "web-0")
+	waitState(t, s2, "aa/shop=west.aa-0@10.1.3.0")
+	f2.del("west", "aa", "shop", "aa-0")
+	waitState(t, s2, "zz/shop=west.zz-0@10.1.2.0")
+}
+
+// TestRefusedBeyondMemoryComeBack: more records are refused than the follower remembers
+// (MaxRecords); those it forgot come back through a new listing once the remembered ones
+// are served, one listing per MaxRecords refusals at most.
+func TestRefusedBeyondMemoryComeBack(t *testing.T) {
+	f := newFixture(t)
+	for i := range 7 {
+		f.put("west", "web", "shop", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.1.0.%d", i))
+	}
+	var lists atomic.Int64
+	s := &sink{}
+	f.start(countingStore{Client: f.cli, lists: &lists}, s, remote.Config{MaxRecords: 2})
+	waitState(t, s, "web/shop=west.web-0@10.1.0.0,west.web-1@10.1.0.1")
+	f.del("west", "web", "shop", "web-0")
+	f.del("west", "web", "shop", "web-1")
+	waitState(t, s, "web/shop=west.web-2@10.1.0.2,west.web-3@10.1.0.3")
+	f.del("west", "web", "shop", "web-2")
+	f.del("west", "web", "shop", "web-3")
+	waitState(t, s, "web/shop=west.web-4@10.1.0.4,west.web-5@10.1.0.5")
+	f.del("west", "web", "shop", "web-4")
+	waitState(t, s, "web/shop=west.web-5@10.1.0.5,west.web-6@10.1.0.6")
+	if n := lists.Load(); n > 3 {
+		t.Errorf("%d listings, want at most 3 (the first, then one each time the remembered refusals ran out)", n)
+	}
 }
