@@ -114,7 +114,7 @@ func (s *Store) drain() {
 }
 
 // take removes from the queue, in order, the Applies of the next transaction: at most
-// maxOps writes and maxBytes (the first one always), no key twice, all guarded by the first
+// maxOps writes (opsPerTxn: the operation limit less the guard's comparisons) and maxBytes (the first one always), no key twice, all guarded by the first
 // one's fence (guardKey: with per-shard fences, Applies of other shards wait for a
 // transaction of their own). When the queue is empty it marks the batcher idle and returns
 // nothing.
