@@ -18,7 +18,7 @@ func TestLargeInstancesSplitByBytes(t *testing.T) {
 	for i := range n {
 		e := ep(fmt.Sprintf("web-%03d", i))
 		e.Ports = map[string]int32{}
-		for p := range 300 {
+		for p := range 230 {
 			e.Ports[fmt.Sprintf("port-%03d", p)] = int32(10000 + p)
 		}
 		eps = append(eps, e)
