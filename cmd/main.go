@@ -448,14 +448,14 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 		}
 	}
 	etcdOpts := etcdstore.Options{
-		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout, Guard: guard,
+		Prefix: cfg.storePrefix, Timeout: cfg.storeTimeout,
 		OnRecover: resync("store reachable again"),
 		LeaseTTL:  cfg.storeLeaseTTL, Leases: cli, LeaseKey: cfg.multicluster.leaseKey(cfg.storePrefix, fenceName(cfg)),
 		OnLeaseLost: resync("endpoint lease expired"),
 		Cluster:     cfg.multicluster.storeCluster(),
 		NoBatch:     !cfg.storeBatch, OnTxn: metrics.ObserveStoreTxn,
 	}
-	stores, storeName, err := buildStores(mgr, cfg, cli, endpoints, etcdOpts)
+	stores, storeName, err := buildStores(mgr, cfg, cli, endpoints, guard, etcdOpts)
 	if err != nil {
 		return err
 	}

@@ -75,10 +75,11 @@ func (c storesConfig) names() ([]string, error) {
 
 // buildStores opens every store of --stores, each wrapped for metrics, and names them for
 // the reconciler, which plans, writes and reports each on its own. Clients it opens close
-// when mgr stops. The etcd store gets etcdOpts (fence, recovery and lease callbacks) and
-// runs as a manager Runnable that, once this replica leads, adopts the endpoint lease and
+// when mgr stops. The etcd store is etcdstore.NewOperator's: guarded by guard, with etcdOpts
+// (recovery and lease callbacks, batching), and runs as a manager Runnable that, once this replica leads, adopts the endpoint lease and
 // probes the store while it is unreachable.
-func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string, etcdOpts etcdstore.Options) (*multi.Stores, string, error) {
+func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string, guard etcdstore.WriteGuard,
+	etcdOpts etcdstore.Options) (*multi.Stores, string, error) {
 	names, err := cfg.stores.names()
 	if err != nil {
 		return nil, "", err
@@ -86,7 +87,7 @@ func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints [
 	var named []multi.Named
 	var described []string
 	for _, name := range names {
-		s, where, err := openStore(mgr, cfg, name, cli, endpoints, etcdOpts)
+		s, where, err := openStore(mgr, cfg, name, cli, endpoints, guard, etcdOpts)
 		if err != nil {
 			return nil, "", err
 		}
@@ -100,7 +101,8 @@ func buildStores(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints [
 	return m, strings.Join(described, ", "), nil
 }
 
-func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, endpoints []string, etcdOpts etcdstore.Options) (store.Store, string, error) {
+func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, endpoints []string, guard etcdstore.WriteGuard,
+	etcdOpts etcdstore.Options) (store.Store, string, error) {
 	sc := cfg.stores
 	switch name {
 	case storeCoreDNS:
@@ -127,7 +129,10 @@ func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, 
 		s := zkstore.New(conn, zkstore.Options{BasePath: sc.zkBasePath, PayloadClass: sc.zkPayloadClass, PortName: sc.zkPortName, Timeout: cfg.storeTimeout})
 		return s, sc.zkServers + sc.zkBasePath, nil
 	default:
-		s := etcdstore.New(cli, etcdOpts)
+		s, err := etcdstore.NewOperator(cli, guard, etcdOpts)
+		if err != nil {
+			return nil, "", err
+		}
 		if err := mgr.Add(s); err != nil { // probes the store while it is unreachable
 			return nil, "", fmt.Errorf("add store monitor: %w", err)
 		}

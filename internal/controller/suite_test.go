@@ -113,10 +113,15 @@ func startOperator() *runningOperator {
 	events := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
 		Create: eventqueue.ClientCreate(mgr.GetClient()), OnDrop: metrics.EventDropped})
 	Expect(mgr.Add(events)).To(Succeed())
+	// The store as cmd builds it (etcdstore.NewOperator): every transaction guarded by the
+	// installation's write fence, taken here as the leader takes it.
+	fence := etcdstore.NewFence(cli, etcdstore.FenceKey(storePrefix, "registrar-system"), "controller-suite", 2*time.Second)
+	Expect(fence.Acquire(context.Background())).To(Succeed())
+	etcdStore, err := etcdstore.NewOperator(cli, fence, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second})
+	Expect(err).NotTo(HaveOccurred())
 	r := &controller.ServiceRegistryReconciler{
-		Client: mgr.GetClient(),
-		Store: store.Instrumented(etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}),
-			metrics.ObserveStore),
+		Client:    mgr.GetClient(),
+		Store:     store.Instrumented(etcdStore, metrics.ObserveStore),
 		StoreName: storeServer.Endpoint(),
 		Recorder:  events,
 		Clock:     clock.RealClock{},

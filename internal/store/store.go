@@ -68,9 +68,13 @@ func (c Changes) Len() int { return len(c.Create) + len(c.Update) + len(c.Delete
 type Store interface {
 	// List returns every record in the scope, whoever owns it.
 	List(ctx context.Context, scope Scope) ([]Record, error)
-	// Apply writes the changes, atomically where the backend allows it (etcd: one
-	// transaction per service, split only when larger than the server's operation limit).
-	// A create fails when the key exists; an update or delete fails when the record's
+	// Apply writes the changes, whatever their number, atomically where the backend allows
+	// it: one transaction per service, split only when larger than the backend's limits on
+	// one transaction (etcd: its operations, comparisons included, the write guard's too;
+	// ZooKeeper: operations and bytes), which are the backend's business, never the
+	// caller's. Each part is all or nothing and carries every guard (the write fence
+	// included), and the parts land in order, so a watcher may see a split change half
+	// done. A create fails when the key exists; an update or delete fails when the record's
 	// revision moved on; either failure returns ErrConflict. On success it returns the
 	// records as now stored for every created or updated endpoint. On any error the caller
 	// must List again before its next Apply: a split change may have partly landed.

@@ -114,10 +114,10 @@ func (s *Store) drain() {
 }
 
 // take removes from the queue, in order, the Applies of the next transaction: at most
-// maxOps writes and maxBytes (the first one always), no key twice, all guarded by the first
-// one's fence (guardKey: with per-shard fences, Applies of other shards wait for a
-// transaction of their own). When the queue is empty it marks the batcher idle and returns
-// nothing.
+// maxOps writes (opsPerTxn: the operation limit less the guard's comparisons) and maxBytes
+// (the first one always), no key twice, all guarded by the first one's fence (guardKey:
+// with per-shard fences, Applies of other shards wait for a transaction of their own). When
+// the queue is empty it marks the batcher idle and returns nothing.
 func (b *batcher) take(maxOps, maxBytes int, guardKey func(store.Scope) string) []*txnItem {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -210,12 +210,16 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 }
 
 // opsPerTxn is how many guarded writes fit in one transaction: etcd counts comparisons
-// against --max-txn-ops too, and the fence is one more comparison.
+// against --max-txn-ops too (the larger of the comparisons and the writes), each write
+// carries one, and the write guard (Options.Guard or Options.Fence, whichever guards the
+// Store) adds its own, as many as it says. Every transaction the Store sends, a part of a
+// split Apply or a coalesced one, holds at most this many writes.
 func (s *Store) opsPerTxn() int {
-	if s.opts.Fence != nil && s.opts.MaxTxnOps > 1 {
-		return s.opts.MaxTxnOps - 1
+	n := s.opts.MaxTxnOps
+	if g := s.writeGuard(); g != nil {
+		n -= g.Comparisons()
 	}
-	return s.opts.MaxTxnOps
+	return max(n, 1)
 }
 
 func (s *Store) ops(scope store.Scope, c store.Changes, lease clientv3.LeaseID) ([]op, error) {
@@ -314,9 +318,8 @@ func (s *Store) txn(ctx context.Context, scope store.Scope, batch []op, items in
 	return resp.Header.Revision, nil
 }
 
-// writeGuard is Options.Guard, else Options.Fence, else nil.
 // guardKey names the fence that guards scope's writes ("" without one): Applies coalesced
-// into one transaction must share it, the transaction carrying one fence comparison.
+// into one transaction must share it, the transaction carrying its comparisons once.
 func (s *Store) guardKey(scope store.Scope) string {
 	if g := s.writeGuard(); g != nil {
 		return g.GuardKey(scope)
@@ -324,6 +327,7 @@ func (s *Store) guardKey(scope store.Scope) string {
 	return ""
 }
 
+// writeGuard is Options.Guard, else Options.Fence, else nil.
 func (s *Store) writeGuard() WriteGuard {
 	if s.opts.Guard != nil {
 		return s.opts.Guard

@@ -20,6 +20,10 @@ import (
 // installation (leader election); ShardFences one per shard (--sharding=lease).
 type WriteGuard interface {
 	Guard(ctx context.Context, scope store.Scope) (clientv3.Cmp, clientv3.Op, error)
+	// Comparisons is how many comparisons the guard adds to a transaction: etcd counts
+	// them against --max-txn-ops with the writes' own, so the Store leaves room for them
+	// in every transaction it sends (a split Apply's and a coalesced one's alike).
+	Comparisons() int
 	Fenced(scope store.Scope, resp *clientv3.TxnResponse) bool
 	// GuardKey names the fence key that guards scope: writes of scopes with one key may
 	// share a transaction (the batcher).
@@ -36,6 +40,9 @@ func (f *Fence) Guard(ctx context.Context, _ store.Scope) (clientv3.Cmp, clientv
 	cmp, err := f.guard(ctx)
 	return cmp, clientv3.OpGet(f.key), err
 }
+
+// Comparisons is one: the fence key's revision.
+func (f *Fence) Comparisons() int { return 1 }
 
 // Fenced reports a failure on the fence, which is then lost for good.
 func (f *Fence) Fenced(_ store.Scope, resp *clientv3.TxnResponse) bool { return f.check(resp) }
@@ -192,6 +199,9 @@ func (f *ShardFences) Guard(_ context.Context, scope store.Scope) (clientv3.Cmp,
 	}
 	return clientv3.Compare(clientv3.ModRevision(key), "=", rev), clientv3.OpGet(key), nil
 }
+
+// Comparisons is one: the revision of the fence key of the scope's shard.
+func (f *ShardFences) Comparisons() int { return 1 }
 
 // GuardKey is the fence key of scope's namespace's shard.
 func (f *ShardFences) GuardKey(scope store.Scope) string {

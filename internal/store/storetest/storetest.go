@@ -46,9 +46,17 @@ func Endpoint(scope store.Scope, pod, ip, owner string) store.Endpoint {
 	}
 }
 
+// ServiceOfThousands is how many endpoints of one service the suite writes in one plan.
+const ServiceOfThousands = 2000
+
 func list(t *testing.T, s store.Store, scope store.Scope) map[string]store.Record {
 	t.Helper()
-	recs, err := s.List(ctx(t), scope)
+	return listIn(ctx(t), t, s, scope)
+}
+
+func listIn(c context.Context, t *testing.T, s store.Store, scope store.Scope) map[string]store.Record {
+	t.Helper()
+	recs, err := s.List(c, scope)
 	if err != nil {
 		t.Fatalf("List %v: %v", scope, err)
 	}
@@ -208,6 +216,56 @@ func Run(t *testing.T, newStore NewStore) { //nolint:gocyclo // one t.Run per co
 		apply(t, s, scope, store.Changes{Delete: del})
 		if got := list(t, s, scope); len(got) != 0 {
 			t.Errorf("%d records left after deleting all", len(got))
+		}
+	})
+
+	// A service of thousands of pods is planned, written and deleted like a service of
+	// three: one plan of ServiceOfThousands creates, then one of as many updates, then one
+	// of as many deletes, each one Apply. How the store splits them (operation limits,
+	// comparisons included, request sizes) is its own business.
+	t.Run("ServiceOfThousands", func(t *testing.T) {
+		s := newStore(t)
+		scope := store.Scope{Service: svc, Namespace: namespace()}
+		long, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // bounds the whole case
+		defer cancel()
+		eps := make([]store.Endpoint, 0, ServiceOfThousands)
+		for i := range ServiceOfThousands {
+			eps = append(eps, Endpoint(scope, fmt.Sprintf("web-%04d", i), fmt.Sprintf("10.2.%d.%d", i/250, i%250+1), "o"))
+		}
+		written, err := s.Apply(long, scope, store.Changes{Create: eps})
+		if err != nil {
+			t.Fatalf("Apply of %d creates: %v", len(eps), err)
+		}
+		if len(written) != len(eps) {
+			t.Errorf("Apply returned %d records, want %d", len(written), len(eps))
+		}
+		got := listIn(long, t, s, scope)
+		if len(got) != len(eps) {
+			t.Fatalf("listed %d records after creating %d", len(got), len(eps))
+		}
+		updates := make([]store.Update, 0, len(got))
+		for _, e := range eps {
+			moved := e
+			moved.Weight = 50
+			updates = append(updates, store.Update{Old: got[e.Pod], New: moved})
+		}
+		if _, err := s.Apply(long, scope, store.Changes{Update: updates}); err != nil {
+			t.Fatalf("Apply of %d updates: %v", len(updates), err)
+		}
+		got = listIn(long, t, s, scope)
+		del := make([]store.Record, 0, len(got))
+		for _, e := range eps {
+			rec, ok := got[e.Pod]
+			if !ok || rec.Weight != 50 {
+				t.Fatalf("after the updates %s is %+v (found %v), want weight 50", e.Pod, rec.Endpoint, ok)
+			}
+			del = append(del, rec)
+		}
+		if _, err := s.Apply(long, scope, store.Changes{Delete: del}); err != nil {
+			t.Fatalf("Apply of %d deletes: %v", len(del), err)
+		}
+		if got := listIn(long, t, s, scope); len(got) != 0 {
+			t.Errorf("%d records left after deleting all %d", len(got), len(del))
 		}
 	})
 

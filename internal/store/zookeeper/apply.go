@@ -68,8 +68,9 @@ func (s *Store) read(ctx context.Context, p string) (rec store.Record, found boo
 	return rec, true, nil
 }
 
-// Apply writes changes in as few multi operations as MaxOps allows. Each update and delete is
-// first checked against the znode's mzxid, then guarded in the multi by the version read.
+// Apply writes changes in as few multi operations as MaxOps and MaxMultiBytes allow. Each
+// update and delete is first checked against the znode's mzxid, then guarded in the multi by
+// the version read.
 func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Changes) ([]store.Record, error) {
 	if changes.Len() == 0 {
 		return nil, nil
@@ -84,8 +85,8 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 		return nil, err
 	}
 	written := make([]store.Record, 0, len(puts))
-	for start := 0; start < len(ops); start += s.opts.MaxOps {
-		end := min(start+s.opts.MaxOps, len(ops))
+	for start, end := 0, 0; start < len(ops); start = end {
+		end = s.multiEnd(ops, start)
 		if err := s.multi(ctx, scope, ops[start:end]); err != nil {
 			return written, err
 		}
@@ -102,6 +103,38 @@ func (s *Store) Apply(ctx context.Context, scope store.Scope, changes store.Chan
 		}
 	}
 	return written, nil
+}
+
+// multiEnd is where the multi that starts at ops[start] ends: at most MaxOps operations and
+// MaxMultiBytes of paths and data (the first operation always goes, whatever its size).
+func (s *Store) multiEnd(ops []any, start int) int {
+	end, size := start, 0
+	for end < len(ops) && end-start < s.opts.MaxOps {
+		n := opBytes(ops[end])
+		if end > start && size+n > s.opts.MaxMultiBytes {
+			break
+		}
+		size += n
+		end++
+	}
+	return end
+}
+
+// opOverhead bounds what an operation adds to a multi request besides its path and data (the
+// operation's header, version, ACL and flags).
+const opOverhead = 64
+
+// opBytes is what op adds to a multi request, at most.
+func opBytes(op any) int {
+	switch o := op.(type) {
+	case *zk.CreateRequest:
+		return len(o.Path) + len(o.Data) + opOverhead
+	case *zk.SetDataRequest:
+		return len(o.Path) + len(o.Data) + opOverhead
+	case *zk.DeleteRequest:
+		return len(o.Path) + opOverhead
+	}
+	return opOverhead
 }
 
 // ops are the multi operations of changes; puts[i] is the endpoint ops[i] writes, if any.

@@ -45,6 +45,10 @@ const (
 	DefaultPayloadClass = "org.springframework.cloud.zookeeper.discovery.ZookeeperInstance"
 	DefaultTimeout      = 5 * time.Second
 	DefaultMaxOps       = 128
+	// DefaultMaxMultiBytes is half of ZooKeeper's jute.maxbuffer default (1 MB less one
+	// byte), the largest request a server accepts: a server closes the connection of a
+	// client that sends more.
+	DefaultMaxMultiBytes = 512 << 10
 )
 
 // Metadata keys of the payload.
@@ -78,6 +82,10 @@ type Options struct {
 	Timeout time.Duration
 	// MaxOps is the largest number of operations in one multi; DefaultMaxOps when zero.
 	MaxOps int
+	// MaxMultiBytes bounds the paths and data of one multi (an operation larger than this
+	// alone still goes in one); DefaultMaxMultiBytes when zero. It must stay below the
+	// servers' jute.maxbuffer.
+	MaxMultiBytes int
 }
 
 // Store writes endpoints to ZooKeeper as Curator service instances.
@@ -102,6 +110,9 @@ func New(conn *zk.Conn, opts Options) *Store {
 	}
 	if opts.MaxOps <= 0 {
 		opts.MaxOps = DefaultMaxOps
+	}
+	if opts.MaxMultiBytes <= 0 {
+		opts.MaxMultiBytes = DefaultMaxMultiBytes
 	}
 	return &Store{conn: conn, opts: opts}
 }
