@@ -230,6 +230,11 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 		DeleteFunc: func(e event.DeleteEvent) bool {
 			r.leases.forget(e.Object)
 			r.leasesSeen.forget(e.Object.GetName())
+			if e.Object.GetNamespace() == NodeLeaseNamespace {
+				// a released node stays released until renewed: one whose Lease is gone
+				// renews no more, and a new Lease starts it over
+				r.leaseGuard().releaser.Forget(e.Object.GetName())
+			}
 			return false
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
