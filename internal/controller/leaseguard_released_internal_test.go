@@ -50,4 +50,21 @@ func TestReleasedNodesForgottenWithTheirLease(t *testing.T) {
 	if got := r.leaseGuard().releaser.ReleasedNodes(); len(got) != 0 {
 		t.Errorf("%d released nodes kept after their Leases were deleted, want 0: %v", len(got), got)
 	}
+
+	// A Node deleted (its Lease not yet garbage-collected) is forgotten as well.
+	nodes := r.nodeEvents()
+	for i := range n {
+		node := fmt.Sprintf("gone-%d", i)
+		clk.Step(time.Second)
+		if !r.leaseGuard().releaser.Released(node, 1, clk.Now()) {
+			t.Fatalf("%s was not released at one node per second", node)
+		}
+		nodes.Delete(event.DeleteEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: node}}})
+	}
+	if got := r.leaseGuard().releaser.ReleasedNodes(); len(got) != 0 {
+		t.Errorf("%d released nodes kept after their Nodes were deleted, want 0: %v", len(got), got)
+	}
+	if r.leases.size() != 0 {
+		t.Errorf("the Lease memo holds %d nodes, all deleted without pods, want 0", r.leases.size())
+	}
 }
