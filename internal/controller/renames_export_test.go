@@ -8,15 +8,21 @@ func (r *ServiceRegistryReconciler) OwnerIndexHolds(uids ...types.UID) int {
 	ix := r.owners
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	held := map[types.UID]bool{}
+	for _, uid := range ix.done {
+		held[uid] = true
+	}
+	for _, rt := range ix.retry {
+		held[rt.uid] = true
+	}
+	for _, byOwner := range ix.scopes {
+		for owner := range byOwner {
+			held[types.UID(owner)] = true
+		}
+	}
 	n := 0
 	for _, uid := range uids {
-		held := ix.done[uid] || ix.retry[uid] != nil
-		for _, byOwner := range ix.scopes {
-			if byOwner[string(uid)] != nil {
-				held = true
-			}
-		}
-		if held {
+		if held[uid] {
 			n++
 		}
 	}
