@@ -79,7 +79,9 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 	lapsing := func(node string) bool {
 		if _, known := lapsed[node]; !known {
 			l, ok := r.nodeLeaseOf(ctx, node)
-			lapsed[node] = ok && leaseguard.Lapsing(l, r.NodeLeaseTimeout, now)
+			// a node the API server deleted (in another registry's placement, not yet
+			// reconciled since) is no sign of blindness: it never pushes towards a hold
+			lapsed[node] = ok && !l.Gone() && leaseguard.Lapsing(l, r.NodeLeaseTimeout, now)
 		}
 		return lapsed[node]
 	}
