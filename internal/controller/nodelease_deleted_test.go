@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -116,6 +117,30 @@ var _ = Describe("Deleted nodes and node Leases", func() {
 		eventuallyStored("web", ns).Should(ConsistOf("web-2"), "the pod of a deleted node stayed in the store")
 		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
 		staysOut("the pod of a deleted node came back to the store")
+	})
+
+	It("takes out the pods of several Nodes deleted at once: the node Lease guard holds no deletion", func() {
+		var names []string
+		for range 3 {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-"}}
+			Expect(k8sClient.Create(ctx, n)).To(Succeed())
+			names = append(names, n.Name)
+		}
+		names = append(names, node.Name)
+		var kept *coordinationv1.Lease
+		for i, n := range names {
+			kept = putLease(n, time.Now(), 40) // live (capped at 20 s)
+			readyPod(ns, fmt.Sprintf("web-%d", i), web, fmt.Sprintf("10.0.0.%d", i+1), func(p *corev1.Pod) { p.Spec.NodeName = n })
+		}
+		eventuallyStored("web", ns).Should(ConsistOf("web-0", "web-1", "web-2", "web-3"))
+		renewLease(kept, time.Now()) // the node that stays is live for the rest of the test
+
+		for _, n := range names[:3] { // 3 of 4 nodes, 75 % of the endpoints: a mass lapse would be held
+			Expect(k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})).To(Succeed())
+		}
+		eventuallyStored("web", ns).Should(ConsistOf("web-3"), "the pods of deleted Nodes were held in the store")
+		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(3 * time.Second).Should(ConsistOf("web-3"))
+		Expect(condition(reg, v1alpha1.ConditionDeregistrationHeld)()).To(BeNil())
 	})
 
 	It("keeps registering the pods of a node the operator never saw", func() {
