@@ -394,8 +394,10 @@ func (r *ServiceRegistryReconciler) podDeletedFromNode() handler.EventHandler {
 	}
 }
 
-// nodeHasPods reports whether the cache holds a pod on the node (true when it cannot tell: a
-// tombstone kept for nothing is dropped with the node's last pod).
+// nodeHasPods reports whether the cache holds a pod on the node; true when it cannot tell: a
+// tombstone wrongly kept costs a map entry (until the node's Node or Lease is created again),
+// one wrongly dropped would register dead pods. The List of a synced cache does not fail; a
+// List while the pod informer syncs may time out.
 func (r *ServiceRegistryReconciler) nodeHasPods(node string) bool {
 	if r.Client == nil {
 		return false
