@@ -47,7 +47,8 @@ func (r *ServiceRegistryReconciler) leaseGuard() *leaseGuardState {
 // leaseguard.Lapsing; evaluated only when some pod of the registry is on a lapsed node, one
 // cached Lease read per node), and, when leaseguard decides to
 // hold, turns the NodeLeaseExpired verdict of every pod whose endpoint is in the store back
-// into Registered (reason DeregistrationHeld). Verdicts for the pods' own status are never
+// into Registered (reason DeregistrationHeld). Pods of a node whose Node or Lease the API
+// server deleted are neither counted nor held: a deletion is no sign of blindness. Verdicts for the pods' own status are never
 // touched: they come before the node Lease in the verdict chain.
 func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
 	if r.NodeLeaseTimeout <= 0 {
@@ -58,6 +59,9 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 	placement := leaseguard.Placement{}
 	lapsed := map[string]bool{}
 	for _, p := range s.selected {
+		if nodeGone(s, p.pod.Spec.NodeName) {
+			continue
+		}
 		switch {
 		case p.verdict.Reason == v1alpha1.ReasonNodeLeaseExpired:
 			placement[p.pod.Spec.NodeName]++
@@ -75,7 +79,9 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 	lapsing := func(node string) bool {
 		if _, known := lapsed[node]; !known {
 			l, ok := r.nodeLeaseOf(ctx, node)
-			lapsed[node] = ok && leaseguard.Lapsing(l, r.NodeLeaseTimeout, now)
+			// a node the API server deleted (in another registry's placement, not yet
+			// reconciled since) is no sign of blindness: it never pushes towards a hold
+			lapsed[node] = ok && !l.Gone() && leaseguard.Lapsing(l, r.NodeLeaseTimeout, now)
 		}
 		return lapsed[node]
 	}
@@ -91,14 +97,14 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 	if d.Hold || grace {
 		registered := r.registeredPods(s)
 		for i, p := range s.selected {
-			if p.verdict.Reason != v1alpha1.ReasonNodeLeaseExpired || !registered[p.pod.Name] {
+			if p.verdict.Reason != v1alpha1.ReasonNodeLeaseExpired || !registered[p.pod.Name] || nodeGone(s, p.pod.Spec.NodeName) {
 				continue
 			}
 			if d.Trickle && g.releaser.Released(p.pod.Spec.NodeName, r.LeaseGuard.SecondaryRate, now) {
 				continue
 			}
 			if grace {
-				if l, ok := r.nodeLeaseOf(ctx, p.pod.Spec.NodeName); ok {
+				if l, ok := r.nodeLeaseOf(ctx, p.pod.Spec.NodeName); ok && !l.Gone() {
 					r.leasesSeen.restart(p.pod.Spec.NodeName, l.RenewTime, now)
 				}
 			}
@@ -125,6 +131,13 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 	}
 	metrics.DeregistrationsHeld.WithLabelValues(s.reg.Namespace, s.reg.Name).Set(float64(held))
 	return ctrl.Result{}, nil
+}
+
+// nodeGone reports whether the reconcile saw the node's Node or Lease deleted (by the API
+// server: no blindness to guard against).
+func nodeGone(s *reconcileScope, node string) bool {
+	l := s.leases[node]
+	return l != nil && l.Gone()
 }
 
 // registeredPods are the registry's pods whose endpoint is in a store, as far as the operator

@@ -9,9 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -73,21 +76,39 @@ func (r *ServiceRegistryReconciler) scopeLeaseOf(ctx context.Context, s *reconci
 // Lease listed at start went through it. Reading it costs a map lookup, where a cache Get of
 // a Lease (a namespace-restricted cache) looked up a REST mapping and allocated each time:
 // 7 % of the operator's allocations at 5,000 pods (docs/performance.md).
+//
+// It also remembers what the API server said of nodes that are gone, as tombstones: the last
+// state of a deleted Lease (Deleted), and the Nodes seen deleted (NodeDeleted). Without them
+// a node whose Lease lapsed and was then deleted (with its Node) looked like a node never
+// seen, and its dead pods were registered again until the pod garbage collector deleted
+// them. Bounded: a tombstone is kept only for a node that still has pods in the cache when it
+// is deleted, and dropped when its last pod is deleted or the Lease (or Node) is created
+// again; so the tombstones never outnumber the nodes the cached pods name.
 type leaseMemo struct {
 	mu sync.RWMutex
 	m  map[string]eligibility.NodeLease
+	// nodesGone are the Nodes seen deleted that still have pods.
+	nodesGone map[string]bool
 }
 
-func newLeaseMemo() *leaseMemo { return &leaseMemo{m: map[string]eligibility.NodeLease{}} }
+func newLeaseMemo() *leaseMemo {
+	return &leaseMemo{m: map[string]eligibility.NodeLease{}, nodesGone: map[string]bool{}}
+}
 
+// get returns what is known of the node: its Lease (or the last state of its deleted Lease),
+// and whether the Node was seen deleted; false when nothing is.
 func (m *leaseMemo) get(node string) (eligibility.NodeLease, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	l, ok := m.m[node]
+	if m.nodesGone[node] {
+		l.NodeDeleted, ok = true, true
+	}
 	return l, ok
 }
 
-// record notes a node Lease event's object (a Lease of another namespace is ignored).
+// record notes a node Lease event's object (a Lease of another namespace is ignored); a Lease
+// created again replaces the tombstone of the deleted one.
 func (m *leaseMemo) record(obj client.Object) {
 	l, ok := obj.(*coordinationv1.Lease)
 	if m == nil || !ok || l.Namespace != NodeLeaseNamespace {
@@ -98,13 +119,81 @@ func (m *leaseMemo) record(obj client.Object) {
 	m.m[l.Name] = nodeLease(l)
 }
 
-func (m *leaseMemo) forget(obj client.Object) {
-	if m == nil || obj.GetNamespace() != NodeLeaseNamespace {
+// leaseDeleted notes that the node's Lease was deleted: last (its last state, with when its
+// renewal was seen) is kept as a tombstone when keep (the node still has pods), else the
+// node's Lease is forgotten.
+func (m *leaseMemo) leaseDeleted(node string, last eligibility.NodeLease, keep bool) {
+	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.m, obj.GetName())
+	if !keep {
+		delete(m.m, node)
+		return
+	}
+	last.Deleted, last.NodeDeleted = true, false
+	m.m[node] = last
+}
+
+// nodeDeleted notes that the Node was deleted; kept only when it still has pods (keep).
+func (m *leaseMemo) nodeDeleted(node string, keep bool) {
+	if m == nil || !keep {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nodesGone[node] = true
+}
+
+// nodeCreated notes that a Node of that name exists (again): it is no longer gone. It
+// reports whether it was.
+func (m *leaseMemo) nodeCreated(node string) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	gone := m.nodesGone[node]
+	delete(m.nodesGone, node)
+	return gone
+}
+
+// tombstoned reports whether the memo keeps a tombstone of the node (its Node or its Lease
+// deleted).
+func (m *leaseMemo) tombstoned(node string) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.nodesGone[node] || m.m[node].Deleted
+}
+
+// dropTombstones forgets the node's tombstones: its last pod is gone.
+func (m *leaseMemo) dropTombstones(node string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.nodesGone, node)
+	if m.m[node].Deleted {
+		delete(m.m, node)
+	}
+}
+
+// size is how many nodes the memo holds anything of (tests).
+func (m *leaseMemo) size() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := len(m.m)
+	for node := range m.nodesGone {
+		if _, ok := m.m[node]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // RenewalMargin: a renewal seen within this margin before the node's Lease lapses counts as
@@ -193,7 +282,8 @@ func (r *ServiceRegistryReconciler) leaseRequeue(s *reconcileScope) ctrl.Result 
 	return ctrl.Result{RequeueAfter: s.leaseCheck.Sub(r.Clock.Now()) + 50*time.Millisecond}
 }
 
-// registriesForLease maps a node Lease to the registries selecting pods on that node.
+// registriesForLease maps a node Lease (or a Node: they share their name) to the registries
+// selecting pods on that node.
 func (r *ServiceRegistryReconciler) registriesForLease(ctx context.Context, lease client.Object) []reconcile.Request {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.MatchingFields{podNodeNameField: lease.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
@@ -227,9 +317,25 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 			r.leases.record(e.Object)
 			return true
 		},
+		// A deleted Lease renews no more: its last state is kept (leaseMemo) while the node
+		// has pods, so that they stay out once it lapsed, rather than look like pods of a
+		// node never seen. Nothing changes at once: no reconcile.
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			r.leases.forget(e.Object)
-			r.leasesSeen.forget(e.Object.GetName())
+			if e.Object.GetNamespace() != NodeLeaseNamespace {
+				return false
+			}
+			node := e.Object.GetName()
+			if r.leases != nil {
+				last, _ := r.leases.get(node)
+				if l, ok := e.Object.(*coordinationv1.Lease); ok {
+					last = nodeLease(l)
+				}
+				r.leases.leaseDeleted(node, r.leasesSeen.withObservation(last, node), r.nodeHasPods(node))
+			}
+			r.leasesSeen.forget(node)
+			// a released node stays released until renewed: one whose Lease is gone renews
+			// no more, and a new Lease starts it over
+			r.leaseGuard().releaser.Forget(node)
 			return false
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
@@ -250,4 +356,72 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 			return revives
 		},
 	}
+}
+
+// nodeEvents passes the Node events that change the verdict on the node's pods, after noting
+// them (leaseMemo): a Node deleted (its pods are gone with it: they leave the store at once,
+// whatever its Lease says, and stay out), and a Node created again under the name of one seen
+// deleted (its pods are judged by its Lease again). Every other Node event is dropped; a Node
+// seen for the first time (every Node at an operator start) changes nothing.
+func (r *ServiceRegistryReconciler) nodeEvents() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool {
+			return r.leases.nodeCreated(e.Object.GetName())
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			node := e.Object.GetName()
+			r.leases.nodeDeleted(node, r.nodeHasPods(node))
+			r.leaseGuard().releaser.Forget(node)
+			return true
+		},
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// podDeletedFromNode drops the node's tombstones (leaseMemo) once its last pod is deleted.
+func (r *ServiceRegistryReconciler) podDeletedFromNode() handler.EventHandler {
+	return handler.Funcs{
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			pod, ok := e.Object.(*corev1.Pod)
+			if !ok || pod.Spec.NodeName == "" || !r.leases.tombstoned(pod.Spec.NodeName) {
+				return
+			}
+			if !r.nodeHasPods(pod.Spec.NodeName) {
+				r.leases.dropTombstones(pod.Spec.NodeName)
+			}
+		},
+	}
+}
+
+// nodeHasPods reports whether the cache holds a pod on the node; true when it cannot tell: a
+// tombstone wrongly kept costs a map entry (until the node's Node or Lease is created again),
+// one wrongly dropped would register dead pods. The List of a synced cache does not fail; a
+// List while the pod informer syncs may time out.
+func (r *ServiceRegistryReconciler) nodeHasPods(node string) bool {
+	if r.Client == nil {
+		return false
+	}
+	var pods corev1.PodList
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.List(ctx, &pods, client.MatchingFields{podNodeNameField: node}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "list pods of node", "node", node)
+		return true
+	}
+	return len(pods.Items) > 0
+}
+
+// watchNodes adds the watches the node Lease rule needs: node Leases (a Lease renewed after a
+// lapse brings its node's pods back), Nodes (a Node deleted takes its pods out; as metadata,
+// the informer zoneOf reads), and pod deletions (a deleted node's tombstone goes with its last
+// pod).
+func (r *ServiceRegistryReconciler) watchNodes(b *builder.Builder) *builder.Builder {
+	r.leases = newLeaseMemo()
+	return b.
+		Watches(&coordinationv1.Lease{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
+			builder.WithPredicates(r.leaseRenewedAfterLapse())).
+		Watches(&corev1.Node{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
+			builder.OnlyMetadata, builder.WithPredicates(r.nodeEvents())).
+		Watches(&corev1.Pod{}, r.podDeletedFromNode())
 }

@@ -28,10 +28,46 @@ type ownerIndex struct {
 	scopes map[string]map[string]map[store.Scope]bool
 	// failedAt is when reading a store last failed: not retried within ownerScanRetry.
 	failedAt map[string]time.Time
-	// done are the registries whose records under other names were removed since start.
-	done map[types.UID]bool
+	// done are the registries whose records under other names were removed since start: by
+	// name, the UID of the registry of that name that was done (a registry created again
+	// under the name is not).
+	done map[types.NamespacedName]types.UID
 	// retry are old service names whose removal failed, per registry.
-	retry map[types.UID]map[string]bool
+	retry map[types.NamespacedName]retryNames
+}
+
+// retryNames are a registry's old service names whose removal failed.
+type retryNames struct {
+	uid   types.UID
+	names map[string]bool
+}
+
+// Bounded: done and retry hold only registries that exist (forget drops a deleted one), and
+// scopes, read once per store, loses each registry's entry once it is done or deleted; what
+// remains of it are the owners no registry claims since start (records the operator left while
+// it was not running).
+
+// forget drops everything the index holds of a registry that is gone.
+func (ix *ownerIndex) forget(name types.NamespacedName) {
+	if ix == nil {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, uid := range []types.UID{ix.done[name], ix.retry[name].uid} {
+		if uid != "" {
+			ix.dropScanned(uid)
+		}
+	}
+	delete(ix.done, name)
+	delete(ix.retry, name)
+}
+
+// dropScanned drops an owner from what was read of the stores (ix.mu held).
+func (ix *ownerIndex) dropScanned(uid types.UID) {
+	for _, byOwner := range ix.scopes {
+		delete(byOwner, string(uid))
+	}
 }
 
 // ownerScanRetry spaces the attempts to read a store that failed.
@@ -40,7 +76,7 @@ const ownerScanRetry = 5 * time.Second
 func newOwnerIndex() *ownerIndex {
 	return &ownerIndex{
 		scopes: map[string]map[string]map[store.Scope]bool{}, failedAt: map[string]time.Time{},
-		done: map[types.UID]bool{}, retry: map[types.UID]map[string]bool{},
+		done: map[types.NamespacedName]types.UID{}, retry: map[types.NamespacedName]retryNames{},
 	}
 }
 
@@ -106,9 +142,12 @@ func (r *ServiceRegistryReconciler) oldServices(ctx context.Context, reg *v1alph
 	for _, svc := range r.known.services(client.ObjectKeyFromObject(reg)) {
 		set[svc] = true
 	}
+	name := client.ObjectKeyFromObject(reg)
 	r.owners.mu.Lock()
-	maps.Copy(set, r.owners.retry[reg.UID])
-	done := r.owners.done[reg.UID]
+	if rt := r.owners.retry[name]; rt.uid == reg.UID {
+		maps.Copy(set, rt.names)
+	}
+	done := r.owners.done[name] == reg.UID
 	r.owners.mu.Unlock()
 	complete = true
 	if !done {
@@ -135,15 +174,20 @@ func (r *ServiceRegistryReconciler) retireOldScope(ctx context.Context, s *recon
 			errs = append(errs, err)
 		}
 	}
+	name := client.ObjectKeyFromObject(s.reg)
 	r.owners.mu.Lock()
 	defer r.owners.mu.Unlock()
 	if len(failed) > 0 {
-		r.owners.retry[s.reg.UID] = failed
+		r.owners.retry[name] = retryNames{uid: s.reg.UID, names: failed}
 	} else {
-		delete(r.owners.retry, s.reg.UID)
+		delete(r.owners.retry, name)
 	}
 	if complete && len(failed) == 0 {
-		r.owners.done[s.reg.UID] = true
+		if old := r.owners.done[name]; old != "" && old != s.reg.UID {
+			r.owners.dropScanned(old) // a registry of that name deleted before, its deletion unseen
+		}
+		r.owners.done[name] = s.reg.UID
+		r.owners.dropScanned(s.reg.UID) // never looked up again
 	}
 	return errors.Join(errs...)
 }

@@ -233,6 +233,7 @@ func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	forgetEndpointStates(name)
 	r.unpublish(name)
 	r.forgetLeaseGuard(name)
+	r.owners.forget(name)
 }
 
 // GateRetry is how soon a reconcile whose gate flip failed comes back when it also has a

@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -187,9 +186,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.registriesOfService)),
 			builder.WithPredicates(notStatusOnly(r.status.echoes)))
 	if r.NodeLeaseTimeout > 0 {
-		r.leases = newLeaseMemo()
-		b = b.Watches(&coordinationv1.Lease{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
-			builder.WithPredicates(r.leaseRenewedAfterLapse()))
+		b = r.watchNodes(b)
 	}
 	// antiEntropy notes its own triggers (store-watch, store-resync) as it sends.
 	b = b.WatchesRawSource(source.Channel(repairs, &handler.EnqueueRequestForObject{}))

@@ -254,7 +254,8 @@ func containerPort(pod *corev1.Pod, name string) (int32, bool) {
 	return 0, false
 }
 
-// NodeLease is what eligibility needs of a node's coordination.k8s.io Lease.
+// NodeLease is what eligibility needs of a node's coordination.k8s.io Lease, and of the
+// node's fate: whether the Lease, or the Node itself, was seen deleted.
 type NodeLease struct {
 	RenewTime    time.Time
 	DurationSecs int32
@@ -262,6 +263,43 @@ type NodeLease struct {
 	// clock. It then replaces RenewTime: the kubelet's clock may be skewed from the
 	// operator's, and a renewal seen is proof the node was alive when it was seen.
 	ObservedAt time.Time
+	// Deleted: the Lease was deleted; the fields above are its last state. A deleted Lease
+	// renews no more: the node lapses when that last renewal runs out, and only a new Lease
+	// brings it back.
+	Deleted bool
+	// NodeDeleted: the Node was seen deleted (and not created again since): its pods are gone
+	// with it, whatever its Lease says.
+	NodeDeleted bool
+}
+
+// Gone reports whether the Lease or the Node was seen deleted: what the API server said,
+// not what a lapse suggests.
+func (l NodeLease) Gone() bool { return l.Deleted || l.NodeDeleted }
+
+// NodeLost decides whether the pods of a node whose Lease (and fate) is l count as lost at
+// now — their endpoints leave the store, reason NodeLeaseExpired — and when to decide again
+// if nothing else changes:
+//   - a Node seen deleted is lost at once, whether its Lease had lapsed or not: node deletion
+//     means its pods are gone (the pod garbage collector deletes them 40 s or more later);
+//   - otherwise the node is lost once its Lease lapsed (LeaseExpiry), the Lease still there
+//     or deleted since (a deleted Lease renews no more); alive before, to be re-checked at
+//     the expiry;
+//   - a Lease with no renewal (or no duration and no maxAge) never lapses here.
+//
+// A lost node is re-checked every LapsedLeaseRecheck. A node the operator never saw (no
+// Lease, no deletion) is not judged at all: the caller passes no NodeLease.
+func NodeLost(l NodeLease, maxAge time.Duration, now time.Time) (lost bool, recheckAt time.Time) {
+	if l.NodeDeleted {
+		return true, now.Add(LapsedLeaseRecheck)
+	}
+	expiry, ok := LeaseExpiry(l, maxAge)
+	switch {
+	case !ok:
+		return false, time.Time{}
+	case now.Before(expiry):
+		return false, expiry // registered until then, unless renewed
+	}
+	return true, now.Add(LapsedLeaseRecheck)
 }
 
 // LeaseExpiry is when a node whose Lease was last renewed as given counts as lost: the

@@ -23,7 +23,9 @@ type Facts struct {
 	OlderClaim string
 	// PortErr is set when a targetPort of the registry names no container port of the pod.
 	PortErr error
-	// NodeLease is the Lease of the pod's node, nil when unknown or not checked.
+	// NodeLease is the Lease of the pod's node (or its last state, and whether the Lease or
+	// the Node was deleted), nil when the node is unknown or not checked: a node the operator
+	// never saw, or one deleted before it started, is judged by the pod's own status.
 	NodeLease *NodeLease
 	// LeaseMaxAge caps how long after its last renewal a node counts as alive (see LeaseExpiry).
 	LeaseMaxAge time.Duration
@@ -88,16 +90,12 @@ func nodeLease(f Facts, d *Decision) bool {
 	if f.NodeLease == nil {
 		return false
 	}
-	expiry, ok := LeaseExpiry(*f.NodeLease, f.LeaseMaxAge)
-	if !ok {
-		return false
-	}
-	if f.Now.Before(expiry) {
-		d.RecheckAt = expiry // registered until then, unless renewed
+	lost, recheck := NodeLost(*f.NodeLease, f.LeaseMaxAge, f.Now)
+	d.RecheckAt = recheck
+	if !lost {
 		return false
 	}
 	d.Verdict = Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonNodeLeaseExpired}
-	d.RecheckAt = f.Now.Add(LapsedLeaseRecheck)
 	return true
 }
 

@@ -202,8 +202,9 @@ func (d Decision) Message(held int) string {
 
 // Releaser releases the held removals of a partial disruption in a large cluster, one
 // lapsed node at a time at a steady rate (a token bucket of burst 1, like the node lifecycle
-// controller's eviction queue). A released node stays released until its Lease is renewed
-// (Forget). Safe for concurrent use.
+// controller's eviction queue). A released node stays released until its Lease is renewed or
+// deleted, or its Node deleted (Forget): the set holds only nodes that still exist and stay
+// lapsed. Safe for concurrent use.
 type Releaser struct {
 	mu       sync.Mutex
 	tokens   float64
@@ -239,7 +240,7 @@ func (r *Releaser) Released(node string, rate float64, now time.Time) bool {
 	return true
 }
 
-// Forget drops a node's release: its Lease was renewed.
+// Forget drops a node's release: its Lease was renewed or deleted, or its Node deleted.
 func (r *Releaser) Forget(node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
