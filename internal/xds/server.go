@@ -66,7 +66,7 @@ type registryState struct {
 	eps  map[string]endpointState
 	cla  *endpointv3.ClusterLoadAssignment
 	port string // the port name published
-	// duplicates are the remote endpoints left out of cla (address already published).
+	// duplicates are the endpoints left out of cla (address already published; locality.Build).
 	duplicates string
 	// healthy maps each HEALTHY pod to the publish that first made it HEALTHY at its
 	// current address (the readiness gate may wait for clients to acknowledge it).
@@ -206,7 +206,7 @@ func (s *Server) refreshLocked(st *registryState) bool {
 	if d := strings.Join(dups, ","); d != st.duplicates {
 		st.duplicates = d
 		if d != "" {
-			s.log.Info("other clusters' endpoints left out of the xDS assignment: their address is already published",
+			s.log.Info("endpoints left out of the xDS assignment: their address is already published (gRPC rejects an assignment that repeats one)",
 				"name", st.name, "endpoints", dups)
 		}
 	}
