@@ -59,19 +59,20 @@ type clientState struct {
 	acked   map[string]string // type URL → version last acknowledged
 	nacks   int
 	limiter *rate.Limiter
-	// names is, per type URL, what the stream's last state-of-the-world request asked for
-	// (nil: a wildcard), so that a request for names it did not ask for before counts
-	// against the limiter.
-	names map[string]map[string]bool
+	// subs is, per type URL, what the stream's state-of-the-world requests subscribed to,
+	// so that a request for names it did not ask for before counts against the limiter.
+	subs map[string]subscription
 	// lastNames is, per type URL, the names of the stream's last state-of-the-world request
 	// as it sent them: an ACK that repeats them (every ACK of a gRPC client does) costs no
 	// new set.
 	lastNames map[string][]string
-	// edsSubs are the ClusterLoadAssignments the client subscribes to (its last EDS
-	// request's names); edsAcked maps each to the publish (cache version) of the content it
-	// last acknowledged. Both feed the readiness gate's wait for ACKs (Server.Acknowledged).
-	edsSubs  map[string]bool
-	edsAll   bool // a wildcard EDS request (no names): every ClusterLoadAssignment
+	// eds is the stream's subscription to ClusterLoadAssignments as the server serves it
+	// (nil before its first EDS request): a state-of-the-world stream's edsSubscription
+	// (sotw.go), a delta stream's deltaEDS. edsAcked maps each ClusterLoadAssignment to the
+	// publish (cache version) of the content the client last acknowledged. Both feed the
+	// readiness gate's wait for ACKs (Server.Acknowledged).
+	eds      interface{ has(name string) bool }
+	deltaEDS subscription
 	edsAcked map[string]uint64
 }
 
@@ -126,7 +127,7 @@ func (a *ackTracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
 func (a *ackTracker) open(_ context.Context, id int64, _ string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, names: map[string]map[string]bool{},
+	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, subs: map[string]subscription{},
 		lastNames: map[string][]string{},
 		limiter:   rate.NewLimiter(rate.Limit(a.s.cfg.requestRate()), a.s.cfg.requestBurst())}
 	clients.Set(float64(len(a.streams)))
@@ -188,46 +189,30 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), newNames, time.Now())
 }
 
-// subscribe records the names of a state-of-the-world request of typeURL and tells whether
-// it asks for a name the stream's previous request of that type did not (or is its first).
-// The same names in the same order as the previous request are the common case (an ACK) and
-// cost a comparison, not a new set.
+// subscribe records a state-of-the-world request of typeURL naming names (subscription.go)
+// and tells whether it asks for something the stream's subscription of that type did not
+// have (or is its first request of the type). The same names in the same order as the
+// previous request are the common case (an ACK) and cost a comparison, not a new set.
 func (st *clientState) subscribe(typeURL string, names []string) (newNames bool) {
 	if last, seen := st.lastNames[typeURL]; seen && slices.Equal(last, names) {
 		return false
 	}
-	subs := make(map[string]bool, len(names))
-	for _, n := range names {
-		subs[n] = true
-	}
-	prev, seen := st.names[typeURL]
-	newNames = !seen || asksForMore(prev, subs)
-	if len(subs) == 0 {
-		subs = nil // a wildcard
-	}
-	st.names[typeURL] = subs
+	prev, seen := st.subs[typeURL]
+	next := prev // sotw replaces the names' map: prev keeps its own
+	next.sotw(names)
+	st.subs[typeURL] = next
 	st.lastNames[typeURL] = names
-	if typeURL == resourcev3.EndpointType {
-		st.edsSubs, st.edsAll = subs, len(subs) == 0
-	}
-	return newNames
+	return !seen || next.asksForMore(&prev)
 }
 
-// asksForMore tells whether a state-of-the-world request for names (nil or empty: a
-// wildcard) asks for something the previous one (prev, nil: a wildcard) did not.
-func asksForMore(prev, names map[string]bool) bool {
-	if prev == nil {
-		return false // the previous request already asked for everything
+// serveEDS makes sub the EDS subscription of state-of-the-world stream id (at its first
+// EDS request): the readiness gate waits for the stream when sub has the name.
+func (a *ackTracker) serveEDS(id int64, sub *edsSubscription) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st := a.streams[id]; st != nil {
+		st.eds = sub
 	}
-	if len(names) == 0 {
-		return true // a wildcard after names
-	}
-	for n := range names {
-		if !prev[n] {
-			return true
-		}
-	}
-	return false
 }
 
 // answer handles a request of either protocol: the first one names the node; one that
@@ -370,7 +355,7 @@ func (a *ackTracker) waitingFor(name string, seq uint64) int {
 	defer a.mu.Unlock()
 	n := 0
 	for _, st := range a.streams {
-		if (st.edsAll || st.edsSubs[name]) && st.edsAcked[name] < seq {
+		if st.eds != nil && st.eds.has(name) && st.edsAcked[name] < seq {
 			n++
 		}
 	}

@@ -11,8 +11,8 @@ import (
 // Delta (incremental) xDS streams are followed like state-of-the-world ones: each response's
 // resources are stamped with the publish they hold (its system_version_info is the cache
 // version), and the request that answers its nonce is the ACK, or the NACK with
-// error_detail. Subscriptions are incremental (subscribe / unsubscribe lists; none on the
-// first request, or "*", is a wildcard).
+// error_detail. Subscriptions are incremental (subscribe / unsubscribe lists), by the rules
+// of subscription.go.
 
 // deltaResponse records what a delta response on stream id holds, before it is sent.
 func (a *ackTracker) deltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
@@ -43,24 +43,8 @@ func (a *ackTracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryReque
 	a.mu.Lock()
 	newNames := len(req.GetResourceNamesSubscribe()) > 0
 	if st := a.streams[id]; st != nil && req.GetTypeUrl() == resourcev3.EndpointType {
-		if st.edsSubs == nil {
-			st.edsSubs = map[string]bool{}
-			st.edsAll = len(req.GetResourceNamesSubscribe()) == 0
-		}
-		for _, n := range req.GetResourceNamesSubscribe() {
-			if n == "*" {
-				st.edsAll = true
-				continue
-			}
-			st.edsSubs[n] = true
-		}
-		for _, n := range req.GetResourceNamesUnsubscribe() {
-			if n == "*" {
-				st.edsAll = false
-				continue
-			}
-			delete(st.edsSubs, n)
-		}
+		st.deltaEDS.delta(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
+		st.eds = &st.deltaEDS
 	}
 	a.mu.Unlock()
 	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), "",
