@@ -89,7 +89,7 @@ type ClientStatus struct {
 type ackTracker struct {
 	s       *Server
 	mu      sync.Mutex
-	history map[string]map[string][]stamp // type URL → name → stamps, oldest first
+	history map[string]map[string][]stamp // type URL → published name → stamps, oldest first (forget)
 	streams map[int64]*clientState
 }
 
@@ -110,6 +110,22 @@ func (a *ackTracker) stamp(typeURL, name string, seq uint64, at time.Time) {
 		h = h[len(h)-historyLen:]
 	}
 	byName[name] = h
+}
+
+// forget drops what is kept of a resource that is no longer published: its publish history
+// and every stream's acknowledged version of it. So the history holds the published
+// resources only (at most historyLen stamps each), and a stream's ACKs the published
+// ClusterLoadAssignments it acknowledged.
+func (a *ackTracker) forget(typeURL, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.history[typeURL], name)
+	if typeURL != resourcev3.EndpointType {
+		return
+	}
+	for _, st := range a.streams {
+		delete(st.edsAcked, name)
+	}
 }
 
 // stampOf is the publish of name that a response at cache version seq holds: the newest at
@@ -262,7 +278,9 @@ func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack
 				st.edsAcked = map[string]uint64{}
 			}
 			for _, it := range sent.items {
-				st.edsAcked[it.name] = max(st.edsAcked[it.name], it.seq)
+				if _, published := a.history[typeURL][it.name]; published { // not deleted since
+					st.edsAcked[it.name] = max(st.edsAcked[it.name], it.seq)
+				}
 			}
 		}
 	}

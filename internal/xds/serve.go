@@ -78,6 +78,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.waitWarm(ctx)
+	s.mu.Lock()
+	s.seen = nil // warm: markSeen keeps nothing more
+	s.mu.Unlock()
 	if ctx.Err() != nil {
 		return nil
 	}
