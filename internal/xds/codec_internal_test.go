@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -146,4 +147,30 @@ func FuzzRequestCodec(f *testing.F) {
 			t.Fatalf("codec decoded %v, protobuf %v", got, want)
 		}
 	})
+}
+
+// TestNameListsAreBoundedByBytes: the shared name lists hold at most 8 MiB of names,
+// however big and many the lists clients send.
+func TestNameListsAreBoundedByBytes(t *testing.T) {
+	c := newRequestCodec()
+	for i := range 100 {
+		list := make([]string, 200)
+		for j := range list {
+			list[j] = fmt.Sprintf("%04d-%04d-%s", i, j, strings.Repeat("x", 1000)) // ~200 KiB per list
+		}
+		b, err := proto.Marshal(&discoveryv3.DiscoveryRequest{ResourceNames: list})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.names.unmarshal(b, &discoveryv3.DiscoveryRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		kept := 0
+		for k := range c.names.lists {
+			kept += len(k)
+		}
+		if kept > 8<<20 {
+			t.Fatalf("after %d lists of ~200 KiB: %d bytes of names kept, bound 8 MiB", i+1, kept)
+		}
+	}
 }
