@@ -59,20 +59,20 @@ type clientState struct {
 	acked   map[string]string // type URL → version last acknowledged
 	nacks   int
 	limiter *rate.Limiter
-	// subs is, per type URL, what the stream's state-of-the-world requests subscribed to,
-	// so that a request for names it did not ask for before counts against the limiter.
-	subs map[string]subscription
+	// subs is, per type URL, what the stream's requests subscribed to, so that a request for
+	// names it did not ask for before counts against the limiter, and one that subscribes to
+	// too many is refused (MaxSubscribedNames).
+	subs map[string]*subscription
 	// lastNames is, per type URL, the names of the stream's last state-of-the-world request
 	// as it sent them: an ACK that repeats them (every ACK of a gRPC client does) costs no
 	// new set.
 	lastNames map[string][]string
 	// eds is the stream's subscription to ClusterLoadAssignments as the server serves it
 	// (nil before its first EDS request): a state-of-the-world stream's edsSubscription
-	// (sotw.go), a delta stream's deltaEDS. edsAcked maps each ClusterLoadAssignment to the
+	// (sotw.go), a delta stream's subs entry. edsAcked maps each ClusterLoadAssignment to the
 	// publish (cache version) of the content the client last acknowledged. Both feed the
 	// readiness gate's wait for ACKs (Server.Acknowledged).
 	eds      interface{ has(name string) bool }
-	deltaEDS subscription
 	edsAcked map[string]uint64
 }
 
@@ -143,7 +143,7 @@ func (a *ackTracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
 func (a *ackTracker) open(_ context.Context, id int64, _ string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, subs: map[string]subscription{},
+	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, subs: map[string]*subscription{},
 		lastNames: map[string][]string{},
 		limiter:   rate.NewLimiter(rate.Limit(a.s.cfg.requestRate()), a.s.cfg.requestBurst())}
 	clients.Set(float64(len(a.streams)))
@@ -191,6 +191,10 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		a.mu.Unlock()
 		return nil
 	}
+	if n := len(req.GetResourceNames()); n > MaxSubscribedNames {
+		a.mu.Unlock()
+		return a.tooManyNames(req.GetNode().GetId(), n)
+	}
 	newNames := st.subscribe(req.GetTypeUrl(), req.GetResourceNames())
 	if sent, ok := st.pending[req.GetTypeUrl()]; ok && req.GetErrorDetail() != nil && req.GetResponseNonce() == sent.nonce &&
 		!strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
@@ -213,12 +217,25 @@ func (st *clientState) subscribe(typeURL string, names []string) (newNames bool)
 	if last, seen := st.lastNames[typeURL]; seen && slices.Equal(last, names) {
 		return false
 	}
-	prev, seen := st.subs[typeURL]
-	next := prev // sotw replaces the names' map: prev keeps its own
-	next.sotw(names)
-	st.subs[typeURL] = next
+	sub, seen := st.subs[typeURL]
+	if !seen {
+		sub = &subscription{}
+		st.subs[typeURL] = sub
+	}
+	prev := *sub // sotw replaces the names' map: prev keeps its own
+	sub.sotw(names)
 	st.lastNames[typeURL] = names
-	return !seen || next.asksForMore(&prev)
+	return !seen || sub.asksForMore(&prev)
+}
+
+// tooManyNames closes a stream that subscribes to more than MaxSubscribedNames names of a
+// type (n).
+func (a *ackTracker) tooManyNames(node string, n int) error {
+	streamsRefused.Inc()
+	a.s.log.Info("closing an xDS stream that subscribes to more names than the server accepts", "node", node, "names", n,
+		"max", MaxSubscribedNames)
+	return status.Errorf(codes.ResourceExhausted, "%d resource names subscribed, more than %d (ask for \"*\" to get every one)",
+		n, MaxSubscribedNames)
 }
 
 // serveEDS makes sub the EDS subscription of state-of-the-world stream id (at its first

@@ -37,14 +37,27 @@ func (a *ackTracker) deltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryReques
 	st.pending[resp.GetTypeUrl()] = sent
 }
 
-// deltaRequest updates the stream's EDS subscriptions and hands an ACK or NACK to the same
-// accounting as a state-of-the-world one.
+// deltaRequest updates the stream's subscriptions (closing a stream that subscribes to more
+// than MaxSubscribedNames names of a type) and hands an ACK or NACK to the same accounting
+// as a state-of-the-world one.
 func (a *ackTracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	a.mu.Lock()
 	newNames := len(req.GetResourceNamesSubscribe()) > 0
-	if st := a.streams[id]; st != nil && req.GetTypeUrl() == resourcev3.EndpointType {
-		st.deltaEDS.delta(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
-		st.eds = &st.deltaEDS
+	if st := a.streams[id]; st != nil {
+		sub := st.subs[req.GetTypeUrl()]
+		if sub == nil {
+			sub = &subscription{}
+			st.subs[req.GetTypeUrl()] = sub
+		}
+		sub.delta(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
+		if n := len(sub.names); n > MaxSubscribedNames {
+			node := st.node
+			a.mu.Unlock()
+			return a.tooManyNames(node, n)
+		}
+		if req.GetTypeUrl() == resourcev3.EndpointType {
+			st.eds = sub
+		}
 	}
 	a.mu.Unlock()
 	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), "",

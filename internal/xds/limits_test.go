@@ -144,6 +144,8 @@ func TestPlaintextOnlyOnLoopback(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "--xds-allow-insecure") {
 				t.Errorf("%s: Start = %v, want an error naming --xds-allow-insecure", addr, err)
 			}
+			cancel()
+			continue
 		case <-s.Listening():
 			t.Errorf("%s: a plaintext server listens on %s", addr, s.Addr())
 		case <-time.After(10 * time.Second):
@@ -151,5 +153,17 @@ func TestPlaintextOnlyOnLoopback(t *testing.T) {
 		}
 		cancel()
 		<-done
+	}
+}
+
+// TestAllowInsecure: with AllowInsecure a plaintext server listens on every interface.
+func TestAllowInsecure(t *testing.T) {
+	s, stopped, err := runServer(t, xds.Config{BindAddress: ":0", AllowInsecure: true})
+	select {
+	case <-s.Listening():
+	case <-stopped:
+		t.Fatalf("server did not start: %v", *err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not listen")
 	}
 }

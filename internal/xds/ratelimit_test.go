@@ -90,7 +90,7 @@ func TestAsksForMore(t *testing.T) {
 // what each asks for anew, and the subscription after it.
 func TestSubscribeSequence(t *testing.T) {
 	const eds = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	st := &clientState{subs: map[string]subscription{}, lastNames: map[string][]string{}}
+	st := &clientState{subs: map[string]*subscription{}, lastNames: map[string][]string{}}
 	for _, step := range []struct {
 		name    string
 		names   []string
@@ -112,13 +112,13 @@ func TestSubscribeSequence(t *testing.T) {
 		if got := st.subscribe(eds, step.names); got != step.newOnes {
 			t.Errorf("%s: subscribe = %v, want %v", step.name, got, step.newOnes)
 		}
-		if got := show(st.subs[eds]); got != step.subs {
+		if got := show(*st.subs[eds]); got != step.subs {
 			t.Errorf("%s: subscription %q, want %q", step.name, got, step.subs)
 		}
 	}
 	// A first request naming nothing is the legacy wildcard.
-	st = &clientState{subs: map[string]subscription{}, lastNames: map[string][]string{}}
-	if !st.subscribe(eds, nil) || show(st.subs[eds]) != "*" {
-		t.Errorf("a first request naming nothing: %q, want the wildcard", show(st.subs[eds]))
+	st = &clientState{subs: map[string]*subscription{}, lastNames: map[string][]string{}}
+	if !st.subscribe(eds, nil) || show(*st.subs[eds]) != "*" {
+		t.Errorf("a first request naming nothing: %q, want the wildcard", show(*st.subs[eds]))
 	}
 }
