@@ -52,6 +52,9 @@ func (a *ackTracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryReque
 		sub.delta(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
 		if n := len(sub.names); n > MaxSubscribedNames {
 			node := st.node
+			if node == "" { // its first request
+				node = req.GetNode().GetId()
+			}
 			a.mu.Unlock()
 			return a.tooManyNames(node, n)
 		}

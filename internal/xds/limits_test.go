@@ -167,3 +167,42 @@ func TestAllowInsecure(t *testing.T) {
 		t.Fatal("server did not listen")
 	}
 }
+
+// TestDeltaSubscriptionLimit: a delta stream's subscriptions add up; beyond 10,000 names of
+// a type the stream is closed.
+func TestDeltaSubscriptionLimit(t *testing.T) {
+	s := startServer(t, xds.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(dial(t, s)).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(from int) []string {
+		out := make([]string, 6000)
+		for i := range out {
+			out[i] = fmt.Sprintf("n%d", from+i)
+		}
+		return out
+	}
+	_ = st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "delta-big"}, TypeUrl: resourcev3.EndpointType,
+		ResourceNamesSubscribe: batch(0)})
+	_ = st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: batch(6000)})
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := st.Recv(); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-errc:
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("stream ended with %v, want ResourceExhausted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a delta stream subscribed to 12,000 names was not closed")
+	}
+}
