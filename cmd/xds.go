@@ -20,6 +20,10 @@ type xdsConfig struct {
 	certFile     string
 	keyFile      string
 	clientCAFile string
+	// allowInsecure lets a plaintext server bind an address other than loopback.
+	allowInsecure bool
+	// maxStreamsPerPeer bounds the streams open from one client IP address.
+	maxStreamsPerPeer int
 	// gateAckTimeout, when positive, makes readiness gates wait for the xDS clients' ACKs.
 	gateAckTimeout time.Duration
 	// remoteLocalities serves other clusters' records of a shared store at priority 1.
@@ -31,6 +35,8 @@ func bindXDSFlags(fs *flag.FlagSet, c *xdsConfig) {
 	fs.StringVar(&c.certFile, "xds-cert-file", "", "TLS certificate of the xDS server (re-read on every handshake); empty serves plaintext.")
 	fs.StringVar(&c.keyFile, "xds-key-file", "", "TLS key of the xDS server.")
 	fs.StringVar(&c.clientCAFile, "xds-client-ca-file", "", "CA bundle that xDS clients' certificates must chain to (mTLS); needs --xds-cert-file.")
+	fs.BoolVar(&c.allowInsecure, "xds-allow-insecure", false, "Serve plaintext xDS on an address other than loopback (e.g. :18000 for clients in other pods). xDS has no authentication of its own: any client that reaches the port can read every served service's endpoints. Without it and without --xds-cert-file, --xds-bind-address must be a loopback address (docs/security.md).")
+	fs.IntVar(&c.maxStreamsPerPeer, "xds-max-streams-per-peer", xds.DefaultMaxStreamsPerPeer, "ADS streams one client IP address may hold open at a time; the next is refused (RESOURCE_EXHAUSTED). Raise it for many clients behind one address (NAT, host network).")
 	fs.BoolVar(&c.remoteLocalities, "xds-remote-localities", true, "With --store-shared and --xds-bind-address: also serve the other clusters' instances of each service from the shared store, at priority 1 (one locality per cluster and zone), so that gRPC clients fail over to them when this cluster has none; false serves this cluster's pods only (docs/xds.md).")
 	fs.DurationVar(&c.gateAckTimeout, "xds-gate-ack-timeout", 0, "When positive, a new pod's readiness gate also waits until every connected xDS client subscribed to its registry has acknowledged the pod, for at most this long after it was pushed (a dead client cannot hold a gate longer); 0 does not wait (docs/xds.md).")
 }
@@ -44,6 +50,12 @@ func (c xdsConfig) validate() error {
 	}
 	if c.clientCAFile != "" && c.certFile == "" {
 		return fmt.Errorf("--xds-client-ca-file needs --xds-cert-file and --xds-key-file")
+	}
+	if c.maxStreamsPerPeer < 1 {
+		return fmt.Errorf("--xds-max-streams-per-peer must be at least 1")
+	}
+	if c.bindAddress != "" {
+		return xds.CheckBind(c.bindAddress, c.certFile != "", c.allowInsecure)
 	}
 	return nil
 }
@@ -68,6 +80,7 @@ func setupXDS(mgr ctrl.Manager, cfg config, cli remote.Store) (*xds.Server, erro
 	}
 	srv := xds.New(xds.Config{
 		BindAddress: c.bindAddress, CertFile: c.certFile, KeyFile: c.keyFile, ClientCAFile: c.clientCAFile,
+		AllowInsecure: c.allowInsecure, MaxStreamsPerPeer: c.maxStreamsPerPeer,
 		Expected: func(ctx context.Context) ([]types.NamespacedName, error) {
 			var list v1alpha1.ServiceRegistryList
 			if err := mgr.GetClient().List(ctx, &list); err != nil {

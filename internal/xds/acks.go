@@ -59,19 +59,20 @@ type clientState struct {
 	acked   map[string]string // type URL → version last acknowledged
 	nacks   int
 	limiter *rate.Limiter
-	// names is, per type URL, what the stream's last state-of-the-world request asked for
-	// (nil: a wildcard), so that a request for names it did not ask for before counts
-	// against the limiter.
-	names map[string]map[string]bool
+	// subs is, per type URL, what the stream's requests subscribed to, so that a request for
+	// names it did not ask for before counts against the limiter, and one that subscribes to
+	// too many is refused (MaxSubscribedNames).
+	subs map[string]*subscription
 	// lastNames is, per type URL, the names of the stream's last state-of-the-world request
 	// as it sent them: an ACK that repeats them (every ACK of a gRPC client does) costs no
 	// new set.
 	lastNames map[string][]string
-	// edsSubs are the ClusterLoadAssignments the client subscribes to (its last EDS
-	// request's names); edsAcked maps each to the publish (cache version) of the content it
-	// last acknowledged. Both feed the readiness gate's wait for ACKs (Server.Acknowledged).
-	edsSubs  map[string]bool
-	edsAll   bool // a wildcard EDS request (no names): every ClusterLoadAssignment
+	// eds is the stream's subscription to ClusterLoadAssignments as the server serves it
+	// (nil before its first EDS request): a state-of-the-world stream's edsSubscription
+	// (sotw.go), a delta stream's subs entry. edsAcked maps each ClusterLoadAssignment to the
+	// publish (cache version) of the content the client last acknowledged. Both feed the
+	// readiness gate's wait for ACKs (Server.Acknowledged).
+	eds      interface{ has(name string) bool }
 	edsAcked map[string]uint64
 }
 
@@ -88,7 +89,7 @@ type ClientStatus struct {
 type ackTracker struct {
 	s       *Server
 	mu      sync.Mutex
-	history map[string]map[string][]stamp // type URL → name → stamps, oldest first
+	history map[string]map[string][]stamp // type URL → published name → stamps, oldest first (forget)
 	streams map[int64]*clientState
 }
 
@@ -111,6 +112,22 @@ func (a *ackTracker) stamp(typeURL, name string, seq uint64, at time.Time) {
 	byName[name] = h
 }
 
+// forget drops what is kept of a resource that is no longer published: its publish history
+// and every stream's acknowledged version of it. So the history holds the published
+// resources only (at most historyLen stamps each), and a stream's ACKs the published
+// ClusterLoadAssignments it acknowledged.
+func (a *ackTracker) forget(typeURL, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.history[typeURL], name)
+	if typeURL != resourcev3.EndpointType {
+		return
+	}
+	for _, st := range a.streams {
+		delete(st.edsAcked, name)
+	}
+}
+
 // stampOf is the publish of name that a response at cache version seq holds: the newest at
 // or below seq (a response is built from the cache at its version).
 func (a *ackTracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
@@ -126,7 +143,7 @@ func (a *ackTracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
 func (a *ackTracker) open(_ context.Context, id int64, _ string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, names: map[string]map[string]bool{},
+	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, subs: map[string]*subscription{},
 		lastNames: map[string][]string{},
 		limiter:   rate.NewLimiter(rate.Limit(a.s.cfg.requestRate()), a.s.cfg.requestBurst())}
 	clients.Set(float64(len(a.streams)))
@@ -174,6 +191,10 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		a.mu.Unlock()
 		return nil
 	}
+	if n := len(req.GetResourceNames()); n > MaxSubscribedNames {
+		a.mu.Unlock()
+		return a.tooManyNames(req.GetNode().GetId(), n)
+	}
 	newNames := st.subscribe(req.GetTypeUrl(), req.GetResourceNames())
 	if sent, ok := st.pending[req.GetTypeUrl()]; ok && req.GetErrorDetail() != nil && req.GetResponseNonce() == sent.nonce &&
 		!strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
@@ -188,46 +209,43 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), newNames, time.Now())
 }
 
-// subscribe records the names of a state-of-the-world request of typeURL and tells whether
-// it asks for a name the stream's previous request of that type did not (or is its first).
-// The same names in the same order as the previous request are the common case (an ACK) and
-// cost a comparison, not a new set.
+// subscribe records a state-of-the-world request of typeURL naming names (subscription.go)
+// and tells whether it asks for something the stream's subscription of that type did not
+// have (or is its first request of the type). The same names in the same order as the
+// previous request are the common case (an ACK) and cost a comparison, not a new set.
 func (st *clientState) subscribe(typeURL string, names []string) (newNames bool) {
 	if last, seen := st.lastNames[typeURL]; seen && slices.Equal(last, names) {
 		return false
 	}
-	subs := make(map[string]bool, len(names))
-	for _, n := range names {
-		subs[n] = true
+	sub, seen := st.subs[typeURL]
+	if !seen {
+		sub = &subscription{}
+		st.subs[typeURL] = sub
 	}
-	prev, seen := st.names[typeURL]
-	newNames = !seen || asksForMore(prev, subs)
-	if len(subs) == 0 {
-		subs = nil // a wildcard
-	}
-	st.names[typeURL] = subs
+	prev := *sub // sotw replaces the names' map: prev keeps its own
+	sub.sotw(names)
 	st.lastNames[typeURL] = names
-	if typeURL == resourcev3.EndpointType {
-		st.edsSubs, st.edsAll = subs, len(subs) == 0
-	}
-	return newNames
+	return !seen || sub.asksForMore(&prev)
 }
 
-// asksForMore tells whether a state-of-the-world request for names (nil or empty: a
-// wildcard) asks for something the previous one (prev, nil: a wildcard) did not.
-func asksForMore(prev, names map[string]bool) bool {
-	if prev == nil {
-		return false // the previous request already asked for everything
+// tooManyNames closes a stream that subscribes to more than MaxSubscribedNames names of a
+// type (n).
+func (a *ackTracker) tooManyNames(node string, n int) error {
+	streamsRefused.Inc()
+	a.s.log.Info("closing an xDS stream that subscribes to more names than the server accepts", "node", node, "names", n,
+		"max", MaxSubscribedNames)
+	return status.Errorf(codes.ResourceExhausted, "%d resource names subscribed, more than %d (ask for \"*\" to get every one)",
+		n, MaxSubscribedNames)
+}
+
+// serveEDS makes sub the EDS subscription of state-of-the-world stream id (at its first
+// EDS request): the readiness gate waits for the stream when sub has the name.
+func (a *ackTracker) serveEDS(id int64, sub *edsSubscription) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st := a.streams[id]; st != nil {
+		st.eds = sub
 	}
-	if len(names) == 0 {
-		return true // a wildcard after names
-	}
-	for n := range names {
-		if !prev[n] {
-			return true
-		}
-	}
-	return false
 }
 
 // answer handles a request of either protocol: the first one names the node; one that
@@ -277,7 +295,9 @@ func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack
 				st.edsAcked = map[string]uint64{}
 			}
 			for _, it := range sent.items {
-				st.edsAcked[it.name] = max(st.edsAcked[it.name], it.seq)
+				if _, published := a.history[typeURL][it.name]; published { // not deleted since
+					st.edsAcked[it.name] = max(st.edsAcked[it.name], it.seq)
+				}
 			}
 		}
 	}
@@ -370,7 +390,7 @@ func (a *ackTracker) waitingFor(name string, seq uint64) int {
 	defer a.mu.Unlock()
 	n := 0
 	for _, st := range a.streams {
-		if (st.edsAll || st.edsSubs[name]) && st.edsAcked[name] < seq {
+		if st.eds != nil && st.eds.has(name) && st.edsAcked[name] < seq {
 			n++
 		}
 	}

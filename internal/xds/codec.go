@@ -18,8 +18,8 @@ import (
 // DiscoveryRequest's resource names are shared between requests that name the same ones.
 // Every ACK of a gRPC client repeats all the names it subscribes to; decoding them into
 // new strings was 40 % of the bytes the operator allocated in `make bench-xds` (100 names
-// per ACK, thousands of ACKs a second). Here the names' bytes are looked up in a bounded set
-// of the name lists seen before; a hit costs no allocation, and the names are the very
+// per ACK, thousands of ACKs a second). Here the names' bytes are looked up in a set of
+// the name lists seen before, bounded by bytes (maxNameListBytes); a hit costs no allocation, and the names are the very
 // strings of the previous request, so comparing them with it (ackTracker.subscribe,
 // adsStream.subscribeEDS) is a pointer comparison each. The other fields decode as protobuf
 // does. The shared lists are read-only: their capacity is their length, so an append copies.
@@ -29,7 +29,7 @@ type requestCodec struct {
 }
 
 func newRequestCodec() *requestCodec {
-	return &requestCodec{base: encoding.GetCodecV2(grpcproto.Name), names: newNameLists(maxNameLists)}
+	return &requestCodec{base: encoding.GetCodecV2(grpcproto.Name), names: newNameLists(maxNameListBytes)}
 }
 
 // Name is the codec's content subtype: it replaces the proto codec on the ADS server.
@@ -50,19 +50,25 @@ func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.names.unmarshal(buf.ReadOnlyData(), req)
 }
 
-// maxNameLists bounds the name lists kept: a list is as many lists as clients subscribe
-// with different names (usually a handful), each about 25 bytes per name.
-const maxNameLists = 256
+// maxNameListBytes bounds the memory of the name lists kept (their wire bytes and a string
+// header per name): there are as many lists as clients subscribe with different names
+// (usually a handful, about 25 bytes per name), and whatever a client sends (each request at
+// most MaxRequestBytes) never makes the set hold more.
+const maxNameListBytes = 8 << 20
+
+// nameListOverhead is what a list costs beyond its wire bytes, per name (a string header).
+const nameListOverhead = 16
 
 // nameLists maps the wire bytes of a request's resource_names to the decoded names.
 type nameLists struct {
-	max   int
-	mu    sync.RWMutex
-	lists map[string][]string
+	maxBytes int
+	mu       sync.RWMutex
+	bytes    int // the cost of the lists kept (maxNameListBytes)
+	lists    map[string][]string
 }
 
-func newNameLists(maxLists int) *nameLists {
-	return &nameLists{max: maxLists, lists: map[string][]string{}}
+func newNameLists(maxBytes int) *nameLists {
+	return &nameLists{maxBytes: maxBytes, lists: map[string][]string{}}
 }
 
 var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
@@ -170,11 +176,19 @@ func (l *nameLists) lookup(key []byte) ([]string, error) {
 		off += n + vn
 	}
 	names = names[:len(names):len(names)]
-	l.mu.Lock()
-	if len(l.lists) >= l.max {
-		clear(l.lists) // many different lists: start over rather than grow
+	cost := len(k) + nameListOverhead*len(names)
+	if cost > l.maxBytes/4 {
+		return names, nil // too big to share: decoded for this request only
 	}
-	l.lists[k] = names
+	l.mu.Lock()
+	if _, ok := l.lists[k]; !ok {
+		if l.bytes+cost > l.maxBytes {
+			clear(l.lists) // many different lists: start over rather than grow
+			l.bytes = 0
+		}
+		l.lists[k] = names
+		l.bytes += cost
+	}
 	l.mu.Unlock()
 	return names, nil
 }

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -111,8 +112,8 @@ func TestRequestCodecSharesRepeatedNames(t *testing.T) {
 }
 
 func TestNameListsAreBounded(t *testing.T) {
-	l := newNameLists(4)
-	for i := range 10 {
+	l := newNameLists(200)
+	for i := range 50 {
 		b, err := proto.Marshal(&discoveryv3.DiscoveryRequest{ResourceNames: []string{fmt.Sprintf("n-%d", i)}})
 		if err != nil {
 			t.Fatal(err)
@@ -120,9 +121,22 @@ func TestNameListsAreBounded(t *testing.T) {
 		if err := l.unmarshal(b, &discoveryv3.DiscoveryRequest{}); err != nil {
 			t.Fatal(err)
 		}
-		if len(l.lists) > 4 {
-			t.Fatalf("%d lists kept, bound 4", len(l.lists))
+		cost := 0
+		for k, names := range l.lists {
+			cost += len(k) + nameListOverhead*len(names)
 		}
+		if cost != l.bytes || l.bytes > 200 || len(l.lists) == 0 {
+			t.Fatalf("%d lists of %d bytes kept (counted %d), bound 200", len(l.lists), cost, l.bytes)
+		}
+	}
+	// A list bigger than a quarter of the bound is decoded, not kept.
+	b, _ := proto.Marshal(&discoveryv3.DiscoveryRequest{ResourceNames: []string{strings.Repeat("x", 60)}})
+	req := &discoveryv3.DiscoveryRequest{}
+	if err := l.unmarshal(b, req); err != nil || len(req.ResourceNames) != 1 || len(req.ResourceNames[0]) != 60 {
+		t.Fatalf("a big list: %v, %v", req.ResourceNames, err)
+	}
+	if _, kept := l.lists[string(b)]; kept {
+		t.Fatal("a list bigger than a quarter of the bound was kept")
 	}
 }
 
@@ -146,4 +160,30 @@ func FuzzRequestCodec(f *testing.F) {
 			t.Fatalf("codec decoded %v, protobuf %v", got, want)
 		}
 	})
+}
+
+// TestNameListsAreBoundedByBytes: the shared name lists hold at most maxNameListBytes (8 MiB),
+// however big and many the lists clients send.
+func TestNameListsAreBoundedByBytes(t *testing.T) {
+	c := newRequestCodec()
+	for i := range 100 {
+		list := make([]string, 200)
+		for j := range list {
+			list[j] = fmt.Sprintf("%04d-%04d-%s", i, j, strings.Repeat("x", 1000)) // ~200 KiB per list
+		}
+		b, err := proto.Marshal(&discoveryv3.DiscoveryRequest{ResourceNames: list})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.names.unmarshal(b, &discoveryv3.DiscoveryRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		kept := 0
+		for k := range c.names.lists {
+			kept += len(k)
+		}
+		if kept > maxNameListBytes {
+			t.Fatalf("after %d lists of ~200 KiB: %d bytes of names kept, bound 8 MiB", i+1, kept)
+		}
+	}
 }

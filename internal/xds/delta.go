@@ -11,8 +11,8 @@ import (
 // Delta (incremental) xDS streams are followed like state-of-the-world ones: each response's
 // resources are stamped with the publish they hold (its system_version_info is the cache
 // version), and the request that answers its nonce is the ACK, or the NACK with
-// error_detail. Subscriptions are incremental (subscribe / unsubscribe lists; none on the
-// first request, or "*", is a wildcard).
+// error_detail. Subscriptions are incremental (subscribe / unsubscribe lists), by the rules
+// of subscription.go.
 
 // deltaResponse records what a delta response on stream id holds, before it is sent.
 func (a *ackTracker) deltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
@@ -37,29 +37,29 @@ func (a *ackTracker) deltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryReques
 	st.pending[resp.GetTypeUrl()] = sent
 }
 
-// deltaRequest updates the stream's EDS subscriptions and hands an ACK or NACK to the same
-// accounting as a state-of-the-world one.
+// deltaRequest updates the stream's subscriptions (closing a stream that subscribes to more
+// than MaxSubscribedNames names of a type) and hands an ACK or NACK to the same accounting
+// as a state-of-the-world one.
 func (a *ackTracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	a.mu.Lock()
 	newNames := len(req.GetResourceNamesSubscribe()) > 0
-	if st := a.streams[id]; st != nil && req.GetTypeUrl() == resourcev3.EndpointType {
-		if st.edsSubs == nil {
-			st.edsSubs = map[string]bool{}
-			st.edsAll = len(req.GetResourceNamesSubscribe()) == 0
+	if st := a.streams[id]; st != nil {
+		sub := st.subs[req.GetTypeUrl()]
+		if sub == nil {
+			sub = &subscription{}
+			st.subs[req.GetTypeUrl()] = sub
 		}
-		for _, n := range req.GetResourceNamesSubscribe() {
-			if n == "*" {
-				st.edsAll = true
-				continue
+		sub.delta(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
+		if n := len(sub.names); n > MaxSubscribedNames {
+			node := st.node
+			if node == "" { // its first request
+				node = req.GetNode().GetId()
 			}
-			st.edsSubs[n] = true
+			a.mu.Unlock()
+			return a.tooManyNames(node, n)
 		}
-		for _, n := range req.GetResourceNamesUnsubscribe() {
-			if n == "*" {
-				st.edsAll = false
-				continue
-			}
-			delete(st.edsSubs, n)
+		if req.GetTypeUrl() == resourcev3.EndpointType {
+			st.eds = sub
 		}
 	}
 	a.mu.Unlock()

@@ -39,6 +39,10 @@ var (
 		Name: "registrar_xds_gate_ack_timeouts_total",
 		Help: "Readiness gates opened after --xds-gate-ack-timeout although a subscribed xDS client had not acknowledged the pod (a dead or stuck client).",
 	})
+	streamsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "registrar_xds_streams_refused_total",
+		Help: "xDS streams refused or closed for a limit: a stream beyond --xds-max-streams-per-peer open from one client IP address, or one subscribing to more names than the server accepts (docs/xds.md).",
+	})
 	rateLimited = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "registrar_xds_streams_rate_limited_total",
 		Help: "xDS streams closed because the client sent requests faster than the per-client limit.",
@@ -46,5 +50,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(pushSeconds, nacks, responses, responseBytes, publishes, clients, rateLimited, gateAckTimeouts)
+	metrics.Registry.MustRegister(pushSeconds, nacks, responses, responseBytes, publishes, clients, rateLimited, streamsRefused, gateAckTimeouts)
 }

@@ -1,71 +1,124 @@
 package xds
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// show renders a subscription: "*" for a wildcard, then its names, sorted.
+func show(s subscription) string {
+	var out []string
+	if s.wildcard {
+		out = append(out, "*")
+	}
+	for n := range s.names {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+// TestSubscriptionRules: what a stream subscribes to after each request, state of the world
+// and delta (subscription.go).
+func TestSubscriptionRules(t *testing.T) {
+	type step struct {
+		names, unsub []string // unsub: delta only
+		want         string
+	}
+	for _, tc := range []struct {
+		name  string
+		delta bool
+		steps []step
+	}{
+		{name: "sotw: no names first is the legacy wildcard, while none are named", steps: []step{
+			{names: nil, want: "*"}, {names: []string{}, want: "*"}, {names: []string{"a"}, want: "a"}}},
+		{name: "sotw: an empty request after names subscribes to nothing", steps: []step{
+			{names: []string{"a", "b"}, want: "a,b"}, {names: nil, want: ""}, {names: []string{"b"}, want: "b"}}},
+		{name: "sotw: \"*\" is a wildcard, with names or alone; an empty request after it is nothing", steps: []step{
+			{names: []string{"*"}, want: "*"}, {names: []string{"a", "*"}, want: "*,a"}, {names: []string{"a"}, want: "a"},
+			{names: []string{"*"}, want: "*"}, {names: nil, want: ""}}},
+		{name: "delta: no names first is the legacy wildcard; unsubscribing \"*\" alone keeps it", delta: true, steps: []step{
+			{want: "*"}, {unsub: []string{"*"}, want: "*"}, {names: []string{"a"}, want: "*,a"},
+			{unsub: []string{"*"}, want: "a"}, {unsub: []string{"a"}, want: ""}}},
+		{name: "delta: names first, then \"*\" and back", delta: true, steps: []step{
+			{names: []string{"a", "b"}, want: "a,b"}, {unsub: []string{"a"}, want: "b"}, {names: []string{"*"}, want: "*,b"},
+			{unsub: []string{"*", "b"}, want: ""}, {want: ""}}},
+	} {
+		var s subscription
+		for i, st := range tc.steps {
+			if tc.delta {
+				s.delta(st.names, st.unsub)
+			} else {
+				s.sotw(st.names)
+			}
+			if got := show(s); got != st.want {
+				t.Errorf("%s, step %d: %q, want %q", tc.name, i+1, got, st.want)
+			}
+		}
+	}
+}
 
 func TestAsksForMore(t *testing.T) {
-	set := func(names ...string) map[string]bool {
-		if len(names) == 0 {
-			return nil
-		}
-		m := map[string]bool{}
-		for _, n := range names {
-			m[n] = true
-		}
-		return m
+	sub := func(names ...string) subscription {
+		var s subscription
+		s.sotw(append([]string{"x"}, names...)) // named: an empty request is not a wildcard
+		s.sotw(names)
+		return s
 	}
 	for _, tc := range []struct {
 		name        string
-		prev, names map[string]bool
+		prev, names subscription
 		want        bool
 	}{
-		{"same names (an ACK)", set("a", "b"), set("a", "b"), false},
-		{"fewer names", set("a", "b"), set("a"), false},
-		{"a new name", set("a"), set("a", "b"), true},
-		{"other names", set("a"), set("b"), true},
-		{"wildcard after names", set("a"), set(), true},
-		{"wildcard after wildcard", set(), set(), false},
-		{"names after wildcard", set(), set("a"), false},
+		{"same names (an ACK)", sub("a", "b"), sub("a", "b"), false},
+		{"fewer names", sub("a", "b"), sub("a"), false},
+		{"a new name", sub("a"), sub("a", "b"), true},
+		{"other names", sub("a"), sub("b"), true},
+		{"nothing after names (unsubscribed)", sub("a"), sub(), false},
+		{"\"*\" after names", sub("a"), sub("*"), true},
+		{"\"*\" after \"*\"", sub("*"), sub("*", "a"), false},
+		{"names after \"*\"", sub("*"), sub("a"), false},
 	} {
-		if got := asksForMore(tc.prev, tc.names); got != tc.want {
+		if got := tc.names.asksForMore(&tc.prev); got != tc.want {
 			t.Errorf("%s: asksForMore = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
 
-// TestSubscribeSequence follows one stream's EDS requests: what each asks for anew, and the
-// subscriptions the readiness gate's wait reads after it.
+// TestSubscribeSequence follows one stream's EDS requests as the request limit sees them:
+// what each asks for anew, and the subscription after it.
 func TestSubscribeSequence(t *testing.T) {
 	const eds = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	st := &clientState{names: map[string]map[string]bool{}, lastNames: map[string][]string{}}
+	st := &clientState{subs: map[string]*subscription{}, lastNames: map[string][]string{}}
 	for _, step := range []struct {
 		name    string
 		names   []string
 		newOnes bool
-		subs    []string // nil: a wildcard
+		subs    string
 	}{
-		{"first request", []string{"a", "b"}, true, []string{"a", "b"}},
-		{"ACK with the same names", []string{"a", "b"}, false, []string{"a", "b"}},
-		{"same names, other order", []string{"b", "a"}, false, []string{"a", "b"}},
-		{"one name dropped", []string{"b"}, false, []string{"b"}},
-		{"a duplicate of the one left", []string{"b", "b"}, false, []string{"b"}},
-		{"a new name", []string{"b", "c"}, true, []string{"b", "c"}},
-		{"wildcard", nil, true, nil},
-		{"wildcard again", []string{}, false, nil},
-		{"names after wildcard", []string{"a"}, false, []string{"a"}},
+		{"first request", []string{"a", "b"}, true, "a,b"},
+		{"ACK with the same names", []string{"a", "b"}, false, "a,b"},
+		{"same names, other order", []string{"b", "a"}, false, "a,b"},
+		{"one name dropped", []string{"b"}, false, "b"},
+		{"a duplicate of the one left", []string{"b", "b"}, false, "b"},
+		{"a new name", []string{"b", "c"}, true, "b,c"},
+		{"explicit wildcard", []string{"*"}, true, "*"},
+		{"wildcard again", []string{"*"}, false, "*"},
+		{"names after wildcard", []string{"a"}, false, "a"},
+		{"nothing: unsubscribed", []string{}, false, ""},
+		{"a name again", []string{"a"}, true, "a"},
 	} {
 		if got := st.subscribe(eds, step.names); got != step.newOnes {
 			t.Errorf("%s: subscribe = %v, want %v", step.name, got, step.newOnes)
 		}
-		if all := step.subs == nil; st.edsAll != all {
-			t.Errorf("%s: edsAll = %v, want %v", step.name, st.edsAll, all)
+		if got := show(*st.subs[eds]); got != step.subs {
+			t.Errorf("%s: subscription %q, want %q", step.name, got, step.subs)
 		}
-		if len(st.edsSubs) != len(step.subs) {
-			t.Errorf("%s: edsSubs = %v, want %v", step.name, st.edsSubs, step.subs)
-		}
-		for _, n := range step.subs {
-			if !st.edsSubs[n] {
-				t.Errorf("%s: edsSubs = %v, want %v", step.name, st.edsSubs, step.subs)
-			}
-		}
+	}
+	// A first request naming nothing is the legacy wildcard.
+	st = &clientState{subs: map[string]*subscription{}, lastNames: map[string][]string{}}
+	if !st.subscribe(eds, nil) || show(*st.subs[eds]) != "*" {
+		t.Errorf("a first request naming nothing: %q, want the wildcard", show(*st.subs[eds]))
 	}
 }

@@ -24,8 +24,12 @@ import (
 type Config struct {
 	// BindAddress is where the ADS server listens (host:port).
 	BindAddress string
-	// CertFile and KeyFile are the server's TLS certificate; empty serves plaintext.
+	// CertFile and KeyFile are the server's TLS certificate; empty serves plaintext, which
+	// Start refuses on an address other than loopback unless AllowInsecure (CheckBind).
 	CertFile, KeyFile string
+	// AllowInsecure lets a plaintext server listen on any address (--xds-allow-insecure):
+	// xDS has no other authentication, so any client that reaches the port can subscribe.
+	AllowInsecure bool
 	// ClientCAFile, when set (with a certificate), requires clients to present a certificate
 	// signed by one of its CAs (mTLS).
 	ClientCAFile string
@@ -41,7 +45,10 @@ type Config struct {
 	// a client beyond them has its stream closed.
 	RequestRate  float64
 	RequestBurst int
-	Log          logr.Logger
+	// MaxStreamsPerPeer bounds the ADS streams open at a time from one client IP address
+	// (default 64); the next is refused with RESOURCE_EXHAUSTED.
+	MaxStreamsPerPeer int
+	Log               logr.Logger
 	// OnAck, when set, is called for every resource of every acknowledged or rejected
 	// response (tests and benchmarks). It must not block.
 	OnAck func(Ack)
@@ -55,6 +62,54 @@ func (c Config) requestRate() float64 {
 		return c.RequestRate
 	}
 	return 50
+}
+
+func (c Config) maxStreamsPerPeer() int {
+	if c.MaxStreamsPerPeer > 0 {
+		return c.MaxStreamsPerPeer
+	}
+	return DefaultMaxStreamsPerPeer
+}
+
+// DefaultMaxStreamsPerPeer is Config.MaxStreamsPerPeer's default.
+const DefaultMaxStreamsPerPeer = 64
+
+// MaxRequestBytes bounds an xDS request (gRPC's limit is 4 MiB): a request names the
+// resources its client subscribes to (about 25 bytes each) and, first on a stream, the node
+// (Envoy's, with its extensions, is tens of KiB). A bigger request closes its stream with
+// RESOURCE_EXHAUSTED.
+const MaxRequestBytes = 256 << 10
+
+// MaxSubscribedNames bounds the resources one stream subscribes to by name, per type: a
+// request beyond it closes the stream with RESOURCE_EXHAUSTED. Every subscribed name costs
+// the server a few map entries per stream; a client that wants everything asks for "*".
+const MaxSubscribedNames = 10000
+
+// CheckBind reports why the server must not listen on bindAddress: plaintext (tls false)
+// on an address other than loopback, unless allowInsecure. xDS has no authentication of
+// its own, so a plaintext port that other hosts reach lets any of them subscribe to every
+// service's endpoints and hold streams open.
+func CheckBind(bindAddress string, tls, allowInsecure bool) error {
+	if tls || allowInsecure || loopback(bindAddress) {
+		return nil
+	}
+	return fmt.Errorf("xDS server: %q is not a loopback address and the server has no TLS: any client that reaches it could subscribe "+
+		"(xDS has no authentication of its own); serve TLS (--xds-cert-file and --xds-key-file, with --xds-client-ca-file for mTLS), "+
+		"bind 127.0.0.1, or pass --xds-allow-insecure to serve plaintext on it anyway", bindAddress)
+}
+
+// loopback tells whether host:port names a loopback address ("localhost" or a loopback IP;
+// an empty host is every interface).
+func loopback(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (c Config) requestBurst() int {
@@ -78,6 +133,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.waitWarm(ctx)
+	s.mu.Lock()
+	s.seen = nil // warm: markSeen keeps nothing more
+	s.mu.Unlock()
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -128,12 +186,18 @@ func (s *Server) Listening() <-chan struct{} { return s.listening }
 func (s *Server) Addr() string { return s.addr }
 
 func (s *Server) serverOptions() ([]grpc.ServerOption, error) {
-	opts := make([]grpc.ServerOption, 0, 4)
+	withTLS := s.cfg.CertFile != "" || s.cfg.KeyFile != ""
+	if err := CheckBind(s.cfg.BindAddress, withTLS, s.cfg.AllowInsecure); err != nil {
+		return nil, err
+	}
+	opts := make([]grpc.ServerOption, 0, 7)
 	opts = append(opts,
 		// Find dead clients; let clients ping no more often than every 10 s.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(16),
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.ChainStreamInterceptor(newPeerStreams(s.cfg.maxStreamsPerPeer()).intercept),
 		// Protobuf, with the resource names of repeated requests shared (codec.go).
 		grpc.ForceServerCodecV2(newRequestCodec()),
 	)

@@ -66,7 +66,7 @@ type registryState struct {
 	eps  map[string]endpointState
 	cla  *endpointv3.ClusterLoadAssignment
 	port string // the port name published
-	// duplicates are the remote endpoints left out of cla (address already published).
+	// duplicates are the endpoints left out of cla (address already published; locality.Build).
 	duplicates string
 	// healthy maps each HEALTHY pod to the publish that first made it HEALTHY at its
 	// current address (the readiness gate may wait for clients to acknowledge it).
@@ -86,12 +86,14 @@ type Server struct {
 	log    logr.Logger
 	prefix string
 
-	mu      sync.Mutex // serialises publishes: guards regs, owners, seq, seen
-	caches  map[string]*cache.LinearCache
-	sotw    *sotwEDS          // ClusterLoadAssignments for state-of-the-world streams (sotw.go)
-	seq     map[string]uint64 // mirror of each cache's version counter
-	regs    map[ktypes.NamespacedName]*registryState
-	owners  map[string]ktypes.NamespacedName
+	mu     sync.Mutex // serialises publishes: guards regs, owners, seq, seen
+	caches map[string]*cache.LinearCache
+	sotw   *sotwEDS          // ClusterLoadAssignments for state-of-the-world streams (sotw.go)
+	seq    map[string]uint64 // mirror of each cache's version counter
+	regs   map[ktypes.NamespacedName]*registryState
+	owners map[string]ktypes.NamespacedName
+	// seen are the registries published or unpublished before the server listens (waitWarm
+	// waits for them); nil once it listens.
 	seen    map[ktypes.NamespacedName]bool
 	changed chan struct{} // closed and replaced when seen grows
 	// remote holds other clusters' records of each resource name (SetRemote), published at
@@ -206,7 +208,7 @@ func (s *Server) refreshLocked(st *registryState) bool {
 	if d := strings.Join(dups, ","); d != st.duplicates {
 		st.duplicates = d
 		if d != "" {
-			s.log.Info("other clusters' endpoints left out of the xDS assignment: their address is already published",
+			s.log.Info("endpoints left out of the xDS assignment: their address is already published (gRPC rejects an assignment that repeats one)",
 				"name", st.name, "endpoints", dups)
 		}
 	}
@@ -315,7 +317,7 @@ func (s *Server) update(typeURL string, set map[string]types.Resource, del []str
 		s.acks.stamp(typeURL, name, seq, now)
 	}
 	for _, name := range del {
-		s.acks.stamp(typeURL, name, seq, now)
+		s.acks.forget(typeURL, name) // no response holds it any more
 	}
 	if typeURL == resourcev3.EndpointType && s.cfg.OnPublished != nil {
 		for name := range set {
@@ -361,8 +363,8 @@ func (s *Server) unpublishLocked(key ktypes.NamespacedName) {
 }
 
 func (s *Server) markSeen(key ktypes.NamespacedName) {
-	if s.seen[key] {
-		return
+	if s.seen == nil || s.seen[key] {
+		return // warm already, or seen
 	}
 	s.seen[key] = true
 	close(s.changed)

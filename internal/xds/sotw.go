@@ -13,8 +13,9 @@ package xds
 // the changed ClusterLoadAssignments only, each marshaled once per change for all streams.
 // The protocol is the one go-control-plane serves: one response per type in flight on a
 // stream, a request with a stale nonce ignored, a first request (or one naming another
-// server's version) answered even when empty, a legacy wildcard for a first request with no
-// names. Listeners, RouteConfigurations and Clusters change only when a registry comes or
+// server's version) answered even when empty, subscriptions (wildcards, "*", an empty
+// request) by the rules of subscription.go, which the readiness gate's wait reads too
+// (the stream's edsSubscription is what the ACK tracker asks). Listeners, RouteConfigurations and Clusters change only when a registry comes or
 // goes: they keep a LinearCache watch per request. Delta streams are go-control-plane's.
 
 import (
@@ -103,8 +104,7 @@ type edsSubscription struct {
 	kick chan struct{} // capacity 1: "something you subscribe to changed"
 
 	mu    sync.Mutex
-	all   bool // a wildcard
-	names map[string]bool
+	sub   subscription
 	dirty map[string]struct{}
 }
 
@@ -112,7 +112,7 @@ func (e *edsSubscription) mark(changed []string) {
 	e.mu.Lock()
 	hit := false
 	for _, n := range changed {
-		if e.all || e.names[n] {
+		if e.sub.has(n) {
 			if e.dirty == nil {
 				e.dirty = make(map[string]struct{}, len(changed))
 			}
@@ -130,17 +130,26 @@ func (e *edsSubscription) mark(changed []string) {
 }
 
 // take returns the changed names and the subscription, and clears the changes.
-func (e *edsSubscription) take() (dirty map[string]struct{}, all bool, names map[string]bool) {
+func (e *edsSubscription) take() (dirty map[string]struct{}, sub subscription) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	dirty, e.dirty = e.dirty, nil
-	return dirty, e.all, e.names
+	return dirty, e.sub
 }
 
-func (e *edsSubscription) set(all bool, names map[string]bool) {
+// request applies a state-of-the-world request naming names.
+func (e *edsSubscription) request(names []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.all, e.names = all, names
+	e.sub.sotw(names)
+}
+
+// has tells whether the stream is served the ClusterLoadAssignment name (the readiness
+// gate's wait reads it).
+func (e *edsSubscription) has(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sub.has(name)
 }
 
 // adsServer serves ADS: state-of-the-world streams here, delta streams (and the per-type
@@ -179,7 +188,6 @@ type adsStream struct {
 	// returned maps each ClusterLoadAssignment the client was sent to the publish it held.
 	returned  map[string]uint64
 	edsNames  []string // the last EDS request's names, as sent
-	edsNamed  bool     // a request named resources: an empty one is no longer a wildcard
 	edsNonce  string   // of the EDS response in flight; "" once it was answered
 	edsReq    *discoveryv3.DiscoveryRequest
 	edsInFlow bool // a response is in flight: the next waits for its ACK or NACK
@@ -339,6 +347,7 @@ func (st *adsStream) edsRequest(req *discoveryv3.DiscoveryRequest) error {
 		st.eds = &edsSubscription{kick: make(chan struct{}, 1)}
 		st.returned = map[string]uint64{}
 		st.x.s.sotw.add(st.eds)
+		st.x.s.acks.serveEDS(st.id, st.eds)
 	} else if st.edsNonce != "" && req.GetResponseNonce() != st.edsNonce {
 		return nil // answers an older response: ignored, as the protocol says
 	}
@@ -360,22 +369,7 @@ func (st *adsStream) subscribeEDS(names []string) bool {
 	if st.edsNames == nil {
 		st.edsNames = []string{}
 	}
-	all := false
-	set := make(map[string]bool, len(names))
-	for _, n := range names {
-		if n == "*" {
-			all = true
-			continue
-		}
-		set[n] = true
-	}
-	if len(names) == 0 && !st.edsNamed {
-		all = true // legacy wildcard: no names before and none now
-	}
-	if len(names) > 0 {
-		st.edsNamed = true
-	}
-	st.eds.set(all, set)
+	st.eds.request(names)
 	return true
 }
 
@@ -384,7 +378,7 @@ func (st *adsStream) subscribeEDS(names []string) bool {
 // Nothing is sent while a response is in flight (the caller checks) or when nothing
 // changed, unless evenIfEmpty.
 func (st *adsStream) pushEDS(resubscribed, evenIfEmpty bool) error {
-	dirty, all, names := st.eds.take()
+	dirty, sub := st.eds.take()
 	c := st.x.s.sotw
 	type sent struct {
 		name string
@@ -404,7 +398,7 @@ func (st *adsStream) pushEDS(resubscribed, evenIfEmpty bool) error {
 	c.mu.RLock()
 	version := c.seq
 	switch {
-	case resubscribed && all:
+	case resubscribed && sub.wildcard:
 		for name, e := range c.entries {
 			consider(name, e, true)
 		}
@@ -414,18 +408,18 @@ func (st *adsStream) pushEDS(resubscribed, evenIfEmpty bool) error {
 			}
 		}
 	case resubscribed:
-		for name := range names {
+		for name := range sub.names {
 			e, ok := c.entries[name]
 			consider(name, e, ok)
 		}
 		for name := range st.returned {
-			if !names[name] {
+			if !sub.names[name] {
 				delete(st.returned, name)
 			}
 		}
 	default:
 		for name := range dirty {
-			if all || names[name] {
+			if sub.has(name) {
 				e, ok := c.entries[name]
 				consider(name, e, ok)
 			}

@@ -79,7 +79,8 @@ var valueSets = map[string]map[string]string{
 	"clusterIssuer": {"webhook.certificate.certManager.issuerRef.kind": "ClusterIssuer",
 		"webhook.certificate.certManager.issuerRef.name": "my-ca"},
 	"observability": {"metrics.serviceMonitor.enabled": "true", "metrics.prometheusRule.enabled": "true", "metrics.prometheusRule.labels.release": "prometheus",
-		"xds.bindAddress": ":18000", "xds.service.enabled": "true"},
+		"xds.bindAddress": ":18000", "xds.allowInsecure": "true", "xds.service.enabled": "true"},
+	"xdsTLS": {"xds.bindAddress": ":18000", "xds.tls.secretName": "xds-serving", "xds.tls.clientCAKey": "ca.crt"},
 	"storeTLS": {"store.endpoints": "https://etcd-0.etcd:2379\\,https://etcd-1.etcd:2379", "store.tls.secretName": "etcd-client",
 		"store.prefix": "/prod/services"},
 	"noWebhook":         {"webhook.enabled": "false"},
@@ -122,10 +123,21 @@ func TestTemplate(t *testing.T) {
 				}
 			case "observability":
 				if !has("Service", "registrar-metrics") || !has("ServiceMonitor", "registrar") || !has("Service", "registrar-xds") ||
-					!slices.Contains(args, "--xds-bind-address=:18000") || !strings.Contains(dump(d), "containerPort: 18000") {
+					!slices.Contains(args, "--xds-bind-address=:18000") || !slices.Contains(args, "--xds-allow-insecure") ||
+					!strings.Contains(dump(d), "containerPort: 18000") {
 					t.Errorf("metrics Service, ServiceMonitor, xDS Service and port expected; rendered %v, args %v", sortedKeys(objs), args)
 				}
 				checkPrometheusRule(t, objs)
+			case "xdsTLS":
+				for _, want := range []string{"--xds-cert-file=/etc/registrar/xds-tls/tls.crt", "--xds-key-file=/etc/registrar/xds-tls/tls.key",
+					"--xds-client-ca-file=/etc/registrar/xds-tls/ca.crt"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("args %v lack %s", args, want)
+					}
+				}
+				if slices.Contains(args, "--xds-allow-insecure") || !strings.Contains(dump(d), "secretName: xds-serving") {
+					t.Errorf("xDS TLS: args %v, Secret mounted %v", args, strings.Contains(dump(d), "secretName: xds-serving"))
+				}
 			case "storeTLS":
 				for _, want := range []string{"--store-endpoints=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379", "--store-prefix=/prod/services",
 					"--store-ca-file=/etc/registrar/store-tls/ca.crt", "--store-cert-file=/etc/registrar/store-tls/tls.crt", "--store-key-file=/etc/registrar/store-tls/tls.key"} {
@@ -165,6 +177,7 @@ func TestTemplateRejects(t *testing.T) {
 		{map[string]string{"webhook.certificate.mode": "vault"}, "'certManager', 'selfSigned', 'secret'"}, // values.schema.json
 		{map[string]string{"replicas": "3"}, "additional properties 'replicas' not allowed"},              // a misspelt value
 		{map[string]string{"xds.bindAddress": "18000"}, "/xds/bindAddress"},
+		{map[string]string{"xds.bindAddress": ":18000"}, "xds.allowInsecure=true"}, // plaintext beyond the pod
 		{map[string]string{"webhook.certificate.mode": "secret", "webhook.certificate.secretName": "x"}, "caBundle"},
 		{map[string]string{"leaderElection.enabled": "false"}, "needs leaderElection.enabled"},
 		{map[string]string{"metrics.enabled": "false", "metrics.serviceMonitor.enabled": "true"}, "needs metrics.enabled"},

@@ -99,7 +99,7 @@ func checkUpgrade(ctx context.Context, t *testing.T, c client.Client, kube []str
 	t.Helper()
 	// An upgrade that turns on the metrics Service and the xDS server.
 	if out, err := helm(t, append([]string{"upgrade", release, chartDir, "--namespace", ns, "--set", "metrics.service.enabled=true",
-		"--set", "xds.bindAddress=:18000", "--set", "xds.service.enabled=true"}, kube...)...); err != nil {
+		"--set", "xds.bindAddress=:18000", "--set", "xds.allowInsecure=true", "--set", "xds.service.enabled=true"}, kube...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	for _, name := range []string{"registrar-metrics", "registrar-xds"} {

@@ -120,6 +120,8 @@ func startOperator() *runningOperator {
 	Expect(err).NotTo(HaveOccurred())
 	srv := xds.New(xds.Config{
 		BindAddress: xdsAddr,
+		// The bench's clients all connect from 127.0.0.1 (--xds-max-streams-per-peer).
+		MaxStreamsPerPeer: 2 * benchClients,
 		Expected: func(ctx context.Context) ([]types.NamespacedName, error) {
 			var list v1alpha1.ServiceRegistryList
 			if err := mgr.GetClient().List(ctx, &list); err != nil {

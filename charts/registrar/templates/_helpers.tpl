@@ -90,4 +90,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled" }}
 {{- end }}
+{{- $xdsBind := .Values.xds.bindAddress }}
+{{- $xdsLoopback := or (hasPrefix "127." $xdsBind) (hasPrefix "localhost:" $xdsBind) (hasPrefix "[::1]:" $xdsBind) }}
+{{- $xdsByArgs := false }}
+{{- range .Values.extraArgs }}
+{{- if or (hasPrefix "--xds-cert-file" .) (hasPrefix "--xds-allow-insecure" .) }}
+{{- $xdsByArgs = true }}
+{{- end }}
+{{- end }}
+{{- if and $xdsBind (not $xdsLoopback) (not .Values.xds.tls.secretName) (not .Values.xds.allowInsecure) (not $xdsByArgs) }}
+{{- fail (printf "xds.bindAddress %q serves xDS beyond the pod in plaintext, and xDS has no authentication of its own: set xds.tls.secretName (a Secret with tls.crt and tls.key), or xds.allowInsecure=true to accept that any pod reaching the port reads every service's endpoints (--xds-allow-insecure)" $xdsBind) }}
+{{- end }}
 {{- end }}

@@ -12,7 +12,10 @@
 //     cluster writes slow-start weights);
 //   - with remote records and no local endpoint, priority 0 keeps one empty placeholder
 //     locality, so that priority 1 is never promoted to 0 and back (see Build);
-//   - with no remote record, the result is exactly the single-cluster one (priority 0 only).
+//   - with no remote record, the result is exactly the single-cluster one (priority 0 only);
+//   - every address is published once (gRPC rejects an assignment that repeats one): this
+//     cluster's live pod before a DRAINING one on the same IP and port, this cluster before
+//     others.
 package locality
 
 import (
@@ -63,10 +66,11 @@ func (e Endpoint) weight() uint32 { return max(e.Weight, 1) }
 // Result is what Build decided.
 type Result struct {
 	Localities []*endpointv3.LocalityLbEndpoints
-	// Duplicates lists the remote endpoints ("cluster/pod") left out because their address
-	// is already published (by this cluster, or by a remote cluster sorted before): gRPC
-	// rejects a whole ClusterLoadAssignment that repeats an address ("duplicate endpoint
-	// with the same address", grpc-go internal/xds/xdsclient/xdsresource/unmarshal_eds.go).
+	// Duplicates lists the endpoints left out because their address is already published:
+	// this cluster's as "pod", other clusters' as "cluster/pod". gRPC rejects a whole
+	// ClusterLoadAssignment that repeats an address ("duplicate endpoint with the same
+	// address", grpc-go internal/xds/xdsclient/xdsresource/unmarshal_eds.go), so each
+	// address is published once (see Build for which endpoint keeps it).
 	Duplicates []string
 }
 
@@ -84,9 +88,16 @@ type Result struct {
 //     priority 1 without waiting for its 10 s init timer, and goes back to priority 0 as
 //     soon as it is READY again. Keeping priority 0 (empty) instead of renumbering the remote
 //     localities to 0 keeps the priority's identity stable across the fail-over and back.
+//
+// Each address (IP and port) is published once. In this cluster, a DRAINING pod and a new
+// pod that reuses its IP (the old pod terminating, the new one Registered) share it: the
+// HEALTHY one keeps it, and between two of the same health the pod sorted first, so the
+// result never depends on the order of the input. A remote record whose address this
+// cluster (or a remote cluster sorted before) publishes is left out.
 func Build(local, remote []Endpoint) Result {
 	var res Result
 	taken := make(map[string]bool, len(local)+len(remote))
+	local, res.Duplicates = uniqueLocal(local)
 	for _, e := range local {
 		taken[e.hostPort()] = true
 	}
@@ -126,6 +137,36 @@ func Build(local, remote []Endpoint) Result {
 		res.Localities = append(res.Localities, group(byCluster[c], Remote)...)
 	}
 	return res
+}
+
+// uniqueLocal keeps one of this cluster's endpoints per address: a HEALTHY one before any
+// other, then the pod sorted first; the others' pod names are returned, sorted.
+func uniqueLocal(local []Endpoint) (kept []Endpoint, dropped []string) {
+	byAddr := make(map[string]int, len(local)) // address → index in kept
+	kept = make([]Endpoint, 0, len(local))
+	for _, e := range local {
+		i, ok := byAddr[e.hostPort()]
+		if !ok {
+			byAddr[e.hostPort()] = len(kept)
+			kept = append(kept, e)
+			continue
+		}
+		if prefer(e, kept[i]) {
+			e, kept[i] = kept[i], e
+		}
+		dropped = append(dropped, e.Pod)
+	}
+	sort.Strings(dropped)
+	return kept, dropped
+}
+
+// prefer tells whether a keeps an address that b also has: a live (HEALTHY) endpoint before
+// a DRAINING one, else the pod sorted first.
+func prefer(a, b Endpoint) bool {
+	if ah, bh := a.Health == corev3.HealthStatus_HEALTHY, b.Health == corev3.HealthStatus_HEALTHY; ah != bh {
+		return ah
+	}
+	return a.Pod < b.Pod
 }
 
 // group makes the localities of one cluster's endpoints at priority: one per zone (sorted),

@@ -121,6 +121,30 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			name:       "a draining pod and a new pod on its address (IP reuse): the live pod's, once",
+			local:      []Endpoint{ep("", "a-old", "10.0.0.1", "z1", draining), ep("", "z-new", "10.0.0.1", "z1", healthy), ep("", "b", "10.0.0.2", "z1", healthy)},
+			want:       []string{"p0 /z1/ w2: b@10.0.0.2:80 HEALTHY w1 z-new@10.0.0.1:80 HEALTHY w1"},
+			duplicates: []string{"a-old"},
+		},
+		{
+			name:       "the same, the live pod sorted first",
+			local:      []Endpoint{ep("", "z-old", "10.0.0.1", "z1", draining), ep("", "a-new", "10.0.0.1", "z2", healthy)},
+			remote:     []Endpoint{ep("west", "a", "10.0.0.1", "w1", healthy)},
+			want:       []string{"p0 /z2/ w1: a-new@10.0.0.1:80 HEALTHY w1"},
+			duplicates: []string{"z-old", "west/a"},
+		},
+		{
+			name:       "two pods of one health on one address: the pod sorted first",
+			local:      []Endpoint{ep("", "b", "10.0.0.1", "z1", healthy), ep("", "a", "10.0.0.1", "z1", healthy), ep("", "d", "10.0.0.2", "z1", draining), ep("", "c", "10.0.0.2", "z1", draining)},
+			want:       []string{"p0 /z1/ w1: a@10.0.0.1:80 HEALTHY w1 c@10.0.0.2:80 DRAINING w1"},
+			duplicates: []string{"b", "d"},
+		},
+		{
+			name:  "one address on two ports is two endpoints",
+			local: []Endpoint{ep("", "a", "10.0.0.1", "z1", healthy), {Pod: "b", Address: "10.0.0.1", Port: 81, Zone: "z1", Health: healthy, Weight: 1}},
+			want:  []string{"p0 /z1/ w2: a@10.0.0.1:80 HEALTHY w1 b@10.0.0.1:81 HEALTHY w1"},
+		},
+		{
 			name:  "weight 0 counts as 1 (gRPC rejects 0)",
 			local: []Endpoint{{Pod: "a", Address: "10.0.0.1", Port: 80, Health: healthy}},
 			want:  []string{"p0 // w1: a@10.0.0.1:80 HEALTHY w1"},
