@@ -31,6 +31,15 @@ func TestShardingFlags(t *testing.T) {
 		{name: "renew too slow", args: []string{"--sharding=lease", "--shard-lease-duration=3s", "--shard-renew-period=2s"}, wantErr: "--shard-renew-period"},
 		{name: "no shards", args: []string{"--sharding=lease", "--shard-count=0"}, wantErr: "--shard-count"},
 		{name: "lease backstop refused", args: []string{"--sharding=lease", "--store-lease-ttl=30s"}, wantErr: "--store-lease-ttl"},
+		// Every replica that serves callers serves every registry (DESIGN.md): a sharded
+		// replica's xDS server would serve its own shards only, and freeze those handed away.
+		{name: "xDS refused", args: []string{"--sharding=lease", "--shard-id=r-0", "--xds-bind-address=:18000"},
+			wantErr: "--sharding=lease cannot be combined with --xds-bind-address"},
+		{name: "xDS without sharding", args: []string{"--leader-elect=true", "--xds-bind-address=:18000"}, check: func(t *testing.T, c config) {
+			if c.xds.bindAddress != ":18000" || !c.leaderElect {
+				t.Errorf("xds %q, leader election %v", c.xds.bindAddress, c.leaderElect)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, err := parseFlags(tc.args)
