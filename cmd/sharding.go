@@ -65,6 +65,14 @@ func (c *shardingConfig) validate(cfg *config) error {
 	if cfg.storeLeaseTTL > 0 {
 		return fmt.Errorf("--store-lease-ttl is not supported with --sharding=lease yet (one endpoint lease per installation)")
 	}
+	if cfg.xds.bindAddress != "" {
+		// Every replica that serves callers serves every registry, current (DESIGN.md): a
+		// sharded replica's xDS server would publish its own shards only, and keep publishing
+		// a shard handed to another replica as it last saw it.
+		return fmt.Errorf("--sharding=lease cannot be combined with --xds-bind-address: each replica would serve " +
+			"over xDS only the registries of its own shards, and keep serving those handed to another replica frozen; " +
+			"run the xDS server with --sharding=none (leader election), or drop --xds-bind-address (docs/sharding.md)")
+	}
 	cfg.leaderElect = false // the shard fences replace the leader's
 	return nil
 }
