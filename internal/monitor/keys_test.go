@@ -1,0 +1,208 @@
+package monitor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/registrar-dev/registrar/internal/monitor"
+	"github.com/registrar-dev/registrar/pkg/discovery"
+	"github.com/registrar-dev/registrar/pkg/wire"
+)
+
+// writer is one operator replica's self-monitoring identity: its cluster and its replica.
+type writer struct{ cluster, replica string }
+
+// runHeartbeat runs the heartbeat of w, as cmd/ wires it, until the returned stop is called.
+func runHeartbeat(t *testing.T, cli *clientv3.Client, prefix string, w writer) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = (&monitor.Heartbeat{KV: cli, Prefix: prefix, Writer: w.cluster + "/" + w.replica,
+			Interval: 100 * time.Millisecond, Log: testr.New(t)}).Start(ctx)
+	}()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// heartbeatWriters reads, with a separate client, every heartbeat under the prefix and
+// returns the writers named in their values, by key.
+func heartbeatWriters(t *testing.T, reader *clientv3.Client, prefix string) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := reader.Get(ctx, wire.HeartbeatKey(prefix), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		if hb, err := wire.DecodeHeartbeat(kv.Value); err == nil {
+			out[string(kv.Key)] = hb.Writer
+		}
+	}
+	return out
+}
+
+func putEndpoint(t *testing.T, cli *clientv3.Client, prefix, cluster, service, pod, addr string) {
+	t.Helper()
+	val, err := wire.Encode(&wire.Endpoint{Service: service, Namespace: "shop", Pod: pod, Address: addr,
+		Ports: map[string]int32{"http": 80}, Cluster: cluster, Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, wire.ClusterKey(prefix, cluster, service, "shop", pod), string(val)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasWriter(m map[string]string, w string) bool {
+	for _, v := range m {
+		if v == w {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHeartbeatsOfTwoClusters: two clusters' operators share a prefix (--store-shared). Each
+// writes a heartbeat of its own, read back with a separate client; when one stops, a caller
+// reading that cluster's instances reports its list stale, though the other cluster's
+// operator goes on; a caller reading only the live cluster's instances stays fresh.
+func TestHeartbeatsOfTwoClusters(t *testing.T) {
+	cli, prefix := client(t)
+	reader, _ := client(t)
+	east, west := writer{"east", "registrar-0"}, writer{"west", "registrar-0"}
+	putEndpoint(t, cli, prefix, east.cluster, "web", "web-0", "10.0.0.1")
+	putEndpoint(t, cli, prefix, west.cluster, "web", "web-0", "10.1.0.1")
+	putEndpoint(t, cli, prefix, west.cluster, "api", "api-0", "10.1.0.2")
+	stopEast := runHeartbeat(t, cli, prefix, east)
+	runHeartbeat(t, cli, prefix, west)
+	eventually(t, 10*time.Second, "a heartbeat of each cluster, read back with a separate client", func() bool {
+		m := heartbeatWriters(t, reader, prefix)
+		return hasWriter(m, "east/registrar-0") && hasWriter(m, "west/registrar-0")
+	})
+	web := newCaller(t, reader, prefix, "web")
+	api := newCaller(t, reader, prefix, "api")
+	eventually(t, 10*time.Second, "both callers fresh while both operators write", func() bool {
+		return len(web.All()) == 2 && len(api.All()) == 1 && !web.Stale() && !api.Stale()
+	})
+	stopEast()
+	eventually(t, 10*time.Second, "the caller of east's instances stale once east's operator stops", func() bool {
+		f := web.Freshness()
+		return f.Stale && f.Reason == "heartbeat"
+	})
+	if f := api.Freshness(); f.Stale {
+		t.Errorf("the caller of west's instances only is stale while west's operator writes: %+v", f)
+	}
+	runHeartbeat(t, cli, prefix, east)
+	eventually(t, 10*time.Second, "fresh again once east's operator writes again", func() bool { return !web.Stale() })
+}
+
+// TestHeartbeatsOfTwoReplicas: two replicas of one cluster (--sharding=lease: no leader, each
+// runs the heartbeat) write one heartbeat each; one stopping neither hides the other's nor
+// makes the cluster's callers stale while the other writes.
+func TestHeartbeatsOfTwoReplicas(t *testing.T) {
+	cli, prefix := client(t)
+	reader, _ := client(t)
+	r0, r1 := writer{"east", "registrar-0"}, writer{"east", "registrar-1"}
+	putEndpoint(t, cli, prefix, r0.cluster, "web", "web-0", "10.0.0.1")
+	stop0 := runHeartbeat(t, cli, prefix, r0)
+	runHeartbeat(t, cli, prefix, r1)
+	eventually(t, 10*time.Second, "a heartbeat of each replica, read back with a separate client", func() bool {
+		m := heartbeatWriters(t, reader, prefix)
+		return hasWriter(m, "east/registrar-0") && hasWriter(m, "east/registrar-1")
+	})
+	web := newCaller(t, reader, prefix, "web")
+	eventually(t, 10*time.Second, "the caller fresh", func() bool { return len(web.All()) == 1 && !web.Stale() })
+	stop0()
+	eventually(t, 10*time.Second, "the stopped replica's heartbeat removed, the other's kept", func() bool {
+		m := heartbeatWriters(t, reader, prefix)
+		return !hasWriter(m, "east/registrar-0") && hasWriter(m, "east/registrar-1")
+	})
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if f := web.Freshness(); f.Stale {
+			t.Fatalf("caller stale while a replica of its cluster writes its heartbeat: %+v", f)
+		}
+	}
+}
+
+// newCaller is a pkg/discovery client of service under prefix that judges staleness within
+// a second.
+func newCaller(t *testing.T, cli *clientv3.Client, prefix, service string) *discovery.Client {
+	t.Helper()
+	c, err := discovery.New(discovery.Config{Client: cli, Prefix: prefix, Service: service, StaleAfter: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestCanariesDoNotDeleteEachOther: two clusters' canaries of one namespace name (x), and two
+// replicas' canaries of one cluster, write keys of their own; one stopping (its cleanup)
+// leaves the other's key in place, read back with a separate client.
+func TestCanariesDoNotDeleteEachOther(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b writer
+	}{
+		{"two clusters", writer{"east", "registrar-0"}, writer{"west", "registrar-0"}},
+		{"two replicas", writer{"east", "registrar-0"}, writer{"east", "registrar-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli, prefix := client(t)
+			reader, _ := client(t)
+			paths := map[writer]*monitor.EtcdPath{}
+			for _, w := range []writer{tc.a, tc.b} {
+				p, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: prefix, Reader: cli,
+					Namespace: "x", Name: "canary"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = p.Close() })
+				paths[w] = p
+				c := &monitor.Canary{Store: "etcd-" + t.Name() + w.cluster + w.replica, Path: p, Log: testr.New(t)}
+				if err := c.Round(context.Background(), 1, 10*time.Second); err != nil {
+					t.Fatalf("round of %v: %v", w, err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := paths[tc.a].Cleanup(ctx); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := reader.Get(ctx, wire.CanaryPrefix(prefix), clientv3.WithPrefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, kv := range resp.Kvs {
+				keys = append(keys, string(kv.Key))
+			}
+			if len(keys) != 1 || keys[0] != paths[tc.b].Key() {
+				t.Fatalf("canary keys after %v's cleanup: %v, want only %v's %s", tc.a, keys, tc.b, paths[tc.b].Key())
+			}
+		})
+	}
+}
