@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -35,14 +36,39 @@ func bindSelfMonFlags(fs *flag.FlagSet, c *selfMonConfig) {
 	fs.StringVar(&c.canaryStoreEndpoint, "canary-store-endpoints", "", "Comma-separated etcd client URLs the canary reads through, as callers do (e.g. the address callers are given); empty uses the store's. TLS uses the --store-*-file flags.")
 }
 
+// selfMonIdentity names this replica's self-monitoring keys (DESIGN.md: per-cluster and
+// per-replica keys, one writer never hides or deletes another's).
+type selfMonIdentity struct {
+	// cluster is the cluster ID (the endpoints' cluster field); replica is --shard-id with
+	// --sharding=lease, else the host name (the pod's name).
+	cluster, replica string
+	// legacy: one replica of one cluster writes the prefix (leader election, no
+	// --store-shared), so it also writes the single leader's heartbeat key for callers
+	// that predate the per-replica keys.
+	legacy bool
+}
+
+func selfMonIdentityOf(cfg config) selfMonIdentity {
+	id := selfMonIdentity{cluster: cfg.clusterName, legacy: !cfg.sharding.enabled() && !cfg.multicluster.shared}
+	if cfg.sharding.enabled() {
+		id.replica = cfg.sharding.id
+	} else {
+		id.replica, _ = os.Hostname()
+	}
+	return id
+}
+
 // setupSelfMonitoring adds the heartbeat, the store probers and the canary (leader-only
-// Runnables) and returns the probers by store name for the StoreHealthy condition. onChange
+// Runnables; with --sharding=lease, no leader election, every replica runs them, each
+// writing keys of its own) and returns the probers by store name for the StoreHealthy condition. onChange
 // is called when a store's verdict changes (it resyncs every registry).
 func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, endpoints []string, onChange func()) (monitor.Set, error) {
 	sm := cfg.selfmon
 	log := ctrl.Log.WithName("selfmon")
+	who := selfMonIdentityOf(cfg)
 	if sm.heartbeatInterval > 0 {
-		if err := mgr.Add(&monitor.Heartbeat{KV: cli, Prefix: cfg.storePrefix, Writer: identity(),
+		if err := mgr.Add(&monitor.Heartbeat{KV: cli, Lease: cli, Prefix: cfg.storePrefix, Writer: identity(),
+			Cluster: who.cluster, Replica: who.replica, Legacy: who.legacy,
 			Interval: sm.heartbeatInterval, Timeout: cfg.storeTimeout, Log: log}); err != nil {
 			return nil, fmt.Errorf("add heartbeat: %w", err)
 		}
@@ -73,7 +99,7 @@ func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, end
 				return nil, fmt.Errorf("canary reader: %w", err)
 			}
 			path, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: cfg.storePrefix, Reader: reader,
-				Namespace: fenceName(cfg), Name: "canary"})
+				Namespace: fenceName(cfg), Cluster: who.cluster, Replica: who.replica})
 			if err != nil {
 				_ = reader.Close()
 				return nil, err

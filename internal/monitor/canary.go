@@ -155,7 +155,9 @@ func (c *Canary) record(_ context.Context, stage string, err error, took time.Du
 const CanaryAddress = "192.0.2.1"
 
 // EtcdPath is the canary path of the etcd store: it writes a wire.Endpoint under
-// {prefix}/.registrar/canary/{namespace}/{pod} with the operator's client and reads it back
+// {prefix}/.registrar/canary/{namespace}/{cluster}.{replica} (wire.CanaryPod: a key of this
+// writer's own, which no other cluster's or replica's canary writes or deletes) with the
+// operator's client and reads it back
 // with a pkg/discovery Client (the callers' library: list, watch, decode) on its own
 // connection. No caller sees it: pkg/discovery refuses service names with a leading dot.
 type EtcdPath struct {
@@ -176,8 +178,9 @@ type EtcdPathConfig struct {
 	// it. ReaderEndpoints are dialled instead when Reader is nil (closed by Close).
 	Reader          *clientv3.Client
 	ReaderEndpoints []string
-	// Namespace and Name name the synthetic endpoint (the fence's and this process's).
-	Namespace, Name string
+	// Namespace names the synthetic endpoint's directory (the fence's name); Cluster (the
+	// cluster ID) and Replica (this replica) its pod, wire.CanaryPod.
+	Namespace, Cluster, Replica string
 }
 
 // NewEtcdPath starts the reading client.
@@ -191,10 +194,11 @@ func NewEtcdPath(cfg EtcdPathConfig) (*EtcdPath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("canary reader: %w", err)
 	}
+	pod := wire.CanaryPod(cfg.Cluster, cfg.Replica)
 	p := &EtcdPath{
-		kv: cfg.KV, key: wire.CanaryPrefix(cfg.Prefix) + cfg.Namespace + "/" + cfg.Name, reader: reader,
-		ep: wire.Endpoint{Service: wire.CanaryName, Namespace: cfg.Namespace, Pod: cfg.Name, Address: CanaryAddress,
-			Ports: map[string]int32{}, Owner: "registrar-canary"},
+		kv: cfg.KV, key: wire.CanaryPrefix(cfg.Prefix) + cfg.Namespace + "/" + pod, reader: reader,
+		ep: wire.Endpoint{Service: wire.CanaryName, Namespace: cfg.Namespace, Pod: pod, Address: CanaryAddress,
+			Ports: map[string]int32{}, Owner: "registrar-canary", Cluster: cfg.Cluster},
 	}
 	p.sub = reader.Subscribe()
 	return p, nil

@@ -23,7 +23,7 @@ func runHeartbeat(t *testing.T, cli *clientv3.Client, prefix string, w writer) (
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = (&monitor.Heartbeat{KV: cli, Prefix: prefix, Writer: w.cluster + "/" + w.replica,
+		_ = (&monitor.Heartbeat{KV: cli, Lease: cli, Prefix: prefix, Cluster: w.cluster, Replica: w.replica, Writer: w.cluster + "/" + w.replica,
 			Interval: 100 * time.Millisecond, Log: testr.New(t)}).Start(ctx)
 	}()
 	stopped := false
@@ -146,7 +146,8 @@ func TestHeartbeatsOfTwoReplicas(t *testing.T) {
 // a second.
 func newCaller(t *testing.T, cli *clientv3.Client, prefix, service string) *discovery.Client {
 	t.Helper()
-	c, err := discovery.New(discovery.Config{Client: cli, Prefix: prefix, Service: service, StaleAfter: time.Second})
+	c, err := discovery.New(discovery.Config{Client: cli, Prefix: prefix, Service: service, StaleAfter: time.Second,
+		ProbeInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestCanariesDoNotDeleteEachOther(t *testing.T) {
 			paths := map[writer]*monitor.EtcdPath{}
 			for _, w := range []writer{tc.a, tc.b} {
 				p, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: prefix, Reader: cli,
-					Namespace: "x", Name: "canary"})
+					Namespace: "x", Cluster: w.cluster, Replica: w.replica})
 				if err != nil {
 					t.Fatal(err)
 				}
