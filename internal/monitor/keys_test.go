@@ -2,6 +2,8 @@ package monitor_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,5 +207,29 @@ func TestCanariesDoNotDeleteEachOther(t *testing.T) {
 				t.Fatalf("canary keys after %v's cleanup: %v, want only %v's %s", tc.a, keys, tc.b, paths[tc.b].Key())
 			}
 		})
+	}
+}
+
+// TestDNSCanariesOfTwoReplicas: two replicas' DNS canaries (--sharding=lease with the
+// coredns store: every replica runs one) write records of their own, under names of their
+// own, so that neither overwrites the other's address nor deletes its record; the name is
+// the record's key read as SkyDNS does (labels reversed under the path prefix).
+func TestDNSCanariesOfTwoReplicas(t *testing.T) {
+	cli, _ := client(t)
+	const zone, pathPrefix = "cluster.local", "/skydns"
+	a := monitor.NewDNSPath(cli, pathPrefix, zone, "127.0.0.1:53")
+	b := monitor.NewDNSPath(cli, pathPrefix, zone, "127.0.0.1:53")
+	if a.Key() == b.Key() || a.Name() == b.Name() {
+		t.Fatalf("two replicas' DNS canaries share key %s / %s, name %s / %s", a.Key(), b.Key(), a.Name(), b.Name())
+	}
+	for _, p := range []*monitor.DNSPath{a, b} {
+		labels := strings.Split(strings.TrimSuffix(p.Name(), "."), ".")
+		slices.Reverse(labels)
+		if want := pathPrefix + "/" + strings.Join(labels, "/"); p.Key() != want {
+			t.Errorf("key %s, want %s (the name %s as SkyDNS reads it)", p.Key(), want, p.Name())
+		}
+		if !strings.HasSuffix(p.Name(), "._canary._registrar."+zone+".") {
+			t.Errorf("name %s not under _canary._registrar.%s", p.Name(), zone)
+		}
 	}
 }
