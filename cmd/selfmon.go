@@ -126,7 +126,7 @@ func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, end
 		}
 		p := newProber(storeCoreDNS, c)
 		if sm.canaryInterval > 0 && sm.canaryDNSServer != "" {
-			path := monitor.NewDNSPath(c, cfg.stores.corednsPath, cfg.stores.corednsZone, sm.canaryDNSServer)
+			path := monitor.NewDNSPath(c, cfg.stores.corednsPath, cfg.stores.corednsZone, sm.canaryDNSServer, who.cluster, who.replica)
 			p.Canary = &monitor.Canary{Store: storeCoreDNS, Path: path, Interval: sm.canaryInterval, Timeout: sm.canaryTimeout,
 				OnRound: p.Wake, Log: log}
 			if err := mgr.Add(p.Canary); err != nil {

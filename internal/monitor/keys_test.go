@@ -217,8 +217,8 @@ func TestCanariesDoNotDeleteEachOther(t *testing.T) {
 func TestDNSCanariesOfTwoReplicas(t *testing.T) {
 	cli, _ := client(t)
 	const zone, pathPrefix = "cluster.local", "/skydns"
-	a := monitor.NewDNSPath(cli, pathPrefix, zone, "127.0.0.1:53")
-	b := monitor.NewDNSPath(cli, pathPrefix, zone, "127.0.0.1:53")
+	a := monitor.NewDNSPath(cli, pathPrefix, zone, "127.0.0.1:53", "c1", "registrar-0")
+	b := monitor.NewDNSPath(cli, pathPrefix, zone, "127.0.0.1:53", "c1", "registrar-1")
 	if a.Key() == b.Key() || a.Name() == b.Name() {
 		t.Fatalf("two replicas' DNS canaries share key %s / %s, name %s / %s", a.Key(), b.Key(), a.Name(), b.Name())
 	}
