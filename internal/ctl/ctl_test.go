@@ -23,9 +23,9 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/registrar-dev/registrar/internal/ctl"
-	"github.com/registrar-dev/registrar/pkg/wire"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/pkg/discovery"
+	"github.com/registrar-dev/registrar/pkg/wire"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
