@@ -31,7 +31,7 @@ type shardingConfig struct {
 }
 
 func bindShardingFlags(fs *flag.FlagSet, c *shardingConfig) {
-	fs.StringVar(&c.mode, "sharding", shardingNone, "How replicas share the ServiceRegistries: none (leader election: one replica writes) or lease (every replica writes the namespaces of its shards; membership by one Lease per replica; replaces --leader-elect). See docs/sharding.md.")
+	fs.StringVar(&c.mode, "sharding", shardingNone, "How replicas share the ServiceRegistries: none (leader election: one replica writes) or lease (every replica writes the namespaces of its shards; membership by one Lease per replica; replaces --leader-elect; not with --xds-bind-address, which serves every registry from the leader). See docs/sharding.md.")
 	fs.IntVar(&c.count, "shard-count", 32, "Number of shards namespaces are hashed into (with --sharding=lease); the same on every replica, changed only with all replicas stopped.")
 	fs.StringVar(&c.id, "shard-id", "", "This replica's member name in the shard ring (default: the host name, the pod's name in a cluster); unique among the replicas.")
 	fs.StringVar(&c.leaseNamespace, "shard-lease-namespace", "", "Namespace of the member Leases (default: as --leader-election-namespace).")
