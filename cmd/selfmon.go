@@ -99,7 +99,8 @@ func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, end
 				return nil, fmt.Errorf("canary reader: %w", err)
 			}
 			path, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: cfg.storePrefix, Reader: reader,
-				Namespace: fenceName(cfg), Cluster: who.cluster, Replica: who.replica})
+				Namespace: fenceName(cfg), Cluster: who.cluster, Replica: who.replica,
+				Lease: cli, LeaseTTL: monitor.CanaryLeaseTTL(sm.canaryInterval)})
 			if err != nil {
 				_ = reader.Close()
 				return nil, err

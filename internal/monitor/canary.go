@@ -162,6 +162,7 @@ const CanaryAddress = "192.0.2.1"
 // connection. No caller sees it: pkg/discovery refuses service names with a leading dot.
 type EtcdPath struct {
 	kv     clientv3.KV
+	lease  keyLease
 	key    string
 	ep     wire.Endpoint
 	reader *discovery.Client
@@ -181,7 +182,16 @@ type EtcdPathConfig struct {
 	// Namespace names the synthetic endpoint's directory (the fence's name); Cluster (the
 	// cluster ID) and Replica (this replica) its pod, wire.CanaryPod.
 	Namespace, Cluster, Replica string
+	// Lease, when set, attaches the synthetic endpoint to a lease of its own with LeaseTTL
+	// (CanaryLeaseTTL of the interval; at least 1 s), kept alive by the rounds and revoked
+	// by Cleanup: the key of a writer that died ages out.
+	Lease    clientv3.Lease
+	LeaseTTL time.Duration
 }
+
+// CanaryLeaseTTL is the TTL of the canary endpoint's lease with rounds every interval: ten
+// intervals, at least 30 s.
+func CanaryLeaseTTL(interval time.Duration) time.Duration { return max(10*interval, 30*time.Second) }
 
 // NewEtcdPath starts the reading client.
 func NewEtcdPath(cfg EtcdPathConfig) (*EtcdPath, error) {
@@ -196,7 +206,8 @@ func NewEtcdPath(cfg EtcdPathConfig) (*EtcdPath, error) {
 	}
 	pod := wire.CanaryPod(cfg.Cluster, cfg.Replica)
 	p := &EtcdPath{
-		kv: cfg.KV, key: wire.CanaryPrefix(cfg.Prefix) + cfg.Namespace + "/" + pod, reader: reader,
+		kv: cfg.KV, lease: keyLease{lease: cfg.Lease, ttl: cfg.LeaseTTL},
+		key: wire.CanaryPrefix(cfg.Prefix) + cfg.Namespace + "/" + pod, reader: reader,
 		ep: wire.Endpoint{Service: wire.CanaryName, Namespace: cfg.Namespace, Pod: pod, Address: CanaryAddress,
 			Ports: map[string]int32{}, Owner: "registrar-canary", Cluster: cfg.Cluster},
 	}
@@ -222,8 +233,13 @@ func (p *EtcdPath) Write(ctx context.Context, seq int64) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := p.kv.Put(ctx, p.key, string(val))
+	opts, err := p.lease.opts(ctx)
 	if err != nil {
+		return nil, err
+	}
+	resp, err := p.kv.Put(ctx, p.key, string(val), opts...)
+	if err != nil {
+		p.lease.failed(err)
 		return nil, err
 	}
 	return resp.Header.Revision, nil
@@ -244,8 +260,11 @@ func (p *EtcdPath) Visible(ctx context.Context, token any) error {
 	}
 }
 
-// Cleanup deletes the synthetic endpoint.
+// Cleanup deletes the synthetic endpoint (revoking its lease, when it has one).
 func (p *EtcdPath) Cleanup(ctx context.Context) error {
+	if revoked, err := p.lease.revoke(ctx); revoked && err == nil {
+		return nil
+	}
 	_, err := p.kv.Delete(ctx, p.key)
 	return err
 }

@@ -45,8 +45,7 @@ type Heartbeat struct {
 	Interval, Timeout time.Duration
 	Log               logr.Logger
 
-	lease     clientv3.LeaseID
-	keptAlive time.Time
+	lease keyLease
 }
 
 // HeartbeatLeaseTTL is the TTL of the lease of a heartbeat written every interval: ten
@@ -123,30 +122,14 @@ func (h *Heartbeat) write(ctx context.Context, key string, hb wire.Heartbeat, in
 	return rev, nil
 }
 
-// put writes the key (and the legacy key) under the writer's lease, granting it first and
-// keeping it alive every third of its TTL; a lease that expired meanwhile is granted again
-// at the next write.
+// put writes the key (and the legacy key) under the writer's lease (keyLease).
 func (h *Heartbeat) put(ctx context.Context, key, val string, interval time.Duration) (int64, error) {
-	var opts []clientv3.OpOption
-	if h.Lease != nil {
-		ttl := HeartbeatLeaseTTL(interval)
-		switch {
-		case h.lease == 0:
-			g, err := h.Lease.Grant(ctx, int64(ttl/time.Second))
-			if err != nil {
-				return 0, fmt.Errorf("grant its lease: %w", err)
-			}
-			h.lease, h.keptAlive = g.ID, time.Now()
-		case time.Since(h.keptAlive) >= ttl/3:
-			if _, err := h.Lease.KeepAliveOnce(ctx, h.lease); err != nil {
-				if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-					h.lease = 0
-				}
-				return 0, fmt.Errorf("keep its lease alive: %w", err)
-			}
-			h.keptAlive = time.Now()
-		}
-		opts = append(opts, clientv3.WithLease(h.lease))
+	if h.Lease != nil && h.lease.lease == nil {
+		h.lease = keyLease{lease: h.Lease, ttl: HeartbeatLeaseTTL(interval)}
+	}
+	opts, err := h.lease.opts(ctx)
+	if err != nil {
+		return 0, err
 	}
 	ops := []clientv3.Op{clientv3.OpPut(key, val, opts...)}
 	if h.Legacy {
@@ -154,24 +137,68 @@ func (h *Heartbeat) put(ctx context.Context, key, val string, interval time.Dura
 	}
 	resp, err := h.KV.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			h.lease = 0
-		}
+		h.lease.failed(err)
 		return 0, err
 	}
 	return resp.Header.Revision, nil
 }
 
+// keyLease is the etcd lease of one writer's own keys: granted at the first write, kept
+// alive every third of its TTL at a later write, granted again after it expired (a write
+// failing with ErrLeaseNotFound), revoked when the writer stops. The zero value (no lease)
+// adds nothing to a write.
+type keyLease struct {
+	lease     clientv3.Lease
+	ttl       time.Duration
+	id        clientv3.LeaseID
+	keptAlive time.Time
+}
+
+// opts grants or keeps the lease alive as needed and returns the Put option attaching it.
+func (k *keyLease) opts(ctx context.Context) ([]clientv3.OpOption, error) {
+	if k.lease == nil {
+		return nil, nil
+	}
+	switch {
+	case k.id == 0:
+		g, err := k.lease.Grant(ctx, max(int64(k.ttl/time.Second), 1))
+		if err != nil {
+			return nil, fmt.Errorf("grant its lease: %w", err)
+		}
+		k.id, k.keptAlive = g.ID, time.Now()
+	case time.Since(k.keptAlive) >= k.ttl/3:
+		if _, err := k.lease.KeepAliveOnce(ctx, k.id); err != nil {
+			k.failed(err)
+			return nil, fmt.Errorf("keep its lease alive: %w", err)
+		}
+		k.keptAlive = time.Now()
+	}
+	return []clientv3.OpOption{clientv3.WithLease(k.id)}, nil
+}
+
+// failed forgets an expired lease, so that the next write grants another.
+func (k *keyLease) failed(err error) {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		k.id = 0
+	}
+}
+
+// revoke ends the lease, deleting its keys; false when there was none to revoke.
+func (k *keyLease) revoke(ctx context.Context) (bool, error) {
+	if k.lease == nil || k.id == 0 {
+		return false, nil
+	}
+	_, err := k.lease.Revoke(ctx, k.id)
+	k.id = 0
+	return true, err
+}
+
 // revoke ends the key's lease, deleting the key: callers stop counting this writer at once
 // (another replica of the cluster, or the next leader, writes its own).
 func (h *Heartbeat) revoke(timeout time.Duration) {
-	if h.Lease == nil || h.lease == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if _, err := h.Lease.Revoke(ctx, h.lease); err != nil {
+	if _, err := h.lease.revoke(ctx); err != nil {
 		h.Log.Info("heartbeat lease not revoked; the key goes when it expires", "key", h.Key(), "error", err.Error())
 	}
-	h.lease = 0
 }

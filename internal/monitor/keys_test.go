@@ -233,3 +233,46 @@ func TestDNSCanariesOfTwoReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestCanaryKeyAgesOut: a canary endpoint written under its lease goes when its writer dies
+// without cleaning up (the lease is no longer kept alive), and Cleanup removes it at once.
+func TestCanaryKeyAgesOut(t *testing.T) {
+	cli, prefix := client(t)
+	reader, _ := client(t)
+	ctx := context.Background()
+	newPath := func(replica string) *monitor.EtcdPath {
+		p, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: prefix, Reader: cli,
+			Namespace: "x", Cluster: "east", Replica: replica, Lease: cli, LeaseTTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		c := &monitor.Canary{Store: "etcd-" + t.Name() + replica, Path: p, Log: testr.New(t)}
+		if err := c.Round(ctx, 1, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	exists := func(key string) bool {
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		resp, err := reader.Get(gctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.Kvs) == 1 && resp.Kvs[0].Lease != 0
+	}
+	dead, live := newPath("registrar-0"), newPath("registrar-1")
+	if !exists(dead.Key()) || !exists(live.Key()) {
+		t.Fatal("canary keys not written under a lease")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := live.Cleanup(cctx); err != nil {
+		t.Fatal(err)
+	}
+	if exists(live.Key()) {
+		t.Error("canary key kept after Cleanup")
+	}
+	eventually(t, 15*time.Second, "the dead writer's canary aged out", func() bool { return !exists(dead.Key()) })
+}
