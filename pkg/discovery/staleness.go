@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 
@@ -197,6 +198,7 @@ func (c *Client) heartbeatSession(ctx context.Context) error {
 		return fmt.Errorf("read heartbeats %s: %w", c.hb.key, err)
 	}
 	rev := resp.Header.Revision
+	c.forgetHeartbeatsBut(resp.Kvs) // deleted while no watch ran
 	for _, kv := range resp.Kvs {
 		c.observeHeartbeat(string(kv.Key), kv.ModRevision, kv.Value, true)
 	}
@@ -273,6 +275,21 @@ func (c *Client) observeHeartbeat(key string, rev int64, value []byte, read bool
 		if err == nil {
 			b.interval = time.Duration(hb.IntervalSeconds * float64(time.Second))
 			b.writer = hb.Writer
+		}
+	}
+}
+
+// forgetHeartbeatsBut drops the heartbeat keys not among kvs (a fresh read of them all).
+func (c *Client) forgetHeartbeatsBut(kvs []*mvccpb.KeyValue) {
+	present := make(map[string]bool, len(kvs))
+	for _, kv := range kvs {
+		present[string(kv.Key)] = true
+	}
+	c.hb.mu.Lock()
+	defer c.hb.mu.Unlock()
+	for k := range c.hb.revs {
+		if !present[k] {
+			delete(c.hb.revs, k)
 		}
 	}
 }
