@@ -172,7 +172,7 @@ func TestStaleAfterFollowsWriterInterval(t *testing.T) {
 	waitUntil(t, 10*time.Second, "heartbeat seen", func() bool { return c.Freshness().HeartbeatRevision > 0 })
 	waitUntil(t, 20*time.Second, "stale once three writer intervals passed", c.Stale)
 	if took := time.Since(written); took < 6*time.Second-100*time.Millisecond {
-		t.Errorf("stale %s after the only heartbeat, before three 2s intervals", took)
+		t.Errorf("stale %s after the only heartbeat, before three 2s intervals: %+v", took, c.Freshness())
 	}
 }
 
