@@ -31,7 +31,7 @@ type shardingConfig struct {
 }
 
 func bindShardingFlags(fs *flag.FlagSet, c *shardingConfig) {
-	fs.StringVar(&c.mode, "sharding", shardingNone, "How replicas share the ServiceRegistries: none (leader election: one replica writes) or lease (every replica writes the namespaces of its shards; membership by one Lease per replica; replaces --leader-elect). See docs/sharding.md.")
+	fs.StringVar(&c.mode, "sharding", shardingNone, "How replicas share the ServiceRegistries: none (leader election: one replica writes) or lease (every replica writes the namespaces of its shards; membership by one Lease per replica; replaces --leader-elect; not with --xds-bind-address, which serves every registry from the leader). See docs/sharding.md.")
 	fs.IntVar(&c.count, "shard-count", 32, "Number of shards namespaces are hashed into (with --sharding=lease); the same on every replica, changed only with all replicas stopped.")
 	fs.StringVar(&c.id, "shard-id", "", "This replica's member name in the shard ring (default: the host name, the pod's name in a cluster); unique among the replicas.")
 	fs.StringVar(&c.leaseNamespace, "shard-lease-namespace", "", "Namespace of the member Leases (default: as --leader-election-namespace).")
@@ -64,6 +64,14 @@ func (c *shardingConfig) validate(cfg *config) error {
 	}
 	if cfg.storeLeaseTTL > 0 {
 		return fmt.Errorf("--store-lease-ttl is not supported with --sharding=lease yet (one endpoint lease per installation)")
+	}
+	if cfg.xds.bindAddress != "" {
+		// Every replica that serves callers serves every registry, current (DESIGN.md): a
+		// sharded replica's xDS server would publish its own shards only, and keep publishing
+		// a shard handed to another replica as it last saw it.
+		return fmt.Errorf("--sharding=lease cannot be combined with --xds-bind-address: each replica would serve " +
+			"over xDS only the registries of its own shards, and keep serving those handed to another replica frozen; " +
+			"run the xDS server with --sharding=none (leader election), or drop --xds-bind-address (docs/sharding.md)")
 	}
 	cfg.leaderElect = false // the shard fences replace the leader's
 	return nil

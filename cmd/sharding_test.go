@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,15 @@ func TestShardingFlags(t *testing.T) {
 		{name: "renew too slow", args: []string{"--sharding=lease", "--shard-lease-duration=3s", "--shard-renew-period=2s"}, wantErr: "--shard-renew-period"},
 		{name: "no shards", args: []string{"--sharding=lease", "--shard-count=0"}, wantErr: "--shard-count"},
 		{name: "lease backstop refused", args: []string{"--sharding=lease", "--store-lease-ttl=30s"}, wantErr: "--store-lease-ttl"},
+		// Every replica that serves callers serves every registry (DESIGN.md): a sharded
+		// replica's xDS server would serve its own shards only, and freeze those handed away.
+		{name: "xDS refused", args: []string{"--sharding=lease", "--shard-id=r-0", "--xds-bind-address=:18000"},
+			wantErr: "--sharding=lease cannot be combined with --xds-bind-address"},
+		{name: "xDS without sharding", args: []string{"--leader-elect=true", "--xds-bind-address=:18000"}, check: func(t *testing.T, c config) {
+			if c.xds.bindAddress != ":18000" || !c.leaderElect {
+				t.Errorf("xds %q, leader election %v", c.xds.bindAddress, c.leaderElect)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, err := parseFlags(tc.args)
@@ -44,6 +54,39 @@ func TestShardingFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.check(t, c)
+		})
+	}
+}
+
+// TestSelfMonitoringKeysPerReplica: the heartbeat and canary keys carry this cluster and
+// replica (--shard-id with sharding), and only a lone leader of an unshared prefix also
+// writes the single leader's heartbeat key.
+func TestSelfMonitoringKeysPerReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		cluster     string
+		wantReplica string // "" : the host name
+		wantLegacy  bool
+	}{
+		{name: "leader election", args: []string{"--leader-elect=true"}, cluster: "c1", wantLegacy: true},
+		{name: "sharding", args: []string{"--sharding=lease", "--shard-id=r-1"}, cluster: "c1", wantReplica: "r-1"},
+		{name: "shared store", args: []string{"--leader-elect=true", "--store-shared", "--cluster-id=east", "--store-lease-ttl=60s"}, cluster: "east"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, err := parseFlags(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.clusterName = tc.cluster // resolved at start
+			got := selfMonIdentityOf(c)
+			want := tc.wantReplica
+			if want == "" {
+				want, _ = os.Hostname()
+			}
+			if got.cluster != tc.cluster || got.replica != want || got.legacy != tc.wantLegacy {
+				t.Errorf("identity %+v, want cluster %q replica %q legacy %v", got, tc.cluster, want, tc.wantLegacy)
+			}
 		})
 	}
 }

@@ -31,7 +31,7 @@ type xdsConfig struct {
 }
 
 func bindXDSFlags(fs *flag.FlagSet, c *xdsConfig) {
-	fs.StringVar(&c.bindAddress, "xds-bind-address", "", "Address the xDS (ADS) server for Envoy and proxyless gRPC clients listens on (e.g. :18000); empty disables it. Only the leader serves (docs/xds.md).")
+	fs.StringVar(&c.bindAddress, "xds-bind-address", "", "Address the xDS (ADS) server for Envoy and proxyless gRPC clients listens on (e.g. :18000); empty disables it. Only the leader serves (docs/xds.md); refused with --sharding=lease, where no replica holds every registry.")
 	fs.StringVar(&c.certFile, "xds-cert-file", "", "TLS certificate of the xDS server (re-read on every handshake); empty serves plaintext.")
 	fs.StringVar(&c.keyFile, "xds-key-file", "", "TLS key of the xDS server.")
 	fs.StringVar(&c.clientCAFile, "xds-client-ca-file", "", "CA bundle that xDS clients' certificates must chain to (mTLS); needs --xds-cert-file.")

@@ -25,6 +25,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/ctl"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/pkg/discovery"
+	"github.com/registrar-dev/registrar/pkg/wire"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
@@ -491,5 +492,35 @@ func TestHealthWithoutHeartbeat(t *testing.T) {
 	code, stdout, stderr := run(context.Background(), []string{"health", "--store-prefix", "/nobody/here"}, storeVars())
 	if code != ctl.ExitNotFound || !strings.Contains(stderr, "no heartbeat at /nobody/here/.registrar/heartbeat") || strings.Contains(stdout, "heartbeat ") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestHealthOfEachReplica: operators that write per-replica heartbeats only (--sharding=lease,
+// --store-shared): each is shown with its cluster and replica, and the prefix has a heartbeat.
+func TestHealthOfEachReplica(t *testing.T) {
+	requireServer(t)
+	cli, err := server.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	const prefix = "/replicas/here"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, w := range [][2]string{{"east", "registrar-0"}, {"west", "registrar-1"}} {
+		v, _ := wire.EncodeHeartbeat(wire.Heartbeat{Writer: w[1] + "_1_2", Cluster: w[0], Replica: w[1],
+			Time: time.Now(), Seq: 3, IntervalSeconds: 5})
+		if _, err := cli.Put(ctx, wire.ReplicaHeartbeatKey(prefix, w[0], w[1]), string(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := run(ctx, []string{"health", "--store-prefix", prefix}, storeVars())
+	if code != ctl.ExitOK {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, want := range []string{"east/registrar-0", "west/registrar-1", "Fresh"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
 	}
 }

@@ -16,11 +16,16 @@ import (
 
 // healthView is the operator's self-monitoring keys as the store has them.
 type healthView struct {
+	// Heartbeat is the single leader's ({prefix}/.registrar/heartbeat).
 	Heartbeat *heartbeatView `json:"heartbeat,omitempty"`
-	Canaries  []canaryView   `json:"canaries,omitempty"`
+	// Heartbeats are each replica's ({prefix}/.registrar/heartbeat/{cluster}/{replica}).
+	Heartbeats []heartbeatView `json:"heartbeats,omitempty"`
+	Canaries   []canaryView    `json:"canaries,omitempty"`
 }
 
 type heartbeatView struct {
+	Cluster  string    `json:"cluster,omitempty"`
+	Replica  string    `json:"replica,omitempty"`
 	Writer   string    `json:"writer"`
 	Time     time.Time `json:"time"`
 	Age      string    `json:"age"`
@@ -50,7 +55,7 @@ func (r *runner) health(ctx context.Context, staleAfter time.Duration) int {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
 	defer cancel()
 	hbKey, canaries := wire.HeartbeatKey(r.opts.prefix), wire.CanaryPrefix(r.opts.prefix)
-	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(hbKey), clientv3.OpGet(canaries, clientv3.WithPrefix())).Commit()
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(hbKey, clientv3.WithPrefix()), clientv3.OpGet(canaries, clientv3.WithPrefix())).Commit()
 	if err != nil {
 		code := storeCode(err)
 		if code == ExitUnreachable {
@@ -61,14 +66,23 @@ func (r *runner) health(ctx context.Context, staleAfter time.Duration) int {
 	var v healthView
 	now := r.env.Now()
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		_, legacy, ok := wire.ParseHeartbeatKey(r.opts.prefix, string(kv.Key))
+		if !ok {
+			continue
+		}
 		hb, err := wire.DecodeHeartbeat(kv.Value)
 		if err != nil {
 			fmt.Fprintf(r.env.Stderr, "registrarctl: skipping %s: %v\n", kv.Key, err)
 			continue
 		}
-		v.Heartbeat = &heartbeatView{Writer: hb.Writer, Time: hb.Time, Age: age(now, hb.Time),
+		view := heartbeatView{Cluster: hb.Cluster, Replica: hb.Replica, Writer: hb.Writer, Time: hb.Time, Age: age(now, hb.Time),
 			Interval: (time.Duration(hb.IntervalSeconds * float64(time.Second))).String(), Seq: hb.Seq,
 			Revision: kv.ModRevision, Stale: now.Sub(hb.Time) > staleAfter}
+		if legacy {
+			v.Heartbeat = &view
+		} else {
+			v.Heartbeats = append(v.Heartbeats, view)
+		}
 	}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		inst, err := discovery.DecodeInstance(string(kv.Key), kv.Value, kv.ModRevision)
@@ -82,8 +96,8 @@ func (r *runner) health(ctx context.Context, staleAfter time.Duration) int {
 	if err := r.printHealth(v, now); err != nil {
 		return r.fail(ExitError, "%v", err)
 	}
-	if v.Heartbeat == nil {
-		return r.fail(ExitNotFound, "no heartbeat at %s: no registrar operator leads for this prefix, or it runs with --heartbeat-interval=0", hbKey)
+	if v.Heartbeat == nil && len(v.Heartbeats) == 0 {
+		return r.fail(ExitNotFound, "no heartbeat at %s: no registrar operator writes this prefix, or it runs with --heartbeat-interval=0", hbKey)
 	}
 	return ExitOK
 }
@@ -94,12 +108,18 @@ func (r *runner) printHealth(v healthView, now time.Time) error {
 	}
 	tw := tabwriter.NewWriter(r.env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAME\tAGE\tREVISION\tSTATE\tDETAIL")
-	if hb := v.Heartbeat; hb != nil {
+	line := func(name string, hb heartbeatView) {
 		state := "Fresh"
 		if hb.Stale {
 			state = "Stale"
 		}
-		fmt.Fprintf(tw, "heartbeat\t%s\t%s\t%d\t%s\tevery %s, seq %d\n", dash(hb.Writer), hb.Age, hb.Revision, state, hb.Interval, hb.Seq)
+		fmt.Fprintf(tw, "heartbeat\t%s\t%s\t%d\t%s\tevery %s, seq %d\n", name, hb.Age, hb.Revision, state, hb.Interval, hb.Seq)
+	}
+	if hb := v.Heartbeat; hb != nil {
+		line(dash(hb.Writer), *hb)
+	}
+	for _, hb := range v.Heartbeats {
+		line(hb.Cluster+"/"+hb.Replica, hb)
 	}
 	for _, c := range v.Canaries {
 		fmt.Fprintf(tw, "canary\t%s\t%s\t%d\t-\t%s\n", c.Name, age(now, c.RegisteredAt), c.Revision, c.Address)
@@ -109,9 +129,10 @@ func (r *runner) printHealth(v healthView, now time.Time) error {
 
 // healthCommandLong is the health command's help.
 var healthCommandLong = strings.Join([]string{
-	"Show the operator's heartbeat ({prefix}/.registrar/heartbeat: writer, age, interval) and",
-	"whether a caller would call its list stale (heartbeat older than --stale-after), and the",
-	"canary's synthetic endpoints (exit 3 when there is no heartbeat).",
+	"Show the operator's heartbeats (each replica's, {prefix}/.registrar/heartbeat/{cluster}/{replica},",
+	"named cluster/replica, and the single leader's {prefix}/.registrar/heartbeat, named by its writer:",
+	"age, interval) and whether a caller would call its list stale (heartbeat older than --stale-after),",
+	"and the canaries' synthetic endpoints (exit 3 when there is no heartbeat).",
 }, "\n")
 
 // healthCommand is `registrarctl health`.

@@ -155,11 +155,14 @@ func (c *Canary) record(_ context.Context, stage string, err error, took time.Du
 const CanaryAddress = "192.0.2.1"
 
 // EtcdPath is the canary path of the etcd store: it writes a wire.Endpoint under
-// {prefix}/.registrar/canary/{namespace}/{pod} with the operator's client and reads it back
+// {prefix}/.registrar/canary/{namespace}/{cluster}.{replica} (wire.CanaryPod: a key of this
+// writer's own, which no other cluster's or replica's canary writes or deletes) with the
+// operator's client and reads it back
 // with a pkg/discovery Client (the callers' library: list, watch, decode) on its own
 // connection. No caller sees it: pkg/discovery refuses service names with a leading dot.
 type EtcdPath struct {
 	kv     clientv3.KV
+	lease  keyLease
 	key    string
 	ep     wire.Endpoint
 	reader *discovery.Client
@@ -176,9 +179,19 @@ type EtcdPathConfig struct {
 	// it. ReaderEndpoints are dialled instead when Reader is nil (closed by Close).
 	Reader          *clientv3.Client
 	ReaderEndpoints []string
-	// Namespace and Name name the synthetic endpoint (the fence's and this process's).
-	Namespace, Name string
+	// Namespace names the synthetic endpoint's directory (the fence's name); Cluster (the
+	// cluster ID) and Replica (this replica) its pod, wire.CanaryPod.
+	Namespace, Cluster, Replica string
+	// Lease, when set, attaches the synthetic endpoint to a lease of its own with LeaseTTL
+	// (CanaryLeaseTTL of the interval; at least 1 s), kept alive by the rounds and revoked
+	// by Cleanup: the key of a writer that died ages out.
+	Lease    clientv3.Lease
+	LeaseTTL time.Duration
 }
+
+// CanaryLeaseTTL is the TTL of the canary endpoint's lease with rounds every interval: ten
+// intervals, at least 30 s.
+func CanaryLeaseTTL(interval time.Duration) time.Duration { return max(10*interval, 30*time.Second) }
 
 // NewEtcdPath starts the reading client.
 func NewEtcdPath(cfg EtcdPathConfig) (*EtcdPath, error) {
@@ -191,10 +204,12 @@ func NewEtcdPath(cfg EtcdPathConfig) (*EtcdPath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("canary reader: %w", err)
 	}
+	pod := wire.CanaryPod(cfg.Cluster, cfg.Replica)
 	p := &EtcdPath{
-		kv: cfg.KV, key: wire.CanaryPrefix(cfg.Prefix) + cfg.Namespace + "/" + cfg.Name, reader: reader,
-		ep: wire.Endpoint{Service: wire.CanaryName, Namespace: cfg.Namespace, Pod: cfg.Name, Address: CanaryAddress,
-			Ports: map[string]int32{}, Owner: "registrar-canary"},
+		kv: cfg.KV, lease: keyLease{lease: cfg.Lease, ttl: cfg.LeaseTTL},
+		key: wire.CanaryPrefix(cfg.Prefix) + cfg.Namespace + "/" + pod, reader: reader,
+		ep: wire.Endpoint{Service: wire.CanaryName, Namespace: cfg.Namespace, Pod: pod, Address: CanaryAddress,
+			Ports: map[string]int32{}, Owner: "registrar-canary", Cluster: cfg.Cluster},
 	}
 	p.sub = reader.Subscribe()
 	return p, nil
@@ -218,8 +233,13 @@ func (p *EtcdPath) Write(ctx context.Context, seq int64) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := p.kv.Put(ctx, p.key, string(val))
+	opts, err := p.lease.opts(ctx)
 	if err != nil {
+		return nil, err
+	}
+	resp, err := p.kv.Put(ctx, p.key, string(val), opts...)
+	if err != nil {
+		p.lease.failed(err)
 		return nil, err
 	}
 	return resp.Header.Revision, nil
@@ -240,8 +260,11 @@ func (p *EtcdPath) Visible(ctx context.Context, token any) error {
 	}
 }
 
-// Cleanup deletes the synthetic endpoint.
+// Cleanup deletes the synthetic endpoint (revoking its lease, when it has one).
 func (p *EtcdPath) Cleanup(ctx context.Context) error {
+	if revoked, err := p.lease.revoke(ctx); revoked && err == nil {
+		return nil
+	}
 	_, err := p.kv.Delete(ctx, p.key)
 	return err
 }

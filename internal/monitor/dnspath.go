@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"path"
 	"slices"
 	"strings"
@@ -13,7 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// DNS names of the canary under the CoreDNS store's zone: _canary._registrar.<zone>. Labels
+// DNS names of the canary under the CoreDNS store's zone: <writer>._canary._registrar.<zone>
+// (DNSWriterLabel). Labels
 // with an underscore are never a Kubernetes namespace or a ServiceRegistry's service name
 // (DNS-1123 labels), so the canary is never part of a service's answer
 // (<service>.<namespace>.<zone>).
@@ -23,7 +25,8 @@ const (
 )
 
 // DNSPath is the canary path of the CoreDNS store: it writes a SkyDNS record for
-// _canary._registrar.<zone> where CoreDNS's etcd plugin reads it, with an address that
+// <writer>._canary._registrar.<zone> (DNSWriterLabel: a name of this cluster's replica's own,
+// which no other replica's canary writes or deletes) where CoreDNS's etcd plugin reads it, with an address that
 // changes every round (TEST-NET-1, 192.0.2.1-254), and asks CoreDNS for it over UDP, as a
 // caller's resolver does, until the answer carries that round's address. The record has no
 // "registrar" member, so the CoreDNS store never treats it as an endpoint it owns.
@@ -37,14 +40,35 @@ type DNSPath struct {
 	Poll, QueryTimeout time.Duration
 }
 
-// NewDNSPath returns the DNS canary path: records under CoreDNS's etcd path pathPrefix for
-// zone, queried at server (host:port).
-func NewDNSPath(kv clientv3.KV, pathPrefix, zone, server string) *DNSPath {
+// NewDNSPath returns the DNS canary path of the writer (cluster and replica): records under
+// CoreDNS's etcd path pathPrefix for zone, queried at server (host:port).
+func NewDNSPath(kv clientv3.KV, pathPrefix, zone, server, cluster, replica string) *DNSPath {
 	zone = strings.ToLower(strings.Trim(zone, "."))
 	labels := strings.Split(zone, ".")
 	slices.Reverse(labels)
-	key := path.Join(append(append([]string{"/" + strings.Trim(pathPrefix, "/")}, labels...), DNSCanaryNamespace, DNSCanaryService)...)
-	return &DNSPath{kv: kv, key: key, name: DNSCanaryService + "." + DNSCanaryNamespace + "." + zone + ".", server: server}
+	w := DNSWriterLabel(cluster, replica)
+	key := path.Join(append(append([]string{"/" + strings.Trim(pathPrefix, "/")}, labels...), DNSCanaryNamespace, DNSCanaryService, w)...)
+	return &DNSPath{kv: kv, key: key, name: w + "." + DNSCanaryService + "." + DNSCanaryNamespace + "." + zone + ".", server: server}
+}
+
+// DNSWriterLabel is the DNS label of a writer's canary: its replica name reduced to
+// lower-case letters, digits and '-' (at most 40), then '-' and 8 hex digits of a hash of
+// cluster and replica, so that two writers never share it.
+func DNSWriterLabel(cluster, replica string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(replica) {
+		if b.Len() >= 40 {
+			break
+		}
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(cluster + "\x00" + replica))
+	return strings.Trim(b.String(), "-") + fmt.Sprintf("-%08x", h.Sum32())
 }
 
 // Key is the record's etcd key; Name its DNS name.

@@ -39,8 +39,9 @@ func TestDNSCanary(t *testing.T) {
 	if _, err := st.Apply(ctx, scope, store.Changes{Create: []store.Endpoint{{Pod: "web-1", Address: "10.1.0.1", Owner: "o1", Namespace: "shop", Service: "web"}}}); err != nil {
 		t.Fatal(err)
 	}
-	path := monitor.NewDNSPath(cli, pathPrefix, zone, srv.Addr)
-	if path.Name() != "_canary._registrar."+zone+"." {
+	path := monitor.NewDNSPath(cli, pathPrefix, zone, srv.Addr, "c1", "Registrar.0")
+	if path.Name() != monitor.DNSWriterLabel("c1", "Registrar.0")+"._canary._registrar."+zone+"." ||
+		!strings.HasPrefix(path.Name(), "registrar-0-") {
 		t.Fatalf("name %s", path.Name())
 	}
 	label := "coredns-" + t.Name()

@@ -43,8 +43,10 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// TestHeartbeatAdvances: the heartbeat key's revision advances every interval, read back with
-// a separate client, and its value names the writer.
+// TestHeartbeatAdvances: the replica's heartbeat key's revision advances every interval, read
+// back with a separate client, and its value names the writer, its cluster and replica; with
+// Legacy the single leader's key is written in the same transaction. When the writer stops,
+// its key goes (its lease revoked); the single leader's key stays, as it always did.
 func TestHeartbeatAdvances(t *testing.T) {
 	cli, prefix := client(t)
 	reader, _ := client(t)
@@ -54,19 +56,25 @@ func TestHeartbeatAdvances(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = (&monitor.Heartbeat{KV: cli, Prefix: prefix, Writer: "w1", Interval: 100 * time.Millisecond, Log: testr.New(t)}).Start(ctx)
+		_ = (&monitor.Heartbeat{KV: cli, Lease: cli, Prefix: prefix, Cluster: "c1", Replica: "r0", Writer: "w1", Legacy: true,
+			Interval: 100 * time.Millisecond, Log: testr.New(t)}).Start(ctx)
 	}()
 	var revs []int64
 	eventually(t, 10*time.Second, "three heartbeats", func() bool {
 		gctx, gcancel := context.WithTimeout(context.Background(), time.Second)
 		defer gcancel()
-		resp, err := reader.Get(gctx, wire.HeartbeatKey(prefix))
+		resp, err := reader.Get(gctx, wire.ReplicaHeartbeatKey(prefix, "c1", "r0"))
 		if err != nil || len(resp.Kvs) == 0 {
 			return false
 		}
 		hb, err := wire.DecodeHeartbeat(resp.Kvs[0].Value)
-		if err != nil || hb.Writer != "w1" || hb.IntervalSeconds != 0.1 {
-			t.Fatalf("heartbeat value %s: %v", resp.Kvs[0].Value, err)
+		if err != nil || hb.Writer != "w1" || hb.Cluster != "c1" || hb.Replica != "r0" || hb.IntervalSeconds != 0.1 ||
+			resp.Kvs[0].Lease == 0 {
+			t.Fatalf("heartbeat value %s (lease %x): %v", resp.Kvs[0].Value, resp.Kvs[0].Lease, err)
+		}
+		legacy, err := reader.Get(gctx, wire.HeartbeatKey(prefix))
+		if err != nil || len(legacy.Kvs) != 1 || legacy.Kvs[0].ModRevision < resp.Kvs[0].ModRevision {
+			t.Fatalf("single leader's heartbeat %v behind %d: %v", legacy.Kvs, resp.Kvs[0].ModRevision, err)
 		}
 		if len(revs) == 0 || resp.Kvs[0].ModRevision > revs[len(revs)-1] {
 			revs = append(revs, resp.Kvs[0].ModRevision)
@@ -80,13 +88,21 @@ func TestHeartbeatAdvances(t *testing.T) {
 	})
 	cancel()
 	<-done
+	gctx, gcancel := context.WithTimeout(context.Background(), time.Second)
+	defer gcancel()
+	if resp, err := reader.Get(gctx, wire.ReplicaHeartbeatKey(prefix, "c1", "r0")); err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("the stopped writer's heartbeat %v: %v; want it gone", resp.Kvs, err)
+	}
+	if resp, err := reader.Get(gctx, wire.HeartbeatKey(prefix)); err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("the single leader's heartbeat %v: %v; want it kept", resp, err)
+	}
 }
 
 // TestCanaryVisibleAndHidden: canary rounds against real etcd succeed, record their latency,
 // and the synthetic endpoint never appears in a caller's instance list.
 func TestCanaryVisibleAndHidden(t *testing.T) {
 	cli, prefix := client(t)
-	path, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: prefix, Reader: cli, Namespace: "ns", Name: "canary"})
+	path, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: prefix, Reader: cli, Namespace: "ns", Cluster: "c1", Replica: "r0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +174,7 @@ func TestCanaryPathBroken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reader.Close()
-	path, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: prefix, Reader: reader, Namespace: "ns", Name: "canary"})
+	path, err := monitor.NewEtcdPath(monitor.EtcdPathConfig{KV: cli, Prefix: prefix, Reader: reader, Namespace: "ns", Cluster: "c1", Replica: "r0"})
 	if err != nil {
 		t.Fatal(err)
 	}

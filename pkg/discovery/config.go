@@ -87,13 +87,14 @@ type Config struct {
 	// breakers for the service and for each endpoint; see BreakerConfig).
 	Breaker BreakerConfig
 
-	// StaleAfter is how long without the operator's heartbeat advancing (or without the
-	// store confirming the list) makes the client report its list stale (default
-	// DefaultStaleAfter). The list is kept and served either way; see Client.Freshness.
+	// StaleAfter is how long without the heartbeat of the operator of a cluster the list
+	// holds instances of advancing (or without the store confirming the list) makes the
+	// client report its list stale (default DefaultStaleAfter). The list is kept and served
+	// either way; see Client.Freshness.
 	StaleAfter time.Duration
-	// IgnoreHeartbeat stops the client from following the operator's heartbeat
-	// ({prefix}/.registrar/heartbeat): for stores no registrar operator writes. Staleness
-	// then comes from the watch alone.
+	// IgnoreHeartbeat stops the client from following the operators' heartbeats
+	// ({prefix}/.registrar/heartbeat and the per-replica keys under it): for stores no
+	// registrar operator writes. Staleness then comes from the watch alone.
 	IgnoreHeartbeat bool
 
 	// OnReconnect, when set, is called from the client's goroutine each time it schedules a

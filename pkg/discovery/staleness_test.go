@@ -172,6 +172,66 @@ func TestStaleAfterFollowsWriterInterval(t *testing.T) {
 	waitUntil(t, 10*time.Second, "heartbeat seen", func() bool { return c.Freshness().HeartbeatRevision > 0 })
 	waitUntil(t, 20*time.Second, "stale once three writer intervals passed", c.Stale)
 	if took := time.Since(written); took < 6*time.Second-100*time.Millisecond {
-		t.Errorf("stale %s after the only heartbeat, before three 2s intervals", took)
+		t.Errorf("stale %s after the only heartbeat, before three 2s intervals: %+v", took, c.Freshness())
+	}
+}
+
+// TestStalePerCluster: a shared prefix holds instances of clusters east and west; each
+// cluster's operator writes its own heartbeat key, and west's also the single leader's key
+// naming west. When east's heartbeat stops the list is stale, naming east only, though
+// west's go on (both of its keys); a caller of west's instances only stays fresh.
+func TestStalePerCluster(t *testing.T) {
+	srv := requireServer(t)
+	cli := storeClient(t, srv)
+	prefix := fmt.Sprintf("/stale-test/clusters-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, ep := range []wire.Endpoint{
+		{Service: "web", Namespace: "shop", Pod: "web-0", Address: "10.0.0.1", Cluster: "east"},
+		{Service: "web", Namespace: "shop", Pod: "web-0", Address: "10.1.0.1", Cluster: "west"},
+		{Service: "api", Namespace: "shop", Pod: "api-0", Address: "10.1.0.2", Cluster: "west"},
+	} {
+		v, _ := wire.Encode(&ep)
+		if _, err := cli.Put(ctx, wire.ClusterKey(prefix, ep.Cluster, ep.Service, ep.Namespace, ep.Pod), string(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat := func(ctx context.Context, cluster string, keys ...string) {
+		for seq := int64(1); ctx.Err() == nil; seq++ {
+			v, _ := wire.EncodeHeartbeat(wire.Heartbeat{Writer: cluster + "-op", Cluster: cluster, Replica: "r0",
+				Time: time.Now(), Seq: seq, IntervalSeconds: 0.1})
+			for _, k := range keys {
+				pctx, pcancel := context.WithTimeout(ctx, time.Second)
+				_, _ = cli.Put(pctx, k, string(v))
+				pcancel()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	eastCtx, stopEast := context.WithCancel(context.Background())
+	westCtx, stopWest := context.WithCancel(context.Background())
+	defer stopWest()
+	go beat(eastCtx, "east", wire.ReplicaHeartbeatKey(prefix, "east", "r0"))
+	go beat(westCtx, "west", wire.ReplicaHeartbeatKey(prefix, "west", "r0"), wire.HeartbeatKey(prefix))
+	web := newClient(t, discovery.Config{Endpoints: []string{srv.Endpoint()}, Prefix: prefix, Service: "web", StaleAfter: time.Second})
+	api := newClient(t, discovery.Config{Endpoints: []string{srv.Endpoint()}, Prefix: prefix, Service: "api", StaleAfter: time.Second})
+	waitUntil(t, 10*time.Second, "both fresh", func() bool {
+		return len(web.All()) == 2 && len(api.All()) == 1 && web.Freshness().HeartbeatRevision > 0 && !web.Stale() && !api.Stale()
+	})
+	stopEast()
+	waitUntil(t, 10*time.Second, "web stale once east's heartbeat stops", web.Stale)
+	if f := web.Freshness(); f.Reason != "heartbeat" || len(f.StaleClusters) != 1 || f.StaleClusters[0] != "east" || f.Writer != "east-op" {
+		t.Errorf("web: %+v, want stale for east's heartbeat only", f)
+	}
+	if f := api.Freshness(); f.Stale {
+		t.Errorf("api (west's instances only) stale while west writes: %+v", f)
+	}
+	stopWest()
+	waitUntil(t, 10*time.Second, "api stale once west's heartbeats stop", api.Stale)
+	if f := api.Freshness(); len(f.StaleClusters) != 1 || f.StaleClusters[0] != "west" {
+		t.Errorf("api: %+v, want stale for west", f)
 	}
 }

@@ -83,3 +83,38 @@ func TestKeyLayout(t *testing.T) {
 		t.Error("IsReserved misjudges keys")
 	}
 }
+
+// TestSelfMonitoringKeys: each writer's heartbeat and canary carry its cluster and replica
+// in their name, encoded so that no two writers share a key and the cluster reads back.
+func TestSelfMonitoringKeys(t *testing.T) {
+	const prefix = "/registrar/services"
+	for _, tc := range []struct {
+		cluster, replica    string
+		wantKey, wantCanary string
+	}{
+		{"east", "registrar-0", prefix + "/.registrar/heartbeat/east/registrar-0", "east.registrar-0"},
+		{"", "host.example", prefix + "/.registrar/heartbeat/-/host%2Eexample", "-.host%2Eexample"},
+		{"-", "r", prefix + "/.registrar/heartbeat/%2D/r", "%2D.r"},
+		{"a/b.c", "r/1", prefix + "/.registrar/heartbeat/a%2Fb%2Ec/r%2F1", "a%2Fb%2Ec.r%2F1"},
+	} {
+		key := wire.ReplicaHeartbeatKey(prefix, tc.cluster, tc.replica)
+		if key != tc.wantKey {
+			t.Errorf("ReplicaHeartbeatKey(%q, %q) = %s, want %s", tc.cluster, tc.replica, key, tc.wantKey)
+		}
+		if c, legacy, ok := wire.ParseHeartbeatKey(prefix, key); !ok || legacy || c != tc.cluster {
+			t.Errorf("ParseHeartbeatKey(%s) = %q, %v, %v; want %q", key, c, legacy, ok, tc.cluster)
+		}
+		if got := wire.CanaryPod(tc.cluster, tc.replica); got != tc.wantCanary {
+			t.Errorf("CanaryPod(%q, %q) = %s, want %s", tc.cluster, tc.replica, got, tc.wantCanary)
+		}
+	}
+	if c, legacy, ok := wire.ParseHeartbeatKey(prefix, wire.HeartbeatKey(prefix)); !ok || !legacy || c != "" {
+		t.Errorf("the single leader's key parses as %q, %v, %v", c, legacy, ok)
+	}
+	for _, k := range []string{prefix + "/.registrar/heartbeats/x/y", prefix + "/.registrar/heartbeat/x",
+		prefix + "/.registrar/heartbeat/x/y/z", prefix + "/.registrar/canary/x/y"} {
+		if _, _, ok := wire.ParseHeartbeatKey(prefix, k); ok {
+			t.Errorf("ParseHeartbeatKey accepted %s", k)
+		}
+	}
+}

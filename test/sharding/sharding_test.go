@@ -384,7 +384,7 @@ type replica struct {
 	id string
 }
 
-func (h *harness) start(id string) *replica {
+func (h *harness) start(id string, extra ...string) *replica {
 	h.t.Helper()
 	args := []string{
 		"--kubeconfig=" + kubeconf, "--store-endpoints=" + storeURL, "--store-prefix=" + h.prefix,
@@ -394,6 +394,7 @@ func (h *harness) start(id string) *replica {
 		"--shard-lease-namespace=" + h.leaseNS, "--store-fence-name=" + h.ring,
 		"--shard-lease-duration=" + leaseDuration.String(), "--shard-renew-period=500ms",
 	}
+	args = append(args, extra...)
 	p, err := proc.Start(proc.Config{Name: id, Bin: binary, Args: args, LogPath: filepath.Join(h.t.TempDir(), id+".log")})
 	if err != nil {
 		h.t.Fatalf("start %s: %v", id, err)
