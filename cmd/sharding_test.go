@@ -36,8 +36,8 @@ func TestShardingFlags(t *testing.T) {
 		// replica's xDS server would serve its own shards only, and freeze those handed away.
 		{name: "xDS refused", args: []string{"--sharding=lease", "--shard-id=r-0", "--xds-bind-address=:18000"},
 			wantErr: "--sharding=lease cannot be combined with --xds-bind-address"},
-		{name: "xDS without sharding", args: []string{"--leader-elect=true", "--xds-bind-address=:18000"}, check: func(t *testing.T, c config) {
-			if c.xds.bindAddress != ":18000" || !c.leaderElect {
+		{name: "xDS without sharding", args: []string{"--leader-elect=true", "--xds-bind-address=127.0.0.1:18000"}, check: func(t *testing.T, c config) {
+			if c.xds.bindAddress != "127.0.0.1:18000" || !c.leaderElect {
 				t.Errorf("xds %q, leader election %v", c.xds.bindAddress, c.leaderElect)
 			}
 		}},
