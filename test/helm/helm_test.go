@@ -99,6 +99,78 @@ func TestLint(t *testing.T) {
 	}
 }
 
+// renderedSet is one value set's render: every object, the manager Deployment and its args.
+type renderedSet struct {
+	objs map[string]*unstructured.Unstructured
+	d    *unstructured.Unstructured
+	args []string
+}
+
+func (r renderedSet) has(kind, name string) bool { return r.objs[kind+"/"+name] != nil }
+
+// valueSetChecks says, per value set, what its render must hold (sets without an entry only
+// have to render a manager Deployment).
+var valueSetChecks = map[string]func(t *testing.T, r renderedSet){
+	"secret": func(t *testing.T, r renderedSet) {
+		w := r.objs["MutatingWebhookConfiguration/registrar-mutating-webhook-configuration"]
+		ca, _, _ := unstructured.NestedString(w.Object["webhooks"].([]any)[0].(map[string]any), "clientConfig", "caBundle")
+		if ca != "Y2EK" || r.has("Certificate", "registrar-serving-cert") || !strings.Contains(dump(r.d), "secretName: my-webhook-tls") {
+			t.Errorf("secret mode: caBundle %q, Certificate rendered %v, Deployment:\n%s", ca, r.has("Certificate", "registrar-serving-cert"), dump(r.d))
+		}
+	},
+	"clusterIssuer": func(t *testing.T, r renderedSet) {
+		if r.has("Issuer", "registrar-selfsigned-issuer") || !strings.Contains(dump(r.objs["Certificate/registrar-serving-cert"]), "kind: ClusterIssuer") {
+			t.Errorf("issuerRef not used:\n%s", dump(r.objs["Certificate/registrar-serving-cert"]))
+		}
+	},
+	"observability": func(t *testing.T, r renderedSet) {
+		if !r.has("Service", "registrar-metrics") || !r.has("ServiceMonitor", "registrar") || !r.has("Service", "registrar-xds") ||
+			!slices.Contains(r.args, "--xds-bind-address=:18000") || !slices.Contains(r.args, "--xds-allow-insecure") ||
+			!strings.Contains(dump(r.d), "containerPort: 18000") {
+			t.Errorf("metrics Service, ServiceMonitor, xDS Service and port expected; rendered %v, args %v", sortedKeys(r.objs), r.args)
+		}
+		checkPrometheusRule(t, r.objs)
+	},
+	"xdsTLS": func(t *testing.T, r renderedSet) {
+		for _, want := range []string{"--xds-cert-file=/etc/registrar/xds-tls/tls.crt", "--xds-key-file=/etc/registrar/xds-tls/tls.key",
+			"--xds-client-ca-file=/etc/registrar/xds-tls/ca.crt"} {
+			if !slices.Contains(r.args, want) {
+				t.Errorf("args %v lack %s", r.args, want)
+			}
+		}
+		if slices.Contains(r.args, "--xds-allow-insecure") || !strings.Contains(dump(r.d), "secretName: xds-serving") {
+			t.Errorf("xDS TLS: args %v, Secret mounted %v", r.args, strings.Contains(dump(r.d), "secretName: xds-serving"))
+		}
+	},
+	"storeTLS": func(t *testing.T, r renderedSet) {
+		for _, want := range []string{"--store-endpoints=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379", "--store-prefix=/prod/services",
+			"--store-ca-file=/etc/registrar/store-tls/ca.crt", "--store-cert-file=/etc/registrar/store-tls/tls.crt", "--store-key-file=/etc/registrar/store-tls/tls.key"} {
+			if !slices.Contains(r.args, want) {
+				t.Errorf("args %v lack %s", r.args, want)
+			}
+		}
+		if !strings.Contains(dump(r.d), "secretName: etcd-client") {
+			t.Errorf("store TLS Secret not mounted:\n%s", dump(r.d))
+		}
+	},
+	"noWebhook": func(t *testing.T, r renderedSet) {
+		if !slices.Contains(r.args, "--enable-webhook=false") || r.has("MutatingWebhookConfiguration", "registrar-mutating-webhook-configuration") ||
+			r.has("Service", "registrar-webhook-service") || r.has("Certificate", "registrar-serving-cert") {
+			t.Errorf("webhook disabled: args %v, rendered %v", r.args, sortedKeys(r.objs))
+		}
+	},
+	"noLeaderElection": func(t *testing.T, r renderedSet) {
+		if !slices.Contains(r.args, "--leader-elect=false") {
+			t.Errorf("args %v lack --leader-elect=false", r.args)
+		}
+	},
+	"embeddedStoreTiny": func(t *testing.T, r renderedSet) {
+		if slices.ContainsFunc(r.args, func(a string) bool { return strings.HasPrefix(a, "--store-endpoints") }) {
+			t.Errorf("args %v: no --store-endpoints expected (embedded etcd)", r.args)
+		}
+	},
+}
+
 // TestTemplate renders every value set and checks what each one is for.
 func TestTemplate(t *testing.T) {
 	for name, values := range valueSets {
@@ -108,59 +180,8 @@ func TestTemplate(t *testing.T) {
 			if d == nil {
 				t.Fatalf("no manager Deployment; rendered %v", sortedKeys(objs))
 			}
-			args := containerArgs(t, d)
-			has := func(kind, name string) bool { return objs[kind+"/"+name] != nil }
-			switch name {
-			case "secret":
-				w := objs["MutatingWebhookConfiguration/registrar-mutating-webhook-configuration"]
-				ca, _, _ := unstructured.NestedString(w.Object["webhooks"].([]any)[0].(map[string]any), "clientConfig", "caBundle")
-				if ca != "Y2EK" || has("Certificate", "registrar-serving-cert") || !strings.Contains(dump(d), "secretName: my-webhook-tls") {
-					t.Errorf("secret mode: caBundle %q, Certificate rendered %v, Deployment:\n%s", ca, has("Certificate", "registrar-serving-cert"), dump(d))
-				}
-			case "clusterIssuer":
-				if has("Issuer", "registrar-selfsigned-issuer") || !strings.Contains(dump(objs["Certificate/registrar-serving-cert"]), "kind: ClusterIssuer") {
-					t.Errorf("issuerRef not used:\n%s", dump(objs["Certificate/registrar-serving-cert"]))
-				}
-			case "observability":
-				if !has("Service", "registrar-metrics") || !has("ServiceMonitor", "registrar") || !has("Service", "registrar-xds") ||
-					!slices.Contains(args, "--xds-bind-address=:18000") || !slices.Contains(args, "--xds-allow-insecure") ||
-					!strings.Contains(dump(d), "containerPort: 18000") {
-					t.Errorf("metrics Service, ServiceMonitor, xDS Service and port expected; rendered %v, args %v", sortedKeys(objs), args)
-				}
-				checkPrometheusRule(t, objs)
-			case "xdsTLS":
-				for _, want := range []string{"--xds-cert-file=/etc/registrar/xds-tls/tls.crt", "--xds-key-file=/etc/registrar/xds-tls/tls.key",
-					"--xds-client-ca-file=/etc/registrar/xds-tls/ca.crt"} {
-					if !slices.Contains(args, want) {
-						t.Errorf("args %v lack %s", args, want)
-					}
-				}
-				if slices.Contains(args, "--xds-allow-insecure") || !strings.Contains(dump(d), "secretName: xds-serving") {
-					t.Errorf("xDS TLS: args %v, Secret mounted %v", args, strings.Contains(dump(d), "secretName: xds-serving"))
-				}
-			case "storeTLS":
-				for _, want := range []string{"--store-endpoints=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379", "--store-prefix=/prod/services",
-					"--store-ca-file=/etc/registrar/store-tls/ca.crt", "--store-cert-file=/etc/registrar/store-tls/tls.crt", "--store-key-file=/etc/registrar/store-tls/tls.key"} {
-					if !slices.Contains(args, want) {
-						t.Errorf("args %v lack %s", args, want)
-					}
-				}
-				if !strings.Contains(dump(d), "secretName: etcd-client") {
-					t.Errorf("store TLS Secret not mounted:\n%s", dump(d))
-				}
-			case "noWebhook":
-				if !slices.Contains(args, "--enable-webhook=false") || has("MutatingWebhookConfiguration", "registrar-mutating-webhook-configuration") ||
-					has("Service", "registrar-webhook-service") || has("Certificate", "registrar-serving-cert") {
-					t.Errorf("webhook disabled: args %v, rendered %v", args, sortedKeys(objs))
-				}
-			case "noLeaderElection":
-				if !slices.Contains(args, "--leader-elect=false") {
-					t.Errorf("args %v lack --leader-elect=false", args)
-				}
-			case "embeddedStoreTiny":
-				if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--store-endpoints") }) {
-					t.Errorf("args %v: no --store-endpoints expected (embedded etcd)", args)
-				}
+			if check := valueSetChecks[name]; check != nil {
+				check(t, renderedSet{objs: objs, d: d, args: containerArgs(t, d)})
 			}
 		})
 	}
