@@ -52,7 +52,7 @@ var _ = Describe("Service name tenancy", func() {
 		Expect(getRegistry(b).Status.Conditions).To(ContainElement(And(
 			HaveField("Type", v1alpha1.ConditionStalled), HaveField("Status", metav1.ConditionTrue),
 			HaveField("Reason", "ServiceNameOwnedElsewhere"))))
-		Consistently(func() []string { return storedPods(service, nsB) }).WithTimeout(2 * time.Second).WithPolling(poll).
+		Consistently(func() []string { return storedPods(service, nsB) }).WithTimeout(2*time.Second).WithPolling(poll).
 			Should(BeEmpty(), "a registry of another namespace joined the owner's service")
 		Expect(storedPods(service, nsA)).To(ConsistOf("orders-a"), "the owner's endpoints are untouched")
 		Expect(gateOf(podB).Status).NotTo(Equal(corev1.ConditionTrue), "the refused registry released its pod's gate")
