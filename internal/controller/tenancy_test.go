@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +57,19 @@ var _ = Describe("Service name tenancy", func() {
 			Should(BeEmpty(), "a registry of another namespace joined the owner's service")
 		Expect(storedPods(service, nsA)).To(ConsistOf("orders-a"), "the owner's endpoints are untouched")
 		Expect(gateOf(podB).Status).NotTo(Equal(corev1.ConditionTrue), "the refused registry released its pod's gate")
+		Eventually(func() *corev1.PodCondition { return gateOf(podB) }).WithTimeout(timeout).WithPolling(poll).Should(And(
+			HaveField("Status", corev1.ConditionFalse), HaveField("Reason", v1alpha1.GateServiceNameOwnedElsewhere)))
+		Eventually(func() []string {
+			var list eventsv1.EventList
+			Expect(k8sClient.List(ctx, &list, client.InNamespace(nsB))).To(Succeed())
+			var notes []string
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "ServiceRegistry" && e.Regarding.Name == "b" && e.Reason == v1alpha1.ReasonServiceNameOwnedElsewhere {
+					notes = append(notes, e.Type+": "+e.Note)
+				}
+			}
+			return notes
+		}).WithTimeout(timeout).WithPolling(poll).Should(ContainElement(And(HavePrefix("Warning: "), ContainSubstring(nsA+"/a"))))
 
 		By("the owner sharing the name with the other namespace")
 		share := func(namespaces ...string) {
