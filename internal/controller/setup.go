@@ -149,7 +149,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if inf, ok := regInformer.(interface{ GetIndexer() toolscache.Indexer }); ok {
 		if err := regInformer.AddIndexers(toolscache.Indexers{registryServiceIndex: indexRegistryByService,
 			registryNameIndex: indexRegistryByName}); err != nil {
-			return fmt.Errorf("index ServiceRegistries by namespace and service: %w", err)
+			return fmt.Errorf("index ServiceRegistries by namespace and service, and by service: %w", err)
 		}
 		r.registries = inf.GetIndexer()
 	} else if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ServiceRegistry{}, registryServiceField,
