@@ -38,6 +38,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/tenancy"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
@@ -61,6 +62,7 @@ type config struct {
 	endpointEventsBurst     int
 	callerCacheSeconds      int
 	nodeLeaseTimeout        time.Duration
+	tenancy                 tenancy.Mode
 	leaseGuard              leaseguard.Config
 	storeEndpoints          string
 	storePrefix             string
@@ -146,6 +148,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.Float64Var(&c.endpointEventsQPS, "endpoint-events-qps", 10, "Operator-wide rate of the Registered and Deregistered Events of endpoint changes (one API write each); those beyond it are skipped and counted in registrar_endpoint_events_skipped_total; 0 disables them.")
 	fs.IntVar(&c.endpointEventsBurst, "endpoint-events-burst", 50, "Burst of --endpoint-events-qps.")
 	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", controller.DefaultMaxConcurrentWarmups, "Pods warmed up at once, across all registries.")
+	fs.TextVar(&c.tenancy, "service-name-tenancy", tenancy.ModeNamespace, `Who may publish under a service name: "namespace" gives a name to the namespace of its oldest ServiceRegistry, and refuses registries of other namespaces unless the owner shares it (spec.sharing.namespaces); "shared" lets any namespace join any service (callers get every namespace's endpoints of a name). docs/security.md, "Tenancy".`)
 	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
 	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", v1alpha1.DefaultCallerCacheSeconds,
 		"Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
@@ -480,6 +483,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 		},
 		CallerCacheSeconds: int32(min(max(cfg.callerCacheSeconds, 0), 3600)),
 		NodeLeaseTimeout:   cfg.nodeLeaseTimeout,
+		Tenancy:            cfg.tenancy,
 		LeaseGuard:         cfg.leaseGuard,
 		EndpointEvents:     endpointEventBudget(cfg.endpointEventsQPS, cfg.endpointEventsBurst),
 	}

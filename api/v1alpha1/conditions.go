@@ -60,8 +60,9 @@ const (
 	// ConditionStalled is the kstatus "abnormal-true" condition GitOps tools read as
 	// "failed": present only while True.
 	//
-	//   - True (InvalidSelector, KeyConflict, InvalidAnnotation, StoreUnreachable after 2
-	//     minutes): the registry cannot converge without a change by a person.
+	//   - True (InvalidSelector, KeyConflict, ServiceNameOwnedElsewhere, InvalidAnnotation,
+	//     StoreUnreachable after 2 minutes): the registry cannot converge without a change by
+	//     a person.
 	//   - False, Unknown: not used; the condition is removed instead.
 	ConditionStalled = "Stalled"
 
@@ -145,6 +146,13 @@ const (
 	// installation; give this registry a distinct spec.serviceName.
 	// Used by: Ready, Stalled, status.endpoints.
 	ReasonKeyConflict = "KeyConflict"
+	// ReasonServiceNameOwnedElsewhere: the registry's service name belongs to another
+	// namespace (that of the name's oldest ServiceRegistry, named in the message), which
+	// does not share it with this one (spec.sharing.namespaces): the registry publishes
+	// nothing, and its records are removed from the stores (docs/security.md, "Tenancy").
+	// Also the Warning Event on the registry.
+	// Used by: Ready, Stalled, status.endpoints, readiness gate, Events.
+	ReasonServiceNameOwnedElsewhere = "ServiceNameOwnedElsewhere"
 	// ReasonSelectorOverlap: an older ServiceRegistry of the same service and namespace also
 	// selects some of this registry's pods; it publishes them, this one leaves them alone.
 	// Used by: Ready, status.endpoints.
@@ -269,6 +277,9 @@ const (
 	GateWarmedUp = ReasonWarmedUp
 	// GateWarmupFailed: False, warm-up failed under onFailure: Block; delete the pod to retry.
 	GateWarmupFailed = ReasonWarmupFailed
+	// GateServiceNameOwnedElsewhere: False, the registry selecting the pod is refused its
+	// service name (another namespace owns it); a gate already True is left True.
+	GateServiceNameOwnedElsewhere = ReasonServiceNameOwnedElsewhere
 	// GateRegistered: True, the store acknowledged the endpoint.
 	GateRegistered = "Registered"
 	// GateNotReady: False, the containers stopped being ready (the next start warms up again).

@@ -264,6 +264,31 @@ type ServiceRegistrySpec struct {
 	// dns configures the records of the coredns store.
 	// +optional
 	DNS *DNSSpec `json:"dns,omitempty"`
+
+	// sharing lets registries of other namespaces publish under this registry's service
+	// name. A service name belongs to one namespace: that of its oldest ServiceRegistry
+	// (docs/security.md, "Tenancy"). A registry of another namespace with the same name is
+	// refused (Ready=False, reason ServiceNameOwnedElsewhere) unless a registry of the
+	// owning namespace lists that namespace here. Ignored on a registry of a namespace that
+	// does not own the name, and when the operator runs with --service-name-tenancy=shared.
+	// +optional
+	Sharing *SharingSpec `json:"sharing,omitempty"`
+}
+
+// SharingSpec names the namespaces allowed to publish under a service name the registry's
+// namespace owns.
+type SharingSpec struct {
+	// namespaces are the names of the namespaces whose ServiceRegistries may publish under
+	// this service name too; "*" allows every namespace.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	// +kubebuilder:validation:XValidation:rule="!self.exists(n, n == '*') || size(self) == 1",message="\"*\" shares with every namespace and must be the only entry"
+	// +listType=set
+	// +required
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // DNSSpec configures the DNS records of a service.

@@ -80,7 +80,19 @@ var invalidSpecs = []invalidSpec{
 	{"slow-start window not a duration", `{` + okSelector + `,"slowStart":{"window":"soon"}}`, "spec.slowStart.window", ""},
 	{"slow-start minimum weight 0", `{` + okSelector + `,"slowStart":{"window":"30s","minWeightPercent":0}}`, "spec.slowStart.minWeightPercent", ""},
 	{"slow-start minimum weight 100", `{` + okSelector + `,"slowStart":{"window":"30s","minWeightPercent":100}}`, "spec.slowStart.minWeightPercent", ""},
+	{"sharing with no namespace", `{` + okSelector + `,"sharing":{"namespaces":[]}}`, "spec.sharing.namespaces", ""},
+	{"sharing with a namespace that is not a name", `{` + okSelector + `,"sharing":{"namespaces":["Shop/x"]}}`, "spec.sharing.namespaces[0]", ""},
+	{"sharing with everyone and someone", `{` + okSelector + `,"sharing":{"namespaces":["*","shop"]}}`, "spec.sharing.namespaces", "must be the only entry"},
+	{"sharing with 65 namespaces", `{` + okSelector + `,"sharing":{"namespaces":[` + manyNamespaces(65) + `]}}`, "spec.sharing.namespaces", "Too many"},
 	{"unknown onFailure", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"onFailure":"Retry"}}`, "spec.warmup.onFailure", ""},
+}
+
+func manyNamespaces(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf(`"ns-%d"`, i)
+	}
+	return strings.Join(names, ",")
 }
 
 func manyPorts(n int) string {

@@ -103,6 +103,13 @@ func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj
 	return reqs
 }
 
+// peersOf maps a ServiceRegistry event to the registries its change may concern: those of
+// its namespace with the same service name (registriesOfService), and those of other
+// namespaces with the same name (registriesOfName: ownership of the name).
+func (r *ServiceRegistryReconciler) peersOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	return append(r.registriesOfService(ctx, obj), r.registriesOfName(ctx, obj)...)
+}
+
 // registryServiceField indexes ServiceRegistries by the service name they publish, so that
 // the registries of one service are found without reading the namespace's.
 const registryServiceField = "registrar.dev/service-name"

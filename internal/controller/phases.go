@@ -43,10 +43,15 @@ func soonest(a, b ctrl.Result) ctrl.Result {
 	return a
 }
 
-// reconcilePods gathers the registry's pods from the cache and decides the verdict on each.
+// reconcilePods gathers the registry's pods from the cache and decides the verdict on each,
+// after deciding whether the registry may publish under its service name at all (tenancy.go:
+// a refused registry's pods are all Pending, so its records leave the stores).
 // A registry whose selector cannot be used is judged on the pods of its own records instead
 // (selectRegisteredPods); failing to read those is reported as a store error.
 func (r *ServiceRegistryReconciler) reconcilePods(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
+	if err := r.decideTenancy(ctx, s); err != nil {
+		return ctrl.Result{}, err // nothing observed: leave status as it is
+	}
 	if err := r.selectPods(ctx, s); err != nil {
 		return ctrl.Result{}, err // nothing observed: leave status as it is
 	}

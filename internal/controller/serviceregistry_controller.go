@@ -36,6 +36,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/selindex"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/multi"
+	"github.com/registrar-dev/registrar/internal/tenancy"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
@@ -88,6 +89,10 @@ type ServiceRegistryReconciler struct {
 	// LeaseGuard holds node Lease deregistrations when too many lapse at once (leaseguard);
 	// the zero Config never holds.
 	LeaseGuard leaseguard.Config
+	// Tenancy is --service-name-tenancy: under tenancy.ModeShared any namespace publishes
+	// under any service name; otherwise (the zero value too) a name belongs to the namespace
+	// of its oldest registry unless it is shared (tenancy.go).
+	Tenancy tenancy.Mode
 
 	known  *knownRecords
 	owners *ownerIndex
@@ -162,6 +167,9 @@ type reconcileScope struct {
 	storeErr error
 	// overlaps are pods an older registry of the same service also selects: pod → its name.
 	overlaps map[string]string
+	// refused, when set, says why the registry may not publish under its service name
+	// (another namespace owns it: tenancy.go); it then publishes nothing.
+	refused string
 	// leaseCheck is the earliest time a node Lease of a registered pod lapses, if renewed
 	// no more: the reconcile comes back then, as nothing else would trigger it.
 	leaseCheck time.Time
@@ -431,7 +439,8 @@ func (r *ServiceRegistryReconciler) ownedAnywhere(ctx context.Context, s *reconc
 // eligibility.Decide. It notes the older owner and the time the verdict changes by itself
 // (a node Lease lapsing) in the scope, and builds the endpoint of an eligible or warming pod.
 func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScope, pod *corev1.Pod, older []claim) selectedPod {
-	f := eligibility.Facts{Pod: pod, WarmupRequired: s.reg.Spec.Warmup != nil, LeaseMaxAge: r.NodeLeaseTimeout, Now: r.Clock.Now()}
+	f := eligibility.Facts{Pod: pod, WarmupRequired: s.reg.Spec.Warmup != nil, LeaseMaxAge: r.NodeLeaseTimeout, Now: r.Clock.Now(),
+		NameRefused: s.refused != ""}
 	f.OlderClaim = olderClaimOn(pod, older)
 	ports, err := eligibility.ResolvePortsLike(s.reg.Spec.Ports, pod, s.ports)
 	if err != nil {
@@ -555,6 +564,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 		Conflicts:   s.plan.Conflicts,
 		Overlaps:    s.overlaps,
 		SelectorErr: s.selErr,
+		Refused:     s.refused,
 		StoreErr:    s.storeErr,
 		StoreName:   r.StoreName,
 		Drain:       r.drainInput(s.reg),

@@ -146,8 +146,9 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		return fmt.Errorf("ServiceRegistry informer: %w", err)
 	}
 	if inf, ok := regInformer.(interface{ GetIndexer() toolscache.Indexer }); ok {
-		if err := regInformer.AddIndexers(toolscache.Indexers{registryServiceIndex: indexRegistryByService}); err != nil {
-			return fmt.Errorf("index ServiceRegistries by namespace and service: %w", err)
+		if err := regInformer.AddIndexers(toolscache.Indexers{registryServiceIndex: indexRegistryByService,
+			registryNameIndex: indexRegistryByName}); err != nil {
+			return fmt.Errorf("index ServiceRegistries by namespace and service, and by service: %w", err)
 		}
 		r.registries = inf.GetIndexer()
 	} else if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ServiceRegistry{}, registryServiceField,
@@ -183,7 +184,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
 		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
-		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.registriesOfService)),
+		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.peersOf)),
 			builder.WithPredicates(notStatusOnly(r.status.echoes)))
 	if r.NodeLeaseTimeout > 0 {
 		b = r.watchNodes(b)

@@ -155,6 +155,20 @@ func (r *runner) printClusters(views []clusterView) error {
 }
 
 // filterCluster keeps the instances of cluster (all when empty).
+// filterNamespace keeps the instances registered from namespace (all when it is empty).
+func filterNamespace(insts []discovery.Instance, namespace string) []discovery.Instance {
+	if namespace == "" {
+		return insts
+	}
+	out := insts[:0]
+	for _, inst := range insts {
+		if inst.Namespace == namespace {
+			out = append(out, inst)
+		}
+	}
+	return out
+}
+
 func filterCluster(insts []discovery.Instance, cluster string) []discovery.Instance {
 	if cluster == "" {
 		return insts

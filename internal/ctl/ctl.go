@@ -63,6 +63,9 @@ type options struct {
 	output                    string
 	// cluster filters list to one cluster's instances (--cluster).
 	cluster string
+	// namespace scopes list and watch to the instances registered from one Kubernetes
+	// namespace (-n/--namespace): {prefix}/{service}/{namespace}/.
+	namespace string
 	// jsonPath is the parsed template of -o jsonpath=...; output is then "jsonpath".
 	jsonPath *jsonpath.JSONPath
 }
@@ -150,6 +153,8 @@ named in its help.
   NAME list -o wide
   # the addresses of one service's instances
   NAME list orders -o jsonpath='{[*].address}'
+  # only the instances the shop namespace registered for orders
+  NAME list orders -n shop
   # live adds and removes (Ctrl-C ends)
   NAME watch orders --store-endpoints https://etcd:2379 --store-ca-file ca.pem
   # shell completion
@@ -271,6 +276,10 @@ named in its help.
 	)
 	if list, _, err := root.Find([]string{"list"}); err == nil {
 		list.Flags().StringVar(&o.cluster, "cluster", "", "only the instances of this cluster (their cluster field; see the clusters command)")
+		list.Flags().StringVarP(&o.namespace, "namespace", "n", "", "only the instances registered from this Kubernetes namespace")
+	}
+	if watch, _, err := root.Find([]string{"watch"}); err == nil {
+		watch.Flags().StringVarP(&o.namespace, "namespace", "n", "", "only the instances registered from this Kubernetes namespace")
 	}
 	return root
 }
@@ -331,6 +340,9 @@ func (r *runner) validate() error {
 	}
 	if strings.TrimSpace(o.endpoints) == "" {
 		return errors.New("--store-endpoints is empty")
+	}
+	if strings.Contains(o.namespace, "/") || strings.HasPrefix(o.namespace, ".") {
+		return fmt.Errorf("--namespace %q: want a namespace name", o.namespace)
 	}
 	return nil
 }

@@ -524,3 +524,82 @@ func TestHealthOfEachReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestListNamespace: -n/--namespace lists only the instances registered from one namespace
+// (issue 34: another namespace's registry of the same service name), with or without a
+// service; none of a service in that namespace is "not found".
+func TestListNamespace(t *testing.T) {
+	requireServer(t)
+	cli, err := server.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	prefix := "/list-namespace"
+	for _, kv := range []struct{ ns, pod string }{{"shop", "orders-a"}, {"shop-b", "orders-b"}, {"other", "orders-c"}} {
+		mustPut(t, cli, prefix+"/orders/"+kv.ns+"/"+kv.pod,
+			fmt.Sprintf(`{"service":"orders","namespace":%q,"pod":%q,"address":"10.34.0.1","ports":{"http":80}}`, kv.ns, kv.pod))
+	}
+	pods := func(args ...string) (int, string) {
+		t.Helper()
+		code, stdout, stderr := run(context.Background(), append(args, "--store-prefix", prefix, "-o", "jsonpath={[*].pod}"), storeVars())
+		if code != ctl.ExitOK && code != ctl.ExitNotFound {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+		return code, stdout
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"list", "orders"}, ctl.ExitOK, "orders-c orders-b orders-a"},
+		{[]string{"list", "orders", "-n", "shop"}, ctl.ExitOK, "orders-a"},
+		{[]string{"list", "orders", "--namespace", "shop-b"}, ctl.ExitOK, "orders-b"},
+		{[]string{"list", "-n", "other"}, ctl.ExitOK, "orders-c"},
+		{[]string{"list", "orders", "-n", "nowhere"}, ctl.ExitNotFound, ""},
+	} {
+		code, got := pods(tc.args...)
+		if code != tc.code || strings.TrimSpace(got) != tc.want {
+			t.Errorf("%v: exit %d, pods %q; want %d, %q", tc.args, code, got, tc.code, tc.want)
+		}
+	}
+	if code, _, stderr := run(context.Background(), []string{"list", "orders", "-n", "a/b"}, storeVars()); code != ctl.ExitUsage || !strings.Contains(stderr, "--namespace") {
+		t.Errorf("-n a/b: exit %d, stderr %q; want a usage error", code, stderr)
+	}
+}
+
+// TestWatchNamespace: watch -n follows only the instances registered from that namespace.
+func TestWatchNamespace(t *testing.T) {
+	requireServer(t)
+	cli, err := server.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	prefix := "/watch-namespace"
+	value := func(ns, pod string) string {
+		return fmt.Sprintf(`{"service":"orders","namespace":%q,"pod":%q,"address":"10.34.0.1","ports":{"http":80}}`, ns, pod)
+	}
+	mustPut(t, cli, prefix+"/orders/shop/orders-a", value("shop", "orders-a"))
+	mustPut(t, cli, prefix+"/orders/other/orders-x", value("other", "orders-x"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- ctl.Run(ctx, []string{"watch", "orders", "-n", "shop", "--store-prefix", prefix}, ctl.Env{Stdout: &out, Stderr: &errOut,
+			Now: func() time.Time { return now }, Getenv: func(k string) string { return storeVars()[k] }})
+	}()
+	waitFor(t, &out, "ADDED", 1)
+	mustPut(t, cli, prefix+"/orders/other/orders-y", value("other", "orders-y"))
+	mustPut(t, cli, prefix+"/orders/shop/orders-b", value("shop", "orders-b"))
+	waitFor(t, &out, "ADDED", 2)
+	cancel()
+	if code := <-done; code != ctl.ExitOK {
+		t.Fatalf("watch exit %d, stderr %q", code, errOut.String())
+	}
+	if got := out.String(); strings.Contains(got, "orders-x") || strings.Contains(got, "orders-y") || !strings.Contains(got, "orders-b") {
+		t.Errorf("watch -n shop printed %q; want shop's instances only", got)
+	}
+}

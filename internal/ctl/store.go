@@ -59,7 +59,10 @@ func (r *runner) read(ctx context.Context, service string) ([]discovery.Instance
 	}
 	defer func() { _ = cli.Close() }()
 	prefix := discovery.ServicePrefix(r.opts.prefix, "") // every service
-	if service != "" {
+	switch {
+	case service != "" && r.opts.namespace != "":
+		prefix = discovery.ScopePrefix(r.opts.prefix, service, r.opts.namespace)
+	case service != "":
 		prefix = discovery.ServicePrefix(r.opts.prefix, service)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
@@ -106,11 +109,14 @@ func (r *runner) list(ctx context.Context, args []string) int {
 	if code != ExitOK {
 		return code
 	}
-	insts = filterCluster(insts, r.opts.cluster)
+	insts = filterNamespace(filterCluster(insts, r.opts.cluster), r.opts.namespace)
 	if err := r.printInstances(insts); err != nil {
 		return r.fail(ExitError, "%v", err)
 	}
 	if service != "" && len(insts) == 0 {
+		if r.opts.namespace != "" {
+			return r.fail(ExitNotFound, "no instances of %q from namespace %s under %s", service, r.opts.namespace, r.opts.prefix)
+		}
 		return r.fail(ExitNotFound, "no instances of %q under %s", service, r.opts.prefix)
 	}
 	return ExitOK

@@ -35,7 +35,7 @@ func (r *runner) watch(ctx context.Context, service string) int {
 	}
 	defer func() { _ = cli.Close() }()
 	c, err := discovery.New(discovery.Config{
-		Client: cli, Prefix: r.opts.prefix, Service: service,
+		Client: cli, Prefix: r.opts.prefix, Service: service, Namespace: r.opts.namespace,
 		RequestTimeout: r.opts.timeout, ProbeInterval: time.Second, ProbeTimeout: r.opts.timeout,
 	})
 	if err != nil {

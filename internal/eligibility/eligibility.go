@@ -116,7 +116,9 @@ type GateWant struct {
 // GateFor returns the gate condition a gated pod should carry, given its verdict and whether
 // the store holds its endpoint; ok is false when the current condition should stay as it is.
 // The gate turns True only once the store has acknowledged the endpoint; it turns False when
-// the containers stop being ready, so that the next start is warmed up again.
+// the containers stop being ready, so that the next start is warmed up again. A pod of a
+// registry refused its service name gets a False gate saying so, unless the gate is already
+// True (a serving pod is not taken out of its Kubernetes Services for it).
 func GateFor(pod *corev1.Pod, v Verdict, stored bool) (want GateWant, ok bool) {
 	if !HasGate(pod) {
 		return GateWant{}, false
@@ -127,6 +129,8 @@ func GateFor(pod *corev1.Pod, v Verdict, stored bool) (want GateWant, ok bool) {
 		want = GateWant{corev1.ConditionTrue, v1alpha1.GateRegistered}
 	case v.State == v1alpha1.EndpointWarmingUp:
 		want = GateWant{corev1.ConditionFalse, v1alpha1.GateWarmingUp}
+	case v.Reason == v1alpha1.ReasonServiceNameOwnedElsewhere && (cur == nil || cur.Status != corev1.ConditionTrue):
+		want = GateWant{corev1.ConditionFalse, v1alpha1.GateServiceNameOwnedElsewhere}
 	case v.State == v1alpha1.EndpointUnready && v.Reason == v1alpha1.ReasonContainersNotReady && cur != nil &&
 		(cur.Status == corev1.ConditionTrue || cur.Reason == v1alpha1.GateWarmedUp):
 		want = GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}

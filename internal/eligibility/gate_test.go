@@ -56,6 +56,7 @@ func TestGateFor(t *testing.T) {
 	warming := Verdict{v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp}
 	unready := Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady}
 	draining := Verdict{v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating}
+	refused := Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonServiceNameOwnedElsewhere}
 	tests := []struct {
 		name   string
 		pod    *corev1.Pod
@@ -77,6 +78,12 @@ func TestGateFor(t *testing.T) {
 		{"containers not ready after warm-up: False", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), unready, false,
 			&GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}},
 		{"containers not ready while warming: unchanged", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), unready, false, nil},
+		{"service name refused, gate unset: False saying so", readyPod(withGate), refused, false,
+			&GateWant{corev1.ConditionFalse, v1alpha1.GateServiceNameOwnedElsewhere}},
+		{"service name refused, gate False: False saying so", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), refused, false,
+			&GateWant{corev1.ConditionFalse, v1alpha1.GateServiceNameOwnedElsewhere}},
+		{"service name refused, already reported: no write", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateServiceNameOwnedElsewhere)), refused, false, nil},
+		{"service name refused, gate True: left True", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), refused, false, nil},
 		{"terminating: unchanged", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), draining, false, nil},
 	}
 	for _, tc := range tests {

@@ -19,6 +19,9 @@ const LapsedLeaseRecheck = 10 * time.Second
 type Facts struct {
 	Pod            *corev1.Pod
 	WarmupRequired bool
+	// NameRefused is set when the registry may not publish under its service name (another
+	// namespace owns it: internal/tenancy).
+	NameRefused bool
 	// OlderClaim names an older registry that writes the same keys and selects the pod.
 	OlderClaim string
 	// PortErr is set when a targetPort of the registry names no container port of the pod.
@@ -44,10 +47,11 @@ type Decision struct {
 type policy func(f Facts, d *Decision) bool
 
 // chain is the one ordered verdict: the first policy that decides, decides. The order is
-// the answer to "why is this pod not registered?": another registry owns it; its containers
+// the answer to "why is this pod not registered?": another namespace owns the registry's
+// service name; another registry owns the pod; its containers
 // are not serving; the registry's ports do not resolve on it; its node is lost; it still
 // warms up (or failed to).
-var chain = []policy{olderClaim, containers, ports, nodeLease, warmupGate}
+var chain = []policy{nameRefused, olderClaim, containers, ports, nodeLease, warmupGate}
 
 // Decide gives the pod its verdict for one registry. It is pure; the clock is f.Now.
 func Decide(f Facts) Decision {
@@ -59,6 +63,14 @@ func Decide(f Facts) Decision {
 	}
 	d.Verdict = Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
 	return d
+}
+
+func nameRefused(f Facts, d *Decision) bool {
+	if !f.NameRefused {
+		return false
+	}
+	d.Verdict = Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonServiceNameOwnedElsewhere}
+	return true
 }
 
 func olderClaim(f Facts, d *Decision) bool {

@@ -44,6 +44,8 @@ func TestDecide(t *testing.T) {
 		recheck time.Time
 	}{
 		{name: "ready", f: Facts{Pod: ready()}, state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonContainersReady},
+		{name: "service name refused first, before an older claim", f: Facts{Pod: ready(terminating), NameRefused: true, OlderClaim: "old"},
+			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonServiceNameOwnedElsewhere},
 		{name: "older claim first, even terminating", f: Facts{Pod: ready(terminating), OlderClaim: "old"},
 			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonSelectorOverlap},
 		{name: "terminating", f: Facts{Pod: ready(terminating)}, state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating},

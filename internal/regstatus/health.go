@@ -47,6 +47,8 @@ func healthConditions(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRe
 // judge decides between stalled, reconciling and neither, most severe first.
 func judge(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRegistryStatus, in Input) health {
 	switch {
+	case in.Refused != "":
+		return health{stalled: true, reason: v1alpha1.ReasonServiceNameOwnedElsewhere, message: in.Refused}
 	case in.SelectorErr != nil:
 		return health{stalled: true, reason: v1alpha1.ReasonInvalidSelector,
 			message: fmt.Sprintf("fix spec.selector: %v", in.SelectorErr)}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
 // baseConditions are the conditions other than the kstatus ones.
@@ -30,6 +31,7 @@ func TestHealthConditions(t *testing.T) {
 	warming := pod("web-w", "10.0.0.3", vWarming)
 	unready := pod("web-u", "10.0.0.4", vUnready)
 	noPort := pod("web-np", "10.0.0.5", vPortMissing)
+	refusedPod := pod("web-r", "10.0.0.6", eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonServiceNameOwnedElsewhere})
 	syncedFalseSince := func(since time.Time) v1alpha1.ServiceRegistryStatus {
 		return v1alpha1.ServiceRegistryStatus{Conditions: []metav1.Condition{
 			cond(v1alpha1.ConditionStoreSynced, metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable, "old", oldGen, since)}}
@@ -81,6 +83,14 @@ func TestHealthConditions(t *testing.T) {
 		{
 			name: "invalid selector", in: Input{SelectorErr: errors.New("bad operator")},
 			typ: v1alpha1.ConditionStalled, reason: v1alpha1.ReasonInvalidSelector, contains: "fix spec.selector: bad operator",
+		},
+		{
+			name: "service name owned by another namespace", in: Input{Pods: []Pod{refusedPod}, Stored: stored(), Refused: "belongs to namespace ns-a"},
+			typ: v1alpha1.ConditionStalled, reason: v1alpha1.ReasonServiceNameOwnedElsewhere, contains: "belongs to namespace ns-a",
+		},
+		{
+			name: "refusal wins over an invalid selector and a store error", in: Input{Refused: "belongs to namespace ns-a", SelectorErr: errors.New("bad"), StoreErr: errStore},
+			typ: v1alpha1.ConditionStalled, reason: v1alpha1.ReasonServiceNameOwnedElsewhere,
 		},
 		{
 			name: "key conflict", in: Input{Pods: []Pod{a, b}, Stored: stored(a), Conflicts: []string{b.Name}},

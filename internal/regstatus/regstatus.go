@@ -64,6 +64,9 @@ type Input struct {
 	Overlaps map[string]string
 	// SelectorErr is set when spec.selector could not be parsed; nothing was written.
 	SelectorErr error
+	// Refused, when set, is why the registry may not publish under its service name (another
+	// namespace owns it: internal/tenancy): it publishes nothing.
+	Refused string
 	// StoreErr is set when the last list or write failed.
 	StoreErr error
 	// StoreName says which store, for messages (e.g. its endpoints).
@@ -102,7 +105,7 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 		ServiceName:        in.ServiceName,
 	}
-	if in.SelectorErr != nil {
+	if in.SelectorErr != nil && in.Refused == "" {
 		configuredCondition(&st, in)
 		st.ServiceName, st.Registered = old.ServiceName, old.Registered
 		if in.Stored != nil {
@@ -204,6 +207,8 @@ func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	}
 	sort.Strings(missing)
 	switch {
+	case in.Refused != "":
+		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonServiceNameOwnedElsewhere, in.Refused)
 	case in.StoreErr != nil:
 		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonStoreNotSynced,
 			"the store could not be updated; see the StoreSynced condition")

@@ -389,6 +389,7 @@ func TestBuildConditions(t *testing.T) {
 	// Unsorted on purpose: the message lists the missing pods by name.
 	manyNoPort[0], manyNoPort[7] = manyNoPort[7], manyNoPort[0]
 
+	refused := pod("web-refused", "10.0.4.2", eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonServiceNameOwnedElsewhere})
 	overlapped := pod("web-shared", "10.0.4.1", eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonSelectorOverlap})
 	synced := condWant{status: metav1.ConditionTrue, reason: v1alpha1.ReasonSynced, contains: []string{storeName}}
 	unreachable := condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonStoreUnreachable, contains: []string{errStore.Error(), storeName}}
@@ -444,6 +445,14 @@ func TestBuildConditions(t *testing.T) {
 				contains: append(slices.Clone(manyNames[:5]), "and 2 more"), excludes: manyNames[5:]},
 			synced:         synced,
 			wantRegistered: 0,
+		},
+		{
+			name: "service name owned by another namespace: nothing published, the leftover record counted",
+			in: Input{Pods: []Pod{refused}, Stored: stored(a), Overlaps: map[string]string{overlapped.Name: "web-stable"},
+				Refused: "service name \"web\" belongs to namespace ns-a"},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonServiceNameOwnedElsewhere, contains: []string{"ns-a"}},
+			synced:         synced,
+			wantRegistered: 1,
 		},
 		{
 			name: "selector overlaps an older registry",

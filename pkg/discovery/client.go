@@ -102,7 +102,7 @@ func newWithClock(cfg Config, now func() time.Time) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		cfg: cfg, id: strconv.FormatInt(clientIDs.Add(1), 10), cli: cfg.Client, prefix: ServicePrefix(cfg.Prefix, cfg.Service), rand: rand.Float64, now: now,
+		cfg: cfg, id: strconv.FormatInt(clientIDs.Add(1), 10), cli: cfg.Client, prefix: watchPrefix(cfg), rand: rand.Float64, now: now,
 		synced: make(chan struct{}), subs: map[*Subscription]struct{}{}, done: make(chan struct{}),
 		needList: true,
 	}

@@ -56,6 +56,12 @@ type Config struct {
 	Prefix string
 	// Service is the service name (the ServiceRegistry's spec.serviceName).
 	Service string
+	// Namespace, when set, scopes the client to the instances of Service registered from
+	// that Kubernetes namespace ({prefix}/{service}/{namespace}/): a caller that knows which
+	// team's service it wants never receives another namespace's instances, whatever the
+	// operator's --service-name-tenancy (docs/security.md, "Tenancy"). Empty watches every
+	// namespace of the service.
+	Namespace string
 
 	// Strategy chooses how Pick balances (default RoundRobin).
 	Strategy Strategy
@@ -136,6 +142,9 @@ func (c Config) withDefaults() (Config, error) {
 	c.MaxEjectionPercent = min(c.MaxEjectionPercent, 100)
 	if strings.HasPrefix(c.Service, ".") || strings.Contains(c.Service, "/") {
 		return c, fmt.Errorf("discovery: Config.Service %q is not a service name (no leading dot, no slash)", c.Service)
+	}
+	if c.Namespace != "" && (strings.HasPrefix(c.Namespace, ".") || strings.Contains(c.Namespace, "/")) {
+		return c, fmt.Errorf("discovery: Config.Namespace %q is not a namespace name (no leading dot, no slash)", c.Namespace)
 	}
 	if !c.Breaker.Disabled {
 		var err error

@@ -5,7 +5,9 @@
 // {prefix}/{service}/{namespace}/{pod}, whose value is a JSON object (see Instance), and
 // deletes it on the pod event that makes the pod ineligible. A Client lists
 // {prefix}/{service}/ once and then watches it (push, not poll), so a removal reaches the
-// caller within one watch round trip instead of a cache TTL.
+// caller within one watch round trip instead of a cache TTL. With Config.Namespace it lists
+// and watches {prefix}/{service}/{namespace}/ only: the instances one namespace registered,
+// for callers that must not receive another namespace's instances of a shared service name.
 //
 // What a Client guarantees:
 //

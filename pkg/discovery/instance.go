@@ -94,6 +94,21 @@ func ServicePrefix(prefix, service string) string {
 	return wire.ServicePrefix(prefix, service)
 }
 
+// ScopePrefix is the key prefix that holds the instances of service registered from one
+// namespace: "{prefix}/{service}/{namespace}/". An empty prefix means DefaultPrefix.
+func ScopePrefix(prefix, service, namespace string) string {
+	return wire.ScopePrefix(prefix, service, namespace)
+}
+
+// watchPrefix is what a Client lists and watches: the service's prefix, or its namespace's
+// when Config.Namespace scopes it.
+func watchPrefix(cfg Config) string {
+	if cfg.Namespace != "" {
+		return ScopePrefix(cfg.Prefix, cfg.Service, cfg.Namespace)
+	}
+	return ServicePrefix(cfg.Prefix, cfg.Service)
+}
+
 // DecodeInstance decodes a store key and value into an Instance. The key's namespace and pod
 // fill the fields the value leaves empty; a value without an address is an error, as a
 // caller could not use it.

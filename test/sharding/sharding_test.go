@@ -197,7 +197,10 @@ func (h *harness) pickNamespaces(suffix string, first []string, leaving, joining
 	return nil
 }
 
-// setUp creates the namespaces, one ServiceRegistry each and two ready pods in each.
+// setUp creates the namespaces, one ServiceRegistry each and two ready pods in each. The
+// registries share one service name across the namespaces: each shares it with every
+// namespace (spec.sharing), so the oldest one, owner of the name, admits the others
+// (docs/security.md, "Tenancy"), whichever replica's shard each is in.
 func (h *harness) setUp(nss []string) {
 	h.mu.Lock()
 	h.namespaces = nss
@@ -209,6 +212,7 @@ func (h *harness) setUp(nss []string) {
 			Spec: v1alpha1.ServiceRegistrySpec{
 				Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": service}},
 				Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
+				Sharing:  &v1alpha1.SharingSpec{Namespaces: []string{"*"}},
 			},
 		}
 		if err := k8s.Create(h.ctx, reg); err != nil {
