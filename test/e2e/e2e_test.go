@@ -80,7 +80,19 @@ func newNamespace(ctx context.Context) string {
 	Eventually(func() error {
 		return k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
 	}).Should(Succeed(), "no default ServiceAccount in %s", ns.Name)
-	DeferCleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	DeferCleanup(func() {
+		_ = k8s.Delete(context.Background(), ns)
+		// Every spec's registry claims the service name "demo": until the namespace controller
+		// has marked this namespace's registries deleted, they own the name and the next spec's
+		// registry would wait for the hand-over (docs/security.md, Tenancy).
+		Eventually(func(g Gomega) {
+			var regs v1alpha1.ServiceRegistryList
+			g.Expect(k8s.List(context.Background(), &regs, client.InNamespace(ns.Name))).To(Succeed())
+			for _, r := range regs.Items {
+				g.Expect(r.DeletionTimestamp).NotTo(BeNil(), "registry %s/%s not yet being deleted", ns.Name, r.Name)
+			}
+		}).WithTimeout(time.Minute).Should(Succeed())
+	})
 	return ns.Name
 }
 
