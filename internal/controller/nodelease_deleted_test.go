@@ -143,12 +143,23 @@ var _ = Describe("Deleted nodes and node Leases", func() {
 		Expect(condition(reg, v1alpha1.ConditionDeregistrationHeld)()).To(BeNil())
 	})
 
-	It("keeps registering the pods of a node the operator never saw", func() {
-		readyPod(ns, "web-1", web, "10.0.0.1", func(p *corev1.Pod) { p.Spec.NodeName = "never-created-" + ns })
+	// An operator that starts after a Node was deleted never sees the deletion: the pods still
+	// bound to it are what the pod garbage collector calls orphaned. Found by the
+	// production-shaped scenario (kill -9, Nodes deleted, restart: the dead pods came back).
+	It("keeps out the pods of a Node that does not exist, and registers them once it does", func() {
+		missing := "missing-" + ns
+		readyPod(ns, "web-1", web, "10.0.0.1", func(p *corev1.Pod) { p.Spec.NodeName = missing })
 		readyPod(ns, "web-2", web, "10.0.0.2")
-		eventuallyStored("web", ns).Should(ConsistOf("web-1", "web-2"))
+		eventuallyStored("web", ns).Should(ConsistOf("web-2"))
+		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
 		touch()
-		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(3 * time.Second).Should(ConsistOf("web-1", "web-2"))
+		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(3 * time.Second).Should(ConsistOf("web-2"))
+
+		Expect(k8sClient.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: missing}})).To(Succeed())
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: missing}})
+		})
+		eventuallyStored("web", ns).Should(ConsistOf("web-1", "web-2"), "the Node exists now (no Lease yet): its pod is judged by its own status")
 	})
 })
 
