@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,7 +38,16 @@ func (r *ServiceRegistryReconciler) nodeLeaseOf(ctx context.Context, node string
 	if r.leases != nil {
 		l, ok := r.leases.get(node)
 		if !ok {
-			return eligibility.NodeLease{}, false
+			if !r.nodeMissing(ctx, node) {
+				return eligibility.NodeLease{}, false
+			}
+			// No Node of that name after the Node informer synced (the workers start only then):
+			// deleted before this operator started, or while its watch was away. The pod
+			// garbage collector calls such pods orphaned; they are gone with their node. The
+			// tombstone goes with the node's last pod, or when a Node of that name appears
+			// (nodeEvents: its pods are judged again).
+			r.leases.nodeDeleted(node, true)
+			return eligibility.NodeLease{NodeDeleted: true}, true
 		}
 		return r.leasesSeen.withObservation(l, node), true
 	}
@@ -51,6 +61,18 @@ func (r *ServiceRegistryReconciler) nodeLeaseOf(ctx context.Context, node string
 		return eligibility.NodeLease{}, false
 	}
 	return r.leasesSeen.withObservation(nodeLease(&lease), node), true
+}
+
+// nodeMissing reports whether the cache holds no Node of that name (metadata, watchNodes);
+// false when it cannot tell.
+func (r *ServiceRegistryReconciler) nodeMissing(ctx context.Context, node string) bool {
+	n := &metav1.PartialObjectMetadata{}
+	n.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	err := r.Get(ctx, types.NamespacedName{Name: node}, n, client.UnsafeDisableDeepCopy)
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "read Node", "node", node)
+	}
+	return apierrors.IsNotFound(err)
 }
 
 // scopeLeaseOf is nodeLeaseOf read once per node per reconcile (s.leases); nil when the
@@ -360,9 +382,10 @@ func (r *ServiceRegistryReconciler) leaseRenewedAfterLapse() predicate.Predicate
 
 // nodeEvents passes the Node events that change the verdict on the node's pods, after noting
 // them (leaseMemo): a Node deleted (its pods are gone with it: they leave the store at once,
-// whatever its Lease says, and stay out), and a Node created again under the name of one seen
-// deleted (its pods are judged by its Lease again). Every other Node event is dropped; a Node
-// seen for the first time (every Node at an operator start) changes nothing.
+// whatever its Lease says, and stay out), and a Node created under the name of one seen
+// deleted or found missing (nodeLeaseOf; its pods are judged by its Lease again). Every other
+// Node event is dropped; any other Node seen for the first time (every Node at an operator
+// start) changes nothing.
 func (r *ServiceRegistryReconciler) nodeEvents() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {

@@ -290,8 +290,8 @@ func (l NodeLease) Gone() bool { return l.Deleted || l.NodeDeleted }
 //     the expiry;
 //   - a Lease with no renewal (or no duration and no maxAge) never lapses here.
 //
-// A lost node is re-checked every LapsedLeaseRecheck. A node the operator never saw (no
-// Lease, no deletion) is not judged at all: the caller passes no NodeLease.
+// A lost node is re-checked every LapsedLeaseRecheck. A node with neither a Lease
+// nor a deletion (or absence) seen is not judged at all: the caller passes no NodeLease.
 func NodeLost(l NodeLease, maxAge time.Duration, now time.Time) (lost bool, recheckAt time.Time) {
 	if l.NodeDeleted {
 		return true, now.Add(LapsedLeaseRecheck)

@@ -27,8 +27,8 @@ type Facts struct {
 	// PortErr is set when a targetPort of the registry names no container port of the pod.
 	PortErr error
 	// NodeLease is the Lease of the pod's node (or its last state, and whether the Lease or
-	// the Node was deleted), nil when the node is unknown or not checked: a node the operator
-	// never saw, or one deleted before it started, is judged by the pod's own status.
+	// the Node was deleted or does not exist), nil when the node has no Lease or is not
+	// checked: the pod is then judged by its own status.
 	NodeLease *NodeLease
 	// LeaseMaxAge caps how long after its last renewal a node counts as alive (see LeaseExpiry).
 	LeaseMaxAge time.Duration
