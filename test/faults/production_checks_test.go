@@ -178,9 +178,13 @@ func (p *prod) exactness() exactness {
 		dir := r.storeDir()
 		dirs[dir] = true
 		want := map[string]expectedPod{}
+		draining := map[string]string{} // terminating pods: DRAINING over xDS at their IP, until gone
 		for _, pod := range podsByNS[r.ns] {
 			if pod.Labels["app"] != r.app {
 				continue
+			}
+			if pod.DeletionTimestamp != nil && r.refusedBy == "" {
+				draining[pod.Name] = pod.Status.PodIP
 			}
 			eligible, ready, onLost := p.podState(&pod)
 			if eligible && r.refusedBy == "" {
@@ -202,7 +206,7 @@ func (p *prod) exactness() exactness {
 		e.store = append(e.store, p.storeDiff(r, want, final)...)
 		for _, s := range snaps {
 			if s.Connected {
-				e.xds = append(e.xds, xdsDiff(s, r, want)...)
+				e.xds = append(e.xds, xdsDiff(s, r, want, draining)...)
 			}
 		}
 		if r.refusedBy != "" {
@@ -264,14 +268,16 @@ func (p *prod) storeDiff(r *prodReg, want map[string]expectedPod, final map[stri
 	return v
 }
 
-// xdsDiff is one client's mismatches for the registry.
-func xdsDiff(s adsSnapshot, r *prodReg, want map[string]expectedPod) []string {
+// xdsDiff is one client's mismatches for the registry: want are the pods it must hold
+// HEALTHY, draining the terminating pods it may still hold DRAINING (at their IP).
+func xdsDiff(s adsSnapshot, r *prodReg, want map[string]expectedPod, draining map[string]string) []string {
 	var v []string
 	got := s.State[r.xdsName()]
 	seen := map[string]bool{}
 	for _, ep := range got {
 		w, ok := want[ep.Pod]
 		switch {
+		case !ok && ep.Health == "DRAINING" && draining[ep.Pod] == ep.Address && ep.Address != "":
 		case !ok:
 			v = append(v, fmt.Sprintf("client %s: %s has %s %s (%s), not an eligible pod", s.Node, r.xdsName(), ep.Pod, ep.Address, ep.Health))
 		case ep.Health != "HEALTHY" || ep.Address != w.ip || seen[ep.Pod]:

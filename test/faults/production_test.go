@@ -214,6 +214,12 @@ func runProduction(t *testing.T, seed uint64, size scenarioSize) scenarioRun {
 
 	time.Sleep(time.Second) // let the recorder's watch deliver the last events (its lag is not under test)
 	run.Violations = p.verifyInvariants()
+	for _, c := range p.clients {
+		if snap := c.Snapshot(); snap.Nacks > 0 {
+			run.Violations = append(run.Violations, fmt.Sprintf("xDS client %s rejected %d responses as grpc-go's client would (last: %v)",
+				snap.Node, snap.Nacks, snap.LastNack))
+		}
+	}
 	for _, v := range run.Violations {
 		t.Errorf("invariant violation: %s", truncate(v, 600))
 	}
@@ -438,7 +444,10 @@ func (p *prod) nodeFor(r *prodReg, j int) string {
 
 // addPod creates the registry's next pod on its node and plays the kubelet: Running, an IP,
 // containers ready. It returns false when the pod could not be created.
-func (p *prod) addPod(r *prodReg) bool {
+func (p *prod) addPod(r *prodReg) bool { return p.addPodAt(r, "") }
+
+// addPodAt is addPod with the pod's IP ("": a new one).
+func (p *prod) addPodAt(r *prodReg, ip string) bool {
 	r.mu.Lock()
 	j := r.next
 	r.next++
@@ -447,8 +456,10 @@ func (p *prod) addPod(r *prodReg) bool {
 		name = fmt.Sprintf("%s-v%d-%d", r.app, r.version, j)
 	}
 	r.mu.Unlock()
-	n := p.ipNext.Add(1)
-	ip := fmt.Sprintf("10.%d.%d.%d", n/65536%256, n/256%256, n%256)
+	if ip == "" {
+		n := p.ipNext.Add(1)
+		ip = fmt.Sprintf("10.%d.%d.%d", n/65536%256, n/256%256, n%256)
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name, Labels: map[string]string{"app": r.app}},
 		Spec: corev1.PodSpec{NodeName: p.nodeFor(r, j),
@@ -467,6 +478,7 @@ func (p *prod) addPod(r *prodReg) bool {
 	if p.retry("ready pod "+r.ns+"/"+name, func() error { return kubeletStatus(p.ctx, pod, ip, true) }) != nil {
 		return false
 	}
+	pod.Status.PodIP = ip
 	r.mu.Lock()
 	r.pods[name] = pod
 	r.mu.Unlock()
@@ -508,6 +520,15 @@ func (p *prod) deletePod(r *prodReg, pod *corev1.Pod) {
 	r.mu.Lock()
 	delete(r.pods, pod.Name)
 	r.mu.Unlock()
+}
+
+// terminate deletes a pod with a grace period: it stays, terminating, until deletePod
+// plays the kubelet's final deletion.
+func (p *prod) terminate(r *prodReg, pod *corev1.Pod) {
+	r.world.ineligible(pod.Name)
+	_ = p.retry("delete pod "+r.ns+"/"+pod.Name+" (grace period)", func() error {
+		return client.IgnoreNotFound(k8s.Delete(p.ctx, pod, client.GracePeriodSeconds(30)))
+	})
 }
 
 // unready makes a pod's containers unready.
@@ -554,7 +575,9 @@ func (p *prod) checkWebhookInjected() {
 
 // rollingUpdate replaces every pod of the big service as the Deployment controller does
 // with maxSurge 25 % and maxUnavailable 0: a quarter more new pods, ready, then as many old
-// ones deleted, until none is left.
+// ones deleted, until none is left. Old pods are deleted with a grace period: they stay,
+// terminating (DRAINING over xDS), until the next batch is up; the kubelet gives the next
+// batch the addresses their stopped containers released, then deletes them.
 func (p *prod) rollingUpdate() time.Time {
 	old := p.big.livePods()
 	p.big.mu.Lock()
@@ -562,13 +585,22 @@ func (p *prod) rollingUpdate() time.Time {
 	p.big.next = 0
 	p.big.mu.Unlock()
 	surge := max(1, (len(old)+3)/4)
+	var terminating []*corev1.Pod
 	for len(old) > 0 {
 		n := min(surge, len(old))
-		parallel(n, func(int) { p.addPod(p.big) })
-		batch := old[:n]
+		parallel(n, func(i int) {
+			ip := ""
+			if i < len(terminating) {
+				ip = terminating[i].Status.PodIP
+			}
+			p.addPodAt(p.big, ip)
+		})
+		parallel(len(terminating), func(i int) { p.deletePod(p.big, terminating[i]) })
+		terminating = old[:n]
 		old = old[n:]
-		parallel(len(batch), func(i int) { p.deletePod(p.big, batch[i]) })
+		parallel(len(terminating), func(i int) { p.terminate(p.big, terminating[i]) })
 	}
+	parallel(len(terminating), func(i int) { p.deletePod(p.big, terminating[i]) })
 	return time.Now()
 }
 
@@ -687,6 +719,9 @@ func (p *prod) killMidChurn() time.Time {
 	killed := time.Now()
 	rest := steps[half:]
 	parallel(len(rest), func(i int) { rest[i]() })
+	if d := 2*time.Second - time.Since(killed); d > 0 {
+		time.Sleep(d) // scenario pacing: the operator stays down at least 2 s
+	}
 	p.op.start()
 	p.mu.Lock()
 	p.faultEnd = time.Now()

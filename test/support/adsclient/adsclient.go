@@ -3,7 +3,8 @@
 // every response and keeping the last endpoints of each name, so that a test can compare
 // what a connected client holds with the API server. It redials when its stream breaks (the
 // operator killed and restarted), and forgets what it held then: after a reconnection it
-// holds only what the new stream sent.
+// holds only what the new stream sent. Like grpc-go's client, it rejects (NACKs) a response
+// with two endpoints at one address and keeps what it held.
 package adsclient
 
 import (
@@ -19,6 +20,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -42,6 +45,9 @@ type Client struct {
 	connected  bool                  // a stream is open and answered at least once
 	reconnects int
 	lastErr    error
+	version    string // the last accepted version
+	nacks      int    // responses rejected, as grpc-go would
+	lastNack   error
 }
 
 // Start dials addr (plaintext) and keeps an ADS stream subscribed to the EDS resources names
@@ -62,7 +68,7 @@ func Start(ctx context.Context, addr, node string, names []string) (*Client, err
 		for ctx.Err() == nil {
 			err := c.stream(ctx, cc)
 			c.mu.Lock()
-			c.connected, c.lastErr, c.state = false, err, map[string][]Endpoint{}
+			c.connected, c.lastErr, c.state, c.version = false, err, map[string][]Endpoint{}, ""
 			c.reconnects++
 			c.mu.Unlock()
 			select {
@@ -91,22 +97,51 @@ func (c *Client) stream(ctx context.Context, cc *grpc.ClientConn) error {
 			return fmt.Errorf("receive: %w", err)
 		}
 		got := make(map[string][]Endpoint, len(resp.GetResources()))
+		var reject error
 		for _, r := range resp.GetResources() {
 			var cla endpointv3.ClusterLoadAssignment
 			if err := r.UnmarshalTo(&cla); err != nil {
 				return fmt.Errorf("decode ClusterLoadAssignment: %w", err)
 			}
-			got[cla.GetClusterName()] = endpointsOf(&cla)
+			eps := endpointsOf(&cla)
+			if err := duplicate(eps); err != nil && reject == nil {
+				reject = fmt.Errorf("%s: %w", cla.GetClusterName(), err)
+			}
+			got[cla.GetClusterName()] = eps
 		}
+		ack := &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: c.names,
+			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
 		c.mu.Lock()
-		maps.Copy(c.state, got)
+		if reject != nil {
+			// As grpc-go does: the whole response is rejected, the previous state kept.
+			c.nacks++
+			c.lastNack = reject
+			ack.VersionInfo = c.version
+			ack.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: reject.Error()}
+		} else {
+			maps.Copy(c.state, got)
+			c.version = resp.GetVersionInfo()
+		}
 		c.connected = true
 		c.mu.Unlock()
-		if err := st.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: c.names,
-			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}); err != nil {
+		if err := st.Send(ack); err != nil {
 			return fmt.Errorf("acknowledge: %w", err)
 		}
 	}
+}
+
+// duplicate is grpc-go's check of a ClusterLoadAssignment: one address must not appear
+// twice ("duplicate endpoint with the same address"), whatever the endpoints' health.
+func duplicate(eps []Endpoint) error {
+	seen := make(map[string]string, len(eps))
+	for _, ep := range eps {
+		addr := fmt.Sprintf("%s:%d", ep.Address, ep.Port)
+		if prev, ok := seen[addr]; ok {
+			return fmt.Errorf("duplicate endpoint with the same address %s (pods %q and %q)", addr, prev, ep.Pod)
+		}
+		seen[addr] = ep.Pod
+	}
+	return nil
 }
 
 func endpointsOf(cla *endpointv3.ClusterLoadAssignment) []Endpoint {
@@ -127,12 +162,15 @@ func endpointsOf(cla *endpointv3.ClusterLoadAssignment) []Endpoint {
 }
 
 // Snapshot is what the client holds: each name's endpoints (a name the stream never sent
-// is absent), whether a stream is open and answered, and how often it was redialled.
+// is absent), whether a stream is open and answered, how often it was redialled, and how
+// many responses it rejected (NACKed) as grpc-go's client would.
 type Snapshot struct {
 	Node       string
 	Connected  bool
 	Reconnects int
 	LastErr    error
+	Nacks      int
+	LastNack   error
 	State      map[string][]Endpoint
 }
 
@@ -140,5 +178,6 @@ type Snapshot struct {
 func (c *Client) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Snapshot{Node: c.node, Connected: c.connected, Reconnects: c.reconnects, LastErr: c.lastErr, State: maps.Clone(c.state)}
+	return Snapshot{Node: c.node, Connected: c.connected, Reconnects: c.reconnects, LastErr: c.lastErr, Nacks: c.nacks,
+		LastNack: c.lastNack, State: maps.Clone(c.state)}
 }
