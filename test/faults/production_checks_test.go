@@ -36,15 +36,17 @@ import (
 //   - status: a refused registry is Ready=False, reason ServiceNameOwnedElsewhere, its
 //     message naming the owner.
 
-// phaseResult is one phase's row: seconds from the phase's last action until each part was
-// exact (and stayed so for the phase's hold); -1 when it never was within the limit.
+// phaseResult is one phase's row: how long the test's actions took, and seconds from the
+// phase's last action until each part was exact (and stayed so for the phase's hold); -1
+// when it never was within the limit.
 type phaseResult struct {
-	Name         string   `json:"name"`
-	StoreSeconds float64  `json:"store_seconds"`
-	XDSSeconds   float64  `json:"xds_seconds"`
-	GatesSeconds float64  `json:"gates_seconds"`
-	AllSeconds   float64  `json:"all_seconds"`
-	Failures     []string `json:"failures,omitempty"`
+	Name          string   `json:"name"`
+	ActionSeconds float64  `json:"action_seconds"`
+	StoreSeconds  float64  `json:"store_seconds"`
+	XDSSeconds    float64  `json:"xds_seconds"`
+	GatesSeconds  float64  `json:"gates_seconds"`
+	AllSeconds    float64  `json:"all_seconds"`
+	Failures      []string `json:"failures,omitempty"`
 }
 
 // exactness is one poll's verdict: the mismatches of each part.
@@ -69,12 +71,15 @@ func phaseLimit() time.Duration {
 	return 90 * time.Second
 }
 
-// phase waits until the store, every xDS client and every gate are exact and have stayed so
-// for hold, measuring from `from`; it records the phase's row and fails the test (not at
-// once: the next phases still run and report) when the limit passes first.
-func (p *prod) phase(name string, from time.Time, hold time.Duration) {
+// phase runs the phase's actions, which return the moment the wait is measured from, then
+// waits until the store, every xDS client and every gate are exact and have stayed so for
+// hold; it records the phase's row and fails the test (not at once: the next phases still
+// run and report) when the limit passes first.
+func (p *prod) phase(name string, hold time.Duration, actions func() time.Time) {
 	p.t.Helper()
-	res := phaseResult{Name: name, StoreSeconds: -1, XDSSeconds: -1, GatesSeconds: -1, AllSeconds: -1}
+	started := time.Now()
+	from := actions()
+	res := phaseResult{Name: name, ActionSeconds: time.Since(started).Seconds(), StoreSeconds: -1, XDSSeconds: -1, GatesSeconds: -1, AllSeconds: -1}
 	deadline := time.Now().Add(phaseLimit())
 	var e exactness
 	var allSince time.Time
@@ -118,8 +123,8 @@ func (p *prod) phase(name string, from time.Time, hold time.Duration) {
 			}
 		}
 	}
-	p.t.Logf("phase %q: store %s, xDS %s, gates %s, all %s (from %s)", name, secs(res.StoreSeconds), secs(res.XDSSeconds),
-		secs(res.GatesSeconds), secs(res.AllSeconds), from.Format("15:04:05.000"))
+	p.t.Logf("phase %q: actions %.1fs; then exact: store %s, xDS %s, gates %s, all %s (from %s)", name, res.ActionSeconds,
+		secs(res.StoreSeconds), secs(res.XDSSeconds), secs(res.GatesSeconds), secs(res.AllSeconds), from.Format("15:04:05.000"))
 	p.phases = append(p.phases, res)
 }
 

@@ -22,17 +22,21 @@ type scenarioRun struct {
 	Phases     []phaseResult `json:"phases"`
 	Violations []string      `json:"violations"`
 	Events     int           `json:"store_events"`
-	Seconds    float64       `json:"seconds"`
-	GOMAXPROCS int           `json:"gomaxprocs"`
-	GoVersion  string        `json:"go_version"`
+	// SetupSeconds is the start of the store, nodes, registries, operator and clients;
+	// Seconds the whole run.
+	SetupSeconds float64 `json:"setup_seconds"`
+	Seconds      float64 `json:"seconds"`
+	GOMAXPROCS   int     `json:"gomaxprocs"`
+	GoVersion    string  `json:"go_version"`
 }
 
 // table is the run's per-phase table as text.
 func (r scenarioRun) table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-40s %8s %8s %8s %8s\n", "phase", "store", "xDS", "gates", "all")
+	fmt.Fprintf(&b, "%-40s %8s %8s %8s %8s %8s\n", "phase", "actions", "store", "xDS", "gates", "all")
 	for _, ph := range r.Phases {
-		fmt.Fprintf(&b, "%-40s %8s %8s %8s %8s\n", ph.Name, secs(ph.StoreSeconds), secs(ph.XDSSeconds), secs(ph.GatesSeconds), secs(ph.AllSeconds))
+		fmt.Fprintf(&b, "%-40s %7.1fs %8s %8s %8s %8s\n", ph.Name, ph.ActionSeconds, secs(ph.StoreSeconds), secs(ph.XDSSeconds),
+			secs(ph.GatesSeconds), secs(ph.AllSeconds))
 	}
 	fmt.Fprintf(&b, "invariant violations: %d; store events recorded: %d; run %.0fs", len(r.Violations), r.Events, r.Seconds)
 	return b.String()

@@ -187,30 +187,31 @@ type prod struct {
 func runProduction(t *testing.T, seed uint64, size scenarioSize) scenarioRun {
 	started := time.Now()
 	p := newProd(t, seed, size)
-	run := scenarioRun{Seed: seed, Sizes: size}
+	run := scenarioRun{Seed: seed, Sizes: size, SetupSeconds: time.Since(started).Seconds()}
+	t.Logf("set up in %s: store, %d nodes, %d namespaces, %d registries, the operator serving its webhook, %d xDS clients",
+		time.Since(started).Round(100*time.Millisecond), size.Nodes, size.Namespaces, len(p.regs), size.XDSClients)
 
 	// 1. Initial registration: every registry and its pods, the big service's included.
-	from := p.initialPods()
-	p.phase("initial registration", from, 0)
+	p.phase("initial registration", 0, p.initialPods)
 	p.checkWebhookInjected()
 
 	// 2. Rolling update of the big service, maxSurge 25 %, maxUnavailable 0.
-	p.phase("rolling update (maxSurge 25%)", p.rollingUpdate(), 0)
+	p.phase("rolling update (maxSurge 25%)", 0, p.rollingUpdate)
 
 	// 3. Scale to 0 and back.
-	p.phase("scale to 0", p.scaleBig(0), 0)
-	p.phase("scale back", p.scaleBig(size.BigPods), 0)
+	p.phase("scale to 0", 0, func() time.Time { return p.scaleBig(0) })
+	p.phase("scale back", 0, func() time.Time { return p.scaleBig(size.BigPods) })
 
 	// 4. A third of the nodes stop renewing their Leases (timed from the Leases' lapse); then
 	// their Leases are deleted (as when the Nodes go): the dead pods must stay out.
-	p.phase("node Lease loss (1/3 of the nodes)", p.loseNodes(), 0)
-	p.phase("lost nodes' Leases deleted", p.deleteLostLeases(), 5*time.Second)
+	p.phase("node Lease loss (1/3 of the nodes)", 0, p.loseNodes)
+	p.phase("lost nodes' Leases deleted", 5*time.Second, p.deleteLostLeases)
 
 	// 5. kill -9 of the operator in the middle of churn across every namespace; restart.
-	p.phase("kill -9 mid-churn, restart", p.killMidChurn(), 0)
+	p.phase("kill -9 mid-churn, restart", 0, p.killMidChurn)
 
 	// 6. Tenancy: a registry in another namespace claims the owner's service name.
-	p.phase("tenancy conflict", p.tenancyConflict(), 5*time.Second)
+	p.phase("tenancy conflict", 5*time.Second, p.tenancyConflict)
 
 	time.Sleep(time.Second) // let the recorder's watch deliver the last events (its lag is not under test)
 	run.Violations = p.verifyInvariants()
@@ -349,7 +350,7 @@ func newProd(t *testing.T, seed uint64, size scenarioSize) *prod {
 		}
 		p.clients = append(p.clients, c)
 	}
-	t.Cleanup(p.cleanup) // after the operator is gone (cleanups run last-in first-out)
+	t.Cleanup(p.cleanup)
 	return p
 }
 
@@ -374,9 +375,10 @@ func (p *prod) addRegistry(ns, name, serviceName, app string) *prodReg {
 	return r
 }
 
-// cleanup removes the registries (finalizers and all) and the pods, so that the suite's
-// next operators neither write them nor cache thousands of pods.
+// cleanup stops the operator and removes the registries (finalizers and all) and the pods,
+// so that the suite's next operators neither write them nor cache thousands of pods.
 func (p *prod) cleanup() {
+	p.op.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, r := range p.regs {
