@@ -564,14 +564,19 @@ func (p *prod) checkWebhookInjected() {
 		p.t.Errorf("list pods: %v", err)
 		return
 	}
+	total := 0
 	for _, pod := range pods {
+		if pod.Labels["app"] != p.big.app {
+			continue
+		}
+		total++
 		if hasGate(&pod) {
 			gated++
 		}
 	}
-	p.t.Logf("webhook: %d of %d pods of the big service carry the readiness gate", gated, len(pods))
+	p.t.Logf("webhook: %d of %d pods of the big service carry the readiness gate", gated, total)
 	if gated == 0 {
-		p.t.Errorf("the webhook injected the readiness gate into none of the big service's %d pods", len(pods))
+		p.t.Errorf("the webhook injected the readiness gate into none of the big service's %d pods", total)
 	}
 }
 
