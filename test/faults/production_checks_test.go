@@ -40,13 +40,16 @@ import (
 // phase's last action until each part was exact (and stayed so for the phase's hold); -1
 // when it never was within the limit.
 type phaseResult struct {
-	Name          string   `json:"name"`
-	ActionSeconds float64  `json:"action_seconds"`
-	StoreSeconds  float64  `json:"store_seconds"`
-	XDSSeconds    float64  `json:"xds_seconds"`
-	GatesSeconds  float64  `json:"gates_seconds"`
-	AllSeconds    float64  `json:"all_seconds"`
-	Failures      []string `json:"failures,omitempty"`
+	Name          string  `json:"name"`
+	ActionSeconds float64 `json:"action_seconds"`
+	StoreSeconds  float64 `json:"store_seconds"`
+	XDSSeconds    float64 `json:"xds_seconds"`
+	GatesSeconds  float64 `json:"gates_seconds"`
+	AllSeconds    float64 `json:"all_seconds"`
+	// GuardHeldMax is the most deregistrations the node Lease guard held at once while
+	// the test waited (registrar_deregistrations_held).
+	GuardHeldMax float64  `json:"guard_held_max"`
+	Failures     []string `json:"failures,omitempty"`
 }
 
 // exactness is one poll's verdict: the mismatches of each part.
@@ -92,6 +95,9 @@ func (p *prod) phase(name string, hold time.Duration, actions func() time.Time) 
 		}
 	}
 	for {
+		if held, ok := p.op.metric("registrar_deregistrations_held"); ok {
+			res.GuardHeldMax = max(res.GuardHeldMax, held)
+		}
 		e = p.exactness()
 		now := time.Now()
 		mark(len(e.store) == 0, &res.StoreSeconds, now)
@@ -123,8 +129,9 @@ func (p *prod) phase(name string, hold time.Duration, actions func() time.Time) 
 			}
 		}
 	}
-	p.t.Logf("phase %q: actions %.1fs; then exact: store %s, xDS %s, gates %s, all %s (from %s)", name, res.ActionSeconds,
-		secs(res.StoreSeconds), secs(res.XDSSeconds), secs(res.GatesSeconds), secs(res.AllSeconds), from.Format("15:04:05.000"))
+	p.t.Logf("phase %q: actions %.1fs; then exact: store %s, xDS %s, gates %s, all %s (from %s); node Lease guard held at most %.0f",
+		name, res.ActionSeconds, secs(res.StoreSeconds), secs(res.XDSSeconds), secs(res.GatesSeconds), secs(res.AllSeconds),
+		from.Format("15:04:05.000"), res.GuardHeldMax)
 	p.phases = append(p.phases, res)
 }
 
