@@ -234,7 +234,10 @@ func runProduction(t *testing.T, seed uint64, size scenarioSize) scenarioRun {
 // webhook configuration, the operator and the xDS clients.
 func newProd(t *testing.T, seed uint64, size scenarioSize) *prod {
 	t.Helper()
-	p := &prod{t: t, ctx: testCtx(t), seed: seed, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: size,
+	// The full variant outlasts testCtx's 10 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
+	t.Cleanup(cancel)
+	p := &prod{t: t, ctx: ctx, seed: seed, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: size,
 		lost: map[string]bool{}}
 	p.label = fmt.Sprintf("s%d-%d", seed, time.Now().UnixNano()%1_000_000)
 	srv := startStore(t)
