@@ -119,7 +119,7 @@ func writeScenarioEnvelope(path string, runs []scenarioRun) error {
 			Columns: cols,
 			Rows:    rows,
 			Notes: []string{
-				"Each cell: seconds from the phase's last API write (node Lease loss: from the Leases' lapse, 10 s after the last renewal; kill -9: from the restart, so it includes waiting out the dead leader's 4 s Lease) until the store, then every xDS client, then every readiness gate was exact against the API server (polled every 0.5 s after a full read, so a cell is late by up to a poll). — : not exact within the phase's limit.",
+				"Each cell: seconds from the phase's last API write (node Lease loss: from the Leases' lapse, 10 s after the last renewal; kill -9: from the restart, so it includes waiting out the dead leader's 4 s Lease) until the store, then every xDS client, then every readiness gate (and a refused registry's status) was exact against the API server (polled every 0.5 s after a full read, so a cell is late by up to a poll). — : not exact within the phase's limit.",
 				"Operator flags: --store-batch, --store-lease-ttl=30s, --node-lease-timeout=10s (the node Lease guard at its defaults), the pod webhook (readiness gates), --xds-bind-address with raw ADS clients subscribed to every registry, leader election (4 s Lease). The invariants are the fault recorder's (docs/reliability.md), over every store event of the run.",
 				fmt.Sprintf("Test binary: GOMAXPROCS %d, %s; the operator is a separate process (GOMAXPROCS = cores).", runtime.GOMAXPROCS(0), runtime.Version()),
 			},
