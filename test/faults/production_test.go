@@ -203,9 +203,10 @@ func runProduction(t *testing.T, seed uint64, size scenarioSize) scenarioRun {
 	p.phase("scale back", 0, func() time.Time { return p.scaleBig(size.BigPods) })
 
 	// 4. A third of the nodes stop renewing their Leases (timed from the Leases' lapse); then
-	// their Leases are deleted (as when the Nodes go): the dead pods must stay out.
+	// those Nodes and their Leases are deleted: the dead pods must stay out, also after the
+	// operator's restart in phase 5.
 	p.phase("node Lease loss (1/3 of the nodes)", 0, p.loseNodes)
-	p.phase("lost nodes' Leases deleted", 5*time.Second, p.deleteLostLeases)
+	p.phase("lost Nodes and their Leases deleted", 5*time.Second, p.deleteLostNodes)
 
 	// 5. kill -9 of the operator in the middle of churn across every namespace; restart.
 	p.phase("kill -9 mid-churn, restart", 0, p.killMidChurn)
@@ -673,8 +674,10 @@ func (p *prod) isLost(node string) bool {
 	return p.lost[node]
 }
 
-// deleteLostLeases deletes the lost nodes' Leases, as the Nodes' deletion would.
-func (p *prod) deleteLostLeases() time.Time {
+// deleteLostNodes deletes the lost nodes' Leases and Node objects, as when dead Nodes are
+// removed (their Leases go with them; their pods stay until the pod garbage collector, which
+// envtest does not run, removes them): those pods must stay out.
+func (p *prod) deleteLostNodes() time.Time {
 	for _, n := range p.kl.nodes {
 		if !p.isLost(n) {
 			continue
@@ -682,6 +685,9 @@ func (p *prod) deleteLostLeases() time.Time {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: n}}
 		if err := client.IgnoreNotFound(k8s.Delete(p.ctx, lease)); err != nil {
 			p.t.Errorf("delete the Lease of node %s: %v", n, err)
+		}
+		if err := client.IgnoreNotFound(k8s.Delete(p.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})); err != nil {
+			p.t.Errorf("delete node %s: %v", n, err)
 		}
 	}
 	return time.Now()
