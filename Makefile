@@ -252,7 +252,7 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 	echo "wrote $(MULTICLUSTER_OUT) (copy it to docs/bench/ and run make docs to publish)"
 
 ##@ Fault tests (test/faults; a fast subset runs in make test)
-FAULTS_TIMEOUT ?= 30m
+FAULTS_TIMEOUT ?= 45m
 
 .PHONY: test-faults
 test-faults: envtest-assets ## Run every fault test (real processes on loopback) and print the summary table.
