@@ -272,8 +272,8 @@ test-scenario: envtest-assets ## The production-shaped scenario at full size (a 
 	rc=0; KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd FAULTS_FULL=1 SCENARIO_SEEDS=$(SCENARIO_SEEDS) \
 		SCENARIO_JSON=$(abspath $(SCENARIO_OUT)) SCENARIO_COMMAND="make test-scenario SCENARIO_SEEDS=$(SCENARIO_SEEDS)" \
 		go test ./test/faults/ -run '^TestProductionScenario$$' -count=1 -v -timeout $(SCENARIO_TIMEOUT) > $(LOCALBIN)/scenario.log 2>&1 || rc=$$?; \
-	grep -E -e '--- (PASS|FAIL)|_test\.go:[0-9]+: (production scenario|phase "|webhook:|node Lease loss:|kill -9:|invariant violation|wrote )|^(ok|FAIL|PASS)' $(LOCALBIN)/scenario.log | cut -c1-400 || true; \
-	echo "full log: $(LOCALBIN)/scenario.log"; \
+	grep -E -e '--- (PASS|FAIL)|_test\.go:[0-9]+: (production scenario|set up in|phase "|webhook:|node Lease loss:|kill -9:|wrote )|^(ok|FAIL|PASS)' $(LOCALBIN)/scenario.log | cut -c1-400 || true; \
+	echo "$$(grep -c 'invariant violation' $(LOCALBIN)/scenario.log) invariant violations; full log: $(LOCALBIN)/scenario.log"; \
 	if [ -f $(SCENARIO_OUT) ]; then go run ./hack/benchdoc; fi; exit $$rc
 
 ##@ Benchmark (test/bench; see docs/performance.md)
