@@ -252,7 +252,7 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 	echo "wrote $(MULTICLUSTER_OUT) (copy it to docs/bench/ and run make docs to publish)"
 
 ##@ Fault tests (test/faults; a fast subset runs in make test)
-FAULTS_TIMEOUT ?= 30m
+FAULTS_TIMEOUT ?= 45m
 
 .PHONY: test-faults
 test-faults: envtest-assets ## Run every fault test (real processes on loopback) and print the summary table.
@@ -260,6 +260,21 @@ test-faults: envtest-assets ## Run every fault test (real processes on loopback)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd FAULTS_FULL=1 FAULTS_SUMMARY=$(LOCALBIN)/faults-summary.md \
 		go test ./test/faults/ -count=1 -v -timeout $(FAULTS_TIMEOUT) 2>&1 | grep -v '^\s*>' | tee $(LOCALBIN)/faults.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|PASS|FAIL|ok)'
 	@echo; echo "Fault suite summary ($$(date -u +%FT%TZ), make test-faults):"; echo; cat $(LOCALBIN)/faults-summary.md
+
+##@ Production-shaped scenario (test/faults TestProductionScenario; the short variant runs in make test, the full one also in make test-faults)
+SCENARIO_SEEDS ?= 1,2,3
+SCENARIO_OUT ?= docs/bench/scenario.json
+SCENARIO_TIMEOUT ?= 120m
+
+.PHONY: test-scenario
+test-scenario: envtest-assets ## The production-shaped scenario at full size (a 2,000-pod service, 300 services of 1-5 pods in 30 namespaces, 30 nodes, 20 xDS clients, every feature on) once per seed of SCENARIO_SEEDS: per-phase table into SCENARIO_OUT, rendered into docs/reliability.md.
+	mkdir -p $(LOCALBIN)
+	rc=0; KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd FAULTS_FULL=1 SCENARIO_SEEDS=$(SCENARIO_SEEDS) \
+		SCENARIO_JSON=$(abspath $(SCENARIO_OUT)) SCENARIO_COMMAND="make test-scenario SCENARIO_SEEDS=$(SCENARIO_SEEDS)" \
+		go test ./test/faults/ -run '^TestProductionScenario$$' -count=1 -v -timeout $(SCENARIO_TIMEOUT) > $(LOCALBIN)/scenario.log 2>&1 || rc=$$?; \
+	grep -E -e '--- (PASS|FAIL)|_test\.go:[0-9]+: (production scenario|set up in|phase "|webhook:|node Lease loss:|kill -9:|wrote )|^(ok|FAIL|PASS)' $(LOCALBIN)/scenario.log | cut -c1-400 || true; \
+	echo "$$(grep -c 'invariant violation' $(LOCALBIN)/scenario.log) invariant violations; full log: $(LOCALBIN)/scenario.log"; \
+	if [ -f $(SCENARIO_OUT) ]; then go run ./hack/benchdoc; fi; exit $$rc
 
 ##@ Benchmark (test/bench; see docs/performance.md)
 BENCH_DIR ?= $(LOCALBIN)/bench

@@ -133,7 +133,8 @@ func apiHost(t *testing.T) string {
 }
 
 // kubelets plays the kubelets of some nodes: each node's Lease (10 s, as the kubelet's 40 s
-// is capped by --node-lease-timeout anyway) renewed every 500 ms until stopped.
+// is capped by --node-lease-timeout anyway) renewed every 500 ms, one goroutine per node,
+// until stopped.
 type kubelets struct {
 	nodes   []string
 	mu      sync.Mutex
@@ -165,26 +166,28 @@ func startKubelets(t *testing.T, ctx context.Context, n int) *kubelets {
 		})
 		k.nodes = append(k.nodes, node.Name)
 	}
+	// Each node renews on its own (as each kubelet does), so that many nodes on a loaded
+	// machine do not renew late one after the other.
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			for _, name := range k.nodes {
+	var wg sync.WaitGroup
+	for _, name := range k.nodes {
+		wg.Go(func() {
+			for ctx.Err() == nil {
 				k.mu.Lock()
 				_, dead := k.stopped[name]
 				k.mu.Unlock()
-				if !dead {
-					k.renew(ctx, name)
+				if dead {
+					return
+				}
+				k.renew(ctx, name)
+				select {
+				case <-ctx.Done():
+				case <-time.After(500 * time.Millisecond): // the kubelets' renew interval, scaled down
 				}
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond): // the kubelets' renew interval, scaled down
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	return k
 }
 
