@@ -312,13 +312,13 @@ func (p *prod) refusalDiff(r *prodReg) []string {
 		return []string{fmt.Sprintf("%s: read: %v", r.key(), err)}
 	}
 	c := meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ConditionReady)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reasonServiceNameOwnedElsewhere || !strings.Contains(c.Message, r.refusedBy) {
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonServiceNameOwnedElsewhere || !strings.Contains(c.Message, r.refusedBy) {
 		got := "none"
 		if c != nil {
 			got = fmt.Sprintf("%s/%s %q", c.Status, c.Reason, truncate(c.Message, 100))
 		}
 		return []string{fmt.Sprintf("%s claims %s's service name %q: Ready is %s, want False/%s naming %s",
-			r.key(), r.refusedBy, r.service, got, reasonServiceNameOwnedElsewhere, r.refusedBy)}
+			r.key(), r.refusedBy, r.service, got, v1alpha1.ReasonServiceNameOwnedElsewhere, r.refusedBy)}
 	}
 	return nil
 }

@@ -93,8 +93,6 @@ const (
 	sharedService = "shared"
 	// scenarioLeaseTimeout is --node-lease-timeout, the Lease's own duration (startKubelets).
 	scenarioLeaseTimeout = 10 * time.Second
-	// reasonServiceNameOwnedElsewhere is the tenancy refusal's reason (branch fix/tenancy).
-	reasonServiceNameOwnedElsewhere = "ServiceNameOwnedElsewhere"
 	// podWorkers bounds the API calls the test makes at once.
 	podWorkers = 8
 )
