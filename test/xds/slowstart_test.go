@@ -77,10 +77,13 @@ var _ = Describe("Slow start over xDS", func() {
 			GinkgoWriter.Printf("published weight %3d (fair share %.2f): share of the new pod %.2f\n", s.weight, float64(s.weight)/float64(100+s.weight), s.share)
 		}
 		Expect(samples[len(samples)-1].weight).To(Equal(uint32(100)), "the new pod did not reach full weight")
-		first, last := samples[0], samples[len(samples)-1]
+		first := samples[0]
 		Expect(first.weight).To(BeNumerically("<=", 21), "the first sample should be early in the ramp")
 		Expect(first.share).To(BeNumerically("<", 0.3), "a new pod starts with a small share")
-		Expect(last.share).To(BeNumerically("~", 0.5, 0.15), "at full weight the two pods share the RPCs")
+		// The share at full weight over 400 calls: a sample of 100 once came out at 0.65 under
+		// load (CI's make test), three standard deviations from an even split of 100 picks.
+		full := served(c, 400)
+		Expect(float64(full["ss-2"])/400).To(BeNumerically("~", 0.5, 0.15), "at full weight the two pods share the RPCs: %v", full)
 		mid := false
 		for _, s := range samples {
 			mid = mid || (s.share > first.share+0.05 && s.share < 0.4)
