@@ -297,11 +297,15 @@ func nodeLease(l *coordinationv1.Lease) eligibility.NodeLease {
 }
 
 // leaseRequeue brings the reconcile back just after the earliest Lease of its pods lapses.
+// That Lease was live when its pod's verdict was decided, but may have lapsed by now (a
+// large registry's reconcile under load takes longer than the gap between two nodes'
+// lapses): the requeue is then at once, never <= 0, which controller-runtime takes for no
+// requeue at all (the registry would wait for an unrelated event to deregister the pods).
 func (r *ServiceRegistryReconciler) leaseRequeue(s *reconcileScope) ctrl.Result {
 	if s.leaseCheck.IsZero() {
 		return ctrl.Result{}
 	}
-	return ctrl.Result{RequeueAfter: s.leaseCheck.Sub(r.Clock.Now()) + 50*time.Millisecond}
+	return ctrl.Result{RequeueAfter: max(s.leaseCheck.Sub(r.Clock.Now()), 0) + 50*time.Millisecond}
 }
 
 // registriesForLease maps a node Lease (or a Node: they share their name) to the registries
