@@ -19,25 +19,28 @@
 # and exits 0.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Each step is a timed phase (hack/ci-phases.sh): under .ci/run (CI_RUN=1) its rows join the
+# run's table; alone, this script prints its own.
+source hack/ci-phases.sh
+[[ -n "${CI_RUN:-}" ]] || { : >"$CI_PHASES"; trap phase_report EXIT; }
+assets="$(make -s print-ENVTEST_ASSETS)"
 
-make images >/dev/null
+phase "build images" make -s images >/dev/null
+for bin in etcd kube-apiserver $(make -s print-CLUSTER_BINARIES); do
+  phase "build $bin" make -s "$assets/$bin"
+done
 rc=0
-make cluster-binaries >/dev/null
-CLUSTER_ASSETS="$(make -s print-envtest-assets)" hack/cluster/up.sh || rc=$?
+phase "cluster up" env CLUSTER_ASSETS="$assets" hack/cluster/up.sh || rc=$?
 case "$rc" in
   0) ;;
   2) echo "=== e2e subset NOT RUN: this machine cannot host the single-node cluster (see above) ==="; exit 0 ;;
   *) echo "=== e2e subset FAILED: the cluster did not come up (exit $rc) ==="; hack/cluster/down.sh || true; exit 1 ;;
 esac
-start=$SECONDS
-E2E_SETUPS=registrar E2E_UNINSTALL=1 KEEP_CLUSTER=1 make test-e2e \
+phase "e2e subset, kustomize install" env E2E_SETUPS=registrar E2E_UNINSTALL=1 KEEP_CLUSTER=1 make test-e2e \
   E2E_ARGS="-ginkgo.focus='injects the gate and preStop|graceful rolling update|SIGKILL of a container|prints the comparison table|does not mutate pods in kube-system' ${CI_E2E_ARGS:-}" || rc=$?
-echo "=== e2e subset, kustomize install: exit $rc after $((SECONDS - start)) s ==="
 if ((rc == 0)); then
-  start=$SECONDS
-  E2E_INSTALL_METHOD=helm E2E_UNINSTALL=1 KEEP_CLUSTER=1 make test-e2e E2E_RESULTS="$PWD/bin/e2e-results/test-e2e-helm.json" \
+  phase "e2e subset, Helm install" env E2E_INSTALL_METHOD=helm E2E_UNINSTALL=1 KEEP_CLUSTER=1 make test-e2e E2E_RESULTS="$PWD/bin/e2e-results/test-e2e-helm.json" \
     E2E_ARGS="-ginkgo.focus='injects the gate and preStop|does not mutate pods in kube-system' ${CI_E2E_ARGS:-}" || rc=$?
-  echo "=== e2e subset, Helm install: exit $rc after $((SECONDS - start)) s ==="
 fi
-hack/cluster/down.sh || true
+phase "cluster down" hack/cluster/down.sh || true
 exit "$rc"

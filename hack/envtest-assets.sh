@@ -2,6 +2,8 @@
 # Builds the envtest control-plane binaries (kube-apiserver, etcd) from source through the
 # Go module proxy, because setup-envtest cannot download them on machines without internet.
 # Output: $ASSETS_DIR/{kube-apiserver,etcd}; reused when present. Prints the directory.
+# Arguments name the binaries to build (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubelet, kubectl); none: etcd, kube-apiserver and KUBE_EXTRA_BINARIES.
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
@@ -46,15 +48,10 @@ kube_module() {
 build_kube() {
   local name="$1" out="$ASSETS_DIR/$1"
   [[ -x "$out" ]] && { log "$name present"; return; }
-  local dir="$WORK/kubernetes-${KUBE_VERSION}"
-  if [[ "$name" == kube-apiserver ]]; then
-    [[ -f "$dir/go.sum" ]] || kube_module "$dir"
-  else
-    # The other binaries (KUBE_EXTRA_BINARIES, for hack/cluster) need deps the apiserver-only
-    # module lacks, so they build from a module of their own; the envtest module stays as it is.
-    dir="$WORK/kubernetes-${KUBE_VERSION}-cluster"
-    [[ -f "$dir/go.sum" ]] || kube_module "$dir" "$CLUSTER_CMDS"
-  fi
+  # One module for every Kubernetes binary (envtest's kube-apiserver and the cluster's), so
+  # they resolve the same versions and a cold build compiles each shared package once.
+  local dir="$WORK/kubernetes-${KUBE_VERSION}-all"
+  [[ -f "$dir/go.sum" ]] || kube_module "$dir" "$CLUSTER_CMDS"
   local minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
   local pkg=k8s.io/component-base/version
   log "building $name ${KUBE_VERSION} (several minutes on a cold cache)"
@@ -77,7 +74,13 @@ build_etcd() {
   (cd "$dir" && CGO_ENABLED=0 go build -o "$out" -ldflags "-s -w" go.etcd.io/etcd/server/v3)
 }
 
-build_etcd
-build_kube kube-apiserver
-for extra in ${KUBE_EXTRA_BINARIES:-}; do build_kube "$extra"; done
+names=("$@")
+((${#names[@]})) || names=(etcd kube-apiserver ${KUBE_EXTRA_BINARIES:-})
+for name in "${names[@]}"; do
+  case "$name" in
+    etcd) build_etcd ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kubectl) build_kube "$name" ;;
+    *) log "unknown binary $name"; exit 1 ;;
+  esac
+done
 echo "$ASSETS_DIR"

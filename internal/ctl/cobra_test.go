@@ -261,7 +261,10 @@ func buildCLI(t *testing.T) []byte {
 		defer os.RemoveAll(dir)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "registrarctl"), "../../cmd/registrarctl").CombinedOutput()
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "registrarctl"), "../../cmd/registrarctl")
+		// Without cgo, as make build-registrarctl builds it (and so from the same build cache).
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			cli.err = fmt.Errorf("go build ./cmd/registrarctl: %w\n%s", err, out)
 			return

@@ -92,6 +92,11 @@ func buildOperator(t *testing.T, dir, pkg, name string) string {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command("go", append(args, pkg)...)
+	// -race needs cgo; without it the operator builds as make build does (CGO_ENABLED=0).
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if raceEnabled() {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

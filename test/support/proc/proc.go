@@ -217,6 +217,9 @@ func BuildRegistrar(dir string) (string, error) {
 	bin := filepath.Join(dir, "registrar")
 	build := exec.Command("go", "build", "-o", bin, "./cmd")
 	build.Dir = root
+	// Without cgo, as make build and the image build it (and so from the same build cache, even
+	// when the test itself runs with -race and CGO_ENABLED=1).
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build registrar: %w\n%s", err, out)
 	}
