@@ -156,22 +156,29 @@ var (
 	codeSpan   = regexp.MustCompile("(`+)[^`]*?(`+)")
 )
 
+// fences follows fenced code blocks line by line.
+type fences struct{ open string } // the fence's first three characters while inside one
+
+// skip reports whether line is a fence or inside a fenced block.
+func (f *fences) skip(line string) bool {
+	if m := fence.FindStringSubmatch(line); m != nil {
+		switch mark := m[1][:3]; f.open {
+		case "":
+			f.open = mark
+		case mark:
+			f.open = ""
+		}
+		return true
+	}
+	return f.open != ""
+}
+
 // links returns the link targets of a markdown document, outside code.
 func links(doc string) []link {
 	var out []link
-	inFence := ""
+	var code fences
 	for i, line := range strings.Split(doc, "\n") {
-		if m := fence.FindStringSubmatch(line); m != nil {
-			mark := m[1][:3]
-			switch {
-			case inFence == "":
-				inFence = mark
-			case inFence == mark:
-				inFence = ""
-			}
-			continue
-		}
-		if inFence != "" {
+		if code.skip(line) {
 			continue
 		}
 		line = codeSpan.ReplaceAllString(line, "")
@@ -203,20 +210,10 @@ var (
 func anchors(doc string) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
-	inFence := ""
+	var code fences
 	lines := strings.Split(doc, "\n")
 	for i, line := range lines {
-		if m := fence.FindStringSubmatch(line); m != nil {
-			mark := m[1][:3]
-			switch {
-			case inFence == "":
-				inFence = mark
-			case inFence == mark:
-				inFence = ""
-			}
-			continue
-		}
-		if inFence != "" {
+		if code.skip(line) {
 			continue
 		}
 		for _, m := range explicit.FindAllStringSubmatch(line, -1) {
