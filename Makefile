@@ -123,6 +123,8 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml: kubebuilder's linter set, the Kube API Linter on api/).
 	$(GOLANGCI_LINT) run ./...
+	go run ./hack/doccheck
+	go run ./hack/benchdoc -check
 
 .PHONY: lint-fix
 lint-fix: $(GOLANGCI_LINT) ## Run golangci-lint and apply the fixes it knows.

@@ -1,9 +1,12 @@
 // Command benchdoc renders the tables of the committed measurements (docs/bench/*.json, the
 // envelope with a "tables" array) into the docs: the text between <!-- bench:<id> --> and
-// <!-- /bench:<id> --> in README.md and docs/*.md becomes the table with that id and a source
-// line (file, command, date, commit, cores, load average before and after). `make docs` runs
-// it; with -check it changes nothing and fails when a rendered table is stale (make
-// verify-generated). A marker whose id no JSON file has is reported and left as it is.
+// <!-- /bench:<id> --> in README.md and docs/**/*.md becomes the table with that id and a
+// source line (file, command, date, commit, cores, load average before and after). `make docs`
+// runs it; with -check it changes nothing and fails when a rendered table is stale (make
+// verify-generated) or when a docs/bench/*.json is rendered by no page (make lint): a file is
+// rendered when a marker of some page names one of its tables; a file without tables counts
+// when docs/bench/HISTORY.md links it. A marker whose id no JSON file has is reported and left
+// as it is.
 package main
 
 import (
@@ -11,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,24 +43,113 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchdoc:", err)
 		os.Exit(1)
 	}
+	orphans, err := unrendered(*root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchdoc:", err)
+		os.Exit(1)
+	}
+	for _, o := range orphans {
+		fmt.Fprintf(os.Stderr, "benchdoc: %s: no page renders a table of it (render it in docs/bench/HISTORY.md, or link it there when it has no tables)\n", o)
+	}
 	if *check && len(stale) > 0 {
 		fmt.Fprintf(os.Stderr, "benchdoc: stale bench tables in %s: run 'make docs' and commit the result\n", strings.Join(stale, ", "))
+	}
+	if *check && (len(stale) > 0 || len(orphans) > 0) {
 		os.Exit(1)
 	}
 }
 
-// run renders every marker of README.md and docs/*.md under root and returns the files whose
-// content changed (or, with check, would change).
+// historyPage is the page of superseded measurements; linking a JSON without tables from it
+// counts as publishing that file.
+const historyPage = "docs/bench/HISTORY.md"
+
+// docPages lists README.md and every docs/**/*.md under root (absolute paths).
+func docPages(root string) ([]string, error) {
+	out := []string{filepath.Join(root, "README.md")}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	return out, err
+}
+
+// tableID is the id of a table, all that unrendered reads of it.
+type tableID struct {
+	ID string `json:"id"`
+}
+
+// unrendered returns the docs/bench/*.json files (slash-separated, relative to root) that no
+// page renders: none of their tables has a marker in README.md or docs/**/*.md, or, for a file
+// without tables, docs/bench/HISTORY.md does not link it.
+func unrendered(root string) ([]string, error) {
+	pages, err := docPages(root)
+	if err != nil {
+		return nil, err
+	}
+	marked := map[string]bool{}
+	history := ""
+	for _, p := range pages {
+		data, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range openMarker.FindAllStringSubmatch(string(data), -1) {
+			marked[m[1]] = true
+		}
+		if rel, _ := filepath.Rel(root, p); filepath.ToSlash(rel) == historyPage {
+			history = string(data)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(root, "docs", "bench", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var probe struct {
+			Tables []tableID `json:"tables"`
+		}
+		if err := json.Unmarshal(data, &probe); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		rendered := slices.ContainsFunc(probe.Tables, func(t tableID) bool { return marked[t.ID] })
+		if len(probe.Tables) == 0 {
+			rendered = strings.Contains(history, "]("+filepath.Base(f)+")")
+		}
+		if !rendered {
+			rel, _ := filepath.Rel(root, f)
+			out = append(out, filepath.ToSlash(rel))
+		}
+	}
+	return out, nil
+}
+
+// run renders every marker of README.md and docs/**/*.md under root and returns the files
+// whose content changed (or, with check, would change).
 func run(root string, check bool, warn *os.File) ([]string, error) {
 	sources, err := loadSources(root)
 	if err != nil {
 		return nil, err
 	}
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	docs, err := docPages(root)
 	if err != nil {
 		return nil, err
 	}
-	docs = append([]string{filepath.Join(root, "README.md")}, docs...)
 	var stale []string
 	for _, doc := range docs {
 		data, err := os.ReadFile(doc)

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,5 +102,32 @@ func TestRelLink(t *testing.T) {
 		if got := relLink(tt.dir, tt.path); got != tt.want {
 			t.Errorf("relLink(%q, %q) = %q, want %q", tt.dir, tt.path, got, tt.want)
 		}
+	}
+}
+
+func TestUnrendered(t *testing.T) {
+	root := t.TempDir()
+	second := strings.Replace(benchJSON, `"id":"t1"`, `"id":"t2"`, 1)
+	write(t, filepath.Join(root, "docs/bench/rendered.json"), benchJSON)
+	write(t, filepath.Join(root, "docs/bench/history.json"), second)
+	write(t, filepath.Join(root, "docs/bench/orphan.json"), strings.Replace(benchJSON, `"id":"t1"`, `"id":"t3"`, 1))
+	write(t, filepath.Join(root, "docs/bench/listed.json"), `{"kind":"old","runs":[1]}`)
+	write(t, filepath.Join(root, "docs/bench/unlisted.json"), `{"kind":"old","runs":[1]}`)
+	write(t, filepath.Join(root, "README.md"), "<!-- bench:t1 --><!-- /bench:t1 -->\n")
+	write(t, filepath.Join(root, "docs/bench/HISTORY.md"), "<!-- bench:t2 --><!-- /bench:t2 -->\n- [listed.json](listed.json): what it is\n")
+	got, err := unrendered(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"docs/bench/orphan.json", "docs/bench/unlisted.json"}
+	if !slices.Equal(got, want) {
+		t.Errorf("unrendered = %q, want %q", got, want)
+	}
+	// docs/bench/HISTORY.md is rendered like any page.
+	if _, err := run(root, false, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	if h := read(t, filepath.Join(root, "docs/bench/HISTORY.md")); !strings.Contains(h, "Source: [docs/bench/history.json](history.json)") {
+		t.Errorf("HISTORY.md not rendered: %s", h)
 	}
 }
