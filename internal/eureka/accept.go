@@ -9,6 +9,8 @@ import (
 // errNotAcceptable: the Accept header allows neither JSON nor XML.
 var errNotAcceptable = errors.New("not acceptable: this server answers application/json or application/xml")
 
+const typeApplication = "application"
+
 // maxAcceptRanges bounds the media ranges of an Accept header considered.
 const maxAcceptRanges = 32
 
@@ -47,11 +49,11 @@ func Negotiate(accept string) (Format, error) {
 		}
 		var f Format
 		switch {
-		case typ == "application" && (sub == "json" || strings.HasSuffix(sub, "+json")):
+		case typ == typeApplication && (sub == "json" || strings.HasSuffix(sub, "+json")):
 			f = JSON
-		case (typ == "application" || typ == "text") && (sub == "xml" || strings.HasSuffix(sub, "+xml")):
+		case (typ == typeApplication || typ == "text") && (sub == "xml" || strings.HasSuffix(sub, "+xml")):
 			f = XML
-		case typ == "*" && sub == "*", typ == "application" && sub == "*", typ == "text" && sub == "*":
+		case typ == "*" && sub == "*", typ == typeApplication && sub == "*", typ == "text" && sub == "*":
 			f = XML
 		default:
 			continue

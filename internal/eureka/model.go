@@ -45,6 +45,9 @@ const (
 	LeaseDurationSecs   = 90
 )
 
+// httpsPort is the port name of a record's TLS port.
+const httpsPort = "https"
+
 // Instance is one Eureka instance (InstanceInfo), derived from one store record.
 type Instance struct {
 	// ID is "{pod}.{namespace}": unique per service, usable in a URL path.
@@ -89,7 +92,7 @@ func InstanceID(ep *wire.Endpoint) string { return ep.Pod + "." + ep.Namespace }
 // value was first seen.
 func FromInstance(in *discovery.Instance, updatedMillis int64) *Instance {
 	port, portOK := mainPort(in.Ports)
-	secure, secureOK := in.Ports["https"]
+	secure, secureOK := in.Ports[httpsPort]
 	if !secureOK {
 		secure = 443
 	}
@@ -120,7 +123,7 @@ func FromInstance(in *discovery.Instance, updatedMillis int64) *Instance {
 	out.Metadata = md
 	scheme, hp := "http", net.JoinHostPort(in.Address, strconv.Itoa(int(port)))
 	if !portOK && secureOK {
-		scheme, hp = "https", net.JoinHostPort(in.Address, strconv.Itoa(int(secure)))
+		scheme, hp = httpsPort, net.JoinHostPort(in.Address, strconv.Itoa(int(secure)))
 	}
 	base := scheme + "://" + hp
 	out.HomePageURL, out.StatusPageURL, out.HealthCheckURL = base+"/", base+"/actuator/info", base+"/actuator/health"
@@ -135,7 +138,7 @@ func mainPort(ports map[string]int32) (int32, bool) {
 	}
 	names := make([]string, 0, len(ports))
 	for name := range ports {
-		if name != "https" || len(ports) == 1 {
+		if name != httpsPort || len(ports) == 1 {
 			names = append(names, name)
 		}
 	}
@@ -143,7 +146,7 @@ func mainPort(ports map[string]int32) (int32, bool) {
 		return 0, false
 	}
 	slices.Sort(names)
-	if names[0] == "https" { // the only port is https: no plain port
+	if names[0] == httpsPort { // the only port is https: no plain port
 		return 0, false
 	}
 	return ports[names[0]], true

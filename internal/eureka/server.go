@@ -52,6 +52,12 @@ const refusal = "registrar's Eureka API is read-only: registrar registers pods f
 	"Instances outside Kubernetes (VMs) are added by writing their records to the store under the prefix " +
 	"(docs/eureka.md, \"Registration\"), or by keeping them in your existing Eureka server during a migration.\n"
 
+// Path segments and the metrics label of refused requests.
+const (
+	segApps          = "apps"
+	endpointRejected = "rejected"
+)
+
 // route is a parsed request path.
 type route struct {
 	endpoint string // metrics label
@@ -76,15 +82,15 @@ func parseRoute(method, path string) (r route, ok bool) {
 	}
 	get := method == http.MethodGet || method == http.MethodHead
 	switch {
-	case len(seg) == 1 && seg[0] == "apps":
-		return route{endpoint: "apps", kind: KindApps, write: !get}, true
-	case len(seg) == 2 && seg[0] == "apps" && seg[1] == "delta":
+	case len(seg) == 1 && seg[0] == segApps:
+		return route{endpoint: segApps, kind: KindApps, write: !get}, true
+	case len(seg) == 2 && seg[0] == segApps && seg[1] == "delta":
 		return route{endpoint: "apps_delta", kind: KindDelta, write: !get}, true
-	case len(seg) == 2 && seg[0] == "apps":
+	case len(seg) == 2 && seg[0] == segApps:
 		return route{endpoint: "app", kind: KindApp, arg: seg[1], write: !get}, true // POST registers
-	case len(seg) == 3 && seg[0] == "apps":
+	case len(seg) == 3 && seg[0] == segApps:
 		return route{endpoint: "app_instance", kind: KindAppInstance, arg: seg[1] + "/" + seg[2], write: !get}, true // PUT renews, DELETE cancels
-	case len(seg) == 4 && seg[0] == "apps" && (seg[3] == "status" || seg[3] == "metadata"):
+	case len(seg) == 4 && seg[0] == segApps && (seg[3] == "status" || seg[3] == "metadata"):
 		return route{endpoint: "app_instance_" + seg[3], write: true}, true // overrides: writes only
 	case len(seg) == 2 && seg[0] == "instances":
 		return route{endpoint: "instance", kind: KindInstance, arg: seg[1], write: !get}, true
@@ -140,13 +146,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 		h.opts.Metrics.Duration.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
 	}()
 	if len(req.RequestURI) > h.opts.MaxURIBytes {
-		endpoint = "rejected"
+		endpoint = endpointRejected
 		h.opts.Metrics.Rejected.WithLabelValues("uri_too_long").Inc()
 		plain(w, http.StatusRequestURITooLong, fmt.Sprintf("request URI longer than %d bytes\n", h.opts.MaxURIBytes))
 		return
 	}
 	if req.ContentLength > h.opts.MaxBodyBytes {
-		endpoint = "rejected"
+		endpoint = endpointRejected
 		h.opts.Metrics.Rejected.WithLabelValues("body_too_large").Inc()
 		w.Header().Set("Connection", "close") // do not read the body to reuse the connection
 		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes; this API reads no body\n", h.opts.MaxBodyBytes))
@@ -156,7 +162,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	case h.sem <- struct{}{}:
 		defer func() { <-h.sem }()
 	default:
-		endpoint = "rejected"
+		endpoint = endpointRejected
 		h.opts.Metrics.Rejected.WithLabelValues("inflight").Inc()
 		w.Header().Set("Retry-After", "1")
 		plain(w, http.StatusServiceUnavailable, "too many requests in flight; retry\n")
