@@ -266,18 +266,7 @@ func testEurekaClient(t *testing.T, useJSON bool) {
 		apps, err = conn.GetApps()
 		return err == nil && len(apps) == 2 && apps["ORDERS"] != nil && len(apps["ORDERS"].Instances) == 2
 	})
-	o1 := apps["ORDERS"].Instances[0]
-	if o1.InstanceId != "orders-1.shop" || o1.App != "ORDERS" || o1.IPAddr != "10.36.0.1" || o1.HostName != "10.36.0.1" ||
-		o1.Port != 8080 || !o1.PortEnabled || o1.Status != fargo.UP || o1.VipAddress != "orders" ||
-		o1.DataCenterInfo.Name != fargo.MyOwn {
-		t.Errorf("instance as fargo reads it: %+v", o1)
-	}
-	if zone, err := o1.Metadata.GetString("zone"); err != nil || zone != "zone-a" {
-		t.Errorf("metadata zone %q %v", zone, err)
-	}
-	if o1.LeaseInfo.RegistrationTimestamp != time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC).UnixMilli() {
-		t.Errorf("registration timestamp %d", o1.LeaseInfo.RegistrationTimestamp)
-	}
+	checkInstance(t, apps["ORDERS"].Instances[0])
 	var list []*fargo.Application
 	for _, a := range apps {
 		list = append(list, a)
@@ -305,20 +294,7 @@ func testEurekaClient(t *testing.T, useJSON bool) {
 		a, err := conn.GetApps()
 		return err == nil && a["ORDERS"] != nil && len(a["ORDERS"].Instances) == 3 && (a["BILLING"] == nil || len(a["BILLING"].Instances) == 0)
 	})
-	r, actions := h.delta(useJSON)
-	if actions["orders-3.shop"] != "ADDED" || actions["billing-1.shop"] != "DELETED" {
-		t.Errorf("delta actions %v", actions)
-	}
-	client.applyDelta(r, actions)
-	if got := client.hashCode(); got != r.AppsHashcode || got != "UP_3_" {
-		t.Errorf("hash code recomputed by the client %q, server's %q, want UP_3_", got, r.AppsHashcode)
-	}
-	if len(client["BILLING"]) != 0 || len(client["ORDERS"]) != 3 {
-		t.Errorf("client's registry after the delta: %v", client)
-	}
-	if r.VersionsDelta < 2 {
-		t.Errorf("versions__delta %d, want it to have increased", r.VersionsDelta)
-	}
+	checkDelta(t, h, client, useJSON)
 
 	// The deleted instance is gone from every endpoint.
 	if _, err := conn.GetApp("billing"); err == nil {
@@ -333,5 +309,41 @@ func testEurekaClient(t *testing.T, useJSON bool) {
 		DataCenterInfo: fargo.DataCenterInfo{Name: fargo.MyOwn}})
 	if code, ok := fargo.HTTPResponseStatusCode(err); !ok || code != http.StatusMethodNotAllowed {
 		t.Errorf("RegisterInstance: %v, want 405", err)
+	}
+}
+
+// checkInstance checks the fields of orders-1 as fargo decoded them.
+func checkInstance(t *testing.T, o1 *fargo.Instance) {
+	t.Helper()
+	if o1.InstanceId != "orders-1.shop" || o1.App != "ORDERS" || o1.IPAddr != "10.36.0.1" || o1.HostName != "10.36.0.1" ||
+		o1.Port != 8080 || !o1.PortEnabled || o1.Status != fargo.UP || o1.VipAddress != "orders" ||
+		o1.DataCenterInfo.Name != fargo.MyOwn {
+		t.Errorf("instance as fargo reads it: %+v", o1)
+	}
+	if zone, err := o1.Metadata.GetString("zone"); err != nil || zone != "zone-a" {
+		t.Errorf("metadata zone %q %v", zone, err)
+	}
+	if o1.LeaseInfo.RegistrationTimestamp != time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC).UnixMilli() {
+		t.Errorf("registration timestamp %d", o1.LeaseInfo.RegistrationTimestamp)
+	}
+}
+
+// checkDelta fetches the delta after orders-3 was added and billing-1 deleted, applies it to
+// the client's copy as Eureka's client does and compares the hash codes.
+func checkDelta(t *testing.T, h *harness, client local, useJSON bool) {
+	t.Helper()
+	r, actions := h.delta(useJSON)
+	if actions["orders-3.shop"] != "ADDED" || actions["billing-1.shop"] != "DELETED" {
+		t.Errorf("delta actions %v", actions)
+	}
+	client.applyDelta(r, actions)
+	if got := client.hashCode(); got != r.AppsHashcode || got != "UP_3_" {
+		t.Errorf("hash code recomputed by the client %q, server's %q, want UP_3_", got, r.AppsHashcode)
+	}
+	if len(client["BILLING"]) != 0 || len(client["ORDERS"]) != 3 {
+		t.Errorf("client's registry after the delta: %v", client)
+	}
+	if r.VersionsDelta < 2 {
+		t.Errorf("versions__delta %d, want it to have increased", r.VersionsDelta)
 	}
 }
