@@ -18,7 +18,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--store-endpoints=http://etcd:2379", "--listen="}, "--listen"},
 	} {
 		var o options
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs := flagSet()
 		o.bind(fs)
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
@@ -29,3 +29,5 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func flagSet() *flag.FlagSet { return flag.NewFlagSet("t", flag.ContinueOnError) }
