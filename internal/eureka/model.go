@@ -12,13 +12,13 @@ package eureka
 
 import (
 	"net"
+	"path"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/registrar-dev/registrar/pkg/discovery"
-	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // Eureka's instance statuses (com.netflix.appinfo.InstanceInfo.InstanceStatus).
@@ -50,7 +50,8 @@ const httpsPort = "https"
 
 // Instance is one Eureka instance (InstanceInfo), derived from one store record.
 type Instance struct {
-	// ID is "{pod}.{namespace}": unique per service, usable in a URL path.
+	// ID is "{pod}.{namespace}" ("{cluster}.{pod}.{namespace}" in the shared layout): unique
+	// per service, usable in a URL path.
 	ID       string
 	App      string // upper-case service name
 	HostName string // the pod's IP: pod names do not resolve outside the cluster
@@ -84,9 +85,17 @@ type Application struct {
 // AppName is Eureka's name of a service: upper-case, as Eureka's server stores app names.
 func AppName(service string) string { return strings.ToUpper(service) }
 
-// InstanceID is the Eureka instance ID of a record: "{pod}.{namespace}" (a namespace has no
-// dot, so the ID splits back at its last dot).
-func InstanceID(ep *wire.Endpoint) string { return ep.Pod + "." + ep.Namespace }
+// InstanceID is the Eureka instance ID of a record: "{last key segment}.{namespace}", that
+// is "{pod}.{namespace}", or "{cluster}.{pod}.{namespace}" in the shared layout of several
+// clusters (pkg/wire/cluster.go), so two clusters' pods of one name never share an ID. A
+// namespace has no dot, so the ID splits back at its last dot.
+func InstanceID(in *discovery.Instance) string {
+	last := in.Pod
+	if in.Key != "" {
+		last = path.Base(in.Key)
+	}
+	return last + "." + in.Namespace
+}
 
 // FromInstance is the Eureka instance of a store record; updatedMillis is when its current
 // value was first seen.
@@ -97,7 +106,7 @@ func FromInstance(in *discovery.Instance, updatedMillis int64) *Instance {
 		secure = 443
 	}
 	out := &Instance{
-		ID: InstanceID(&in.Endpoint), App: AppName(in.Service), HostName: in.Address, IPAddr: in.Address,
+		ID: InstanceID(in), App: AppName(in.Service), HostName: in.Address, IPAddr: in.Address,
 		VIPAddress: in.Service, SecureVIPAddress: in.Service, Status: StatusUp,
 		Port: port, PortEnabled: portOK, SecurePort: secure, SecurePortEnabled: secureOK,
 		UpdatedMillis: updatedMillis,

@@ -79,3 +79,19 @@ func TestFromInstance(t *testing.T) {
 		})
 	}
 }
+
+func TestInstanceID(t *testing.T) {
+	single := rec("orders", "shop", "orders-1", "10.0.0.1", nil)
+	shared := rec("orders", "shop", "orders-1", "10.0.0.1", nil)
+	shared.Key = wire.Key("", "orders", "shop", wire.ClusterPod("c1", "orders-1"))
+	noKey := rec("orders", "shop", "orders-1", "10.0.0.1", nil)
+	noKey.Key = ""
+	for _, tc := range []struct {
+		in   discovery.Instance
+		want string
+	}{{single, "orders-1.shop"}, {shared, "c1.orders-1.shop"}, {noKey, "orders-1.shop"}} {
+		if got := InstanceID(&tc.in); got != tc.want {
+			t.Errorf("InstanceID(%s) = %q, want %q", tc.in.Key, got, tc.want)
+		}
+	}
+}
