@@ -265,6 +265,10 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 ##@ Fault tests (test/faults; a fast subset runs in make test)
 FAULTS_TIMEOUT ?= 45m
 
+.PHONY: test-eureka
+test-eureka: $(ENVTEST_ASSETS)/etcd ## The Eureka API read by a real Eureka client (fargo, module test/eureka of its own) over a real etcd written by the operator's store.
+	cd test/eureka && ETCD_BIN=$(ENVTEST_ASSETS)/etcd CGO_ENABLED=1 go test -race -count=1 ./...
+
 .PHONY: test-faults
 test-faults: envtest-assets ## Run every fault test (real processes on loopback) and print the summary table.
 	mkdir -p $(LOCALBIN)
@@ -349,14 +353,17 @@ IMAGES_DIR ?= $(LOCALBIN)/images
 IMAGE_GO_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -ldflags "-s -w"
 
 .PHONY: images
-images: ## Static binaries and image tars bin/images/{registrar,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
+images: ## Static binaries and image tars bin/images/{registrar,eureka-api,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
 	mkdir -p $(IMAGES_DIR)
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/registrar-linux-amd64 ./cmd
+	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/eureka-api-linux-amd64 ./cmd/eureka-api
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/pause-linux-amd64 ./test/e2e/pause
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/demoapp-linux-amd64 ./test/e2e/demoapp
 	go build -o $(LOCALBIN)/imagetool ./hack/imagetool
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/registrar-linux-amd64 -name registrar.dev/registrar:local \
 		-entrypoint /registrar -user 65532 -out $(IMAGES_DIR)/registrar.tar
+	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/eureka-api-linux-amd64 -name registrar.dev/eureka-api:local \
+		-entrypoint /eureka-api -user 65532 -out $(IMAGES_DIR)/eureka-api.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/pause-linux-amd64 -name registrar.dev/pause:local \
 		-entrypoint /pause -out $(IMAGES_DIR)/pause.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/demoapp-linux-amd64 -name registrar.dev/demoapp:local \

@@ -381,6 +381,14 @@ func (c *Client) list(ctx context.Context) error {
 // apply copies the snapshot, applies the events newer than c.rev and replaces it.
 func (c *Client) apply(events []*clientv3.Event) {
 	events = slices.DeleteFunc(slices.Clone(events), func(ev *clientv3.Event) bool { return ev.Kv.ModRevision <= c.rev })
+	if c.cfg.AllServices {
+		// The operator's own keys (heartbeats every few seconds) are under the watched
+		// prefix too: skip them without rebuilding the list, but keep their revision.
+		for _, ev := range events {
+			c.rev = max(c.rev, ev.Kv.ModRevision)
+		}
+		events = slices.DeleteFunc(events, func(ev *clientv3.Event) bool { return !isInstanceKey(c.cfg.Prefix, string(ev.Kv.Key)) })
+	}
 	if len(events) == 0 {
 		return
 	}
@@ -401,6 +409,9 @@ func (c *Client) apply(events []*clientv3.Event) {
 }
 
 func (c *Client) put(byKey map[string]Instance, kv *mvccpb.KeyValue) {
+	if c.cfg.AllServices && !isInstanceKey(c.cfg.Prefix, string(kv.Key)) {
+		return // the reserved subtree or a key of no instance: not counted as undecodable
+	}
 	inst, err := DecodeInstance(string(kv.Key), kv.Value, kv.ModRevision)
 	if err != nil {
 		delete(byKey, string(kv.Key))

@@ -56,6 +56,13 @@ type Config struct {
 	Prefix string
 	// Service is the service name (the ServiceRegistry's spec.serviceName).
 	Service string
+	// AllServices makes the client list and watch every service under Prefix ({prefix}/)
+	// instead of one: the instances of all services, in key order, for readers that serve
+	// every registry (a read API such as cmd/eureka-api). Service and Namespace must then be
+	// empty. The reserved subtree ({prefix}/.registrar/) and keys that are not
+	// {prefix}/{service}/{namespace}/{pod} are skipped. Pick and Do pick across services, so
+	// such a client is for listing; its breakers are off.
+	AllServices bool
 	// Namespace, when set, scopes the client to the instances of Service registered from
 	// that Kubernetes namespace ({prefix}/{service}/{namespace}/): a caller that knows which
 	// team's service it wants never receives another namespace's instances, whatever the
@@ -119,8 +126,13 @@ type Reconnect struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Service == "" {
-		return c, errors.New("discovery: Config.Service is required")
+	switch {
+	case c.AllServices && (c.Service != "" || c.Namespace != ""):
+		return c, errors.New("discovery: Config.AllServices watches every service: Config.Service and Config.Namespace must be empty")
+	case c.AllServices:
+		c.Breaker.Disabled = true // breakers are per service; a client of every service only lists
+	case c.Service == "":
+		return c, errors.New("discovery: Config.Service is required (or Config.AllServices)")
 	}
 	if c.Client == nil && len(c.Endpoints) == 0 {
 		return c, errors.New("discovery: Config.Endpoints or Config.Client is required")

@@ -8,6 +8,8 @@
 // caller within one watch round trip instead of a cache TTL. With Config.Namespace it lists
 // and watches {prefix}/{service}/{namespace}/ only: the instances one namespace registered,
 // for callers that must not receive another namespace's instances of a shared service name.
+// With Config.AllServices it lists and watches {prefix}/ : every service's instances, for
+// servers that answer for every registry (cmd/eureka-api).
 //
 // What a Client guarantees:
 //

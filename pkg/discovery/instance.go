@@ -103,10 +103,25 @@ func ScopePrefix(prefix, service, namespace string) string {
 // watchPrefix is what a Client lists and watches: the service's prefix, or its namespace's
 // when Config.Namespace scopes it.
 func watchPrefix(cfg Config) string {
+	if cfg.AllServices {
+		return wire.ServicePrefix(cfg.Prefix, "")
+	}
 	if cfg.Namespace != "" {
 		return ScopePrefix(cfg.Prefix, cfg.Service, cfg.Namespace)
 	}
 	return ServicePrefix(cfg.Prefix, cfg.Service)
+}
+
+// isInstanceKey reports whether key, under the watched prefix of an AllServices client, is
+// an instance key {prefix}/{service}/{namespace}/{pod}: not in the reserved subtree, exactly
+// three non-empty segments below the prefix.
+func isInstanceKey(prefix, key string) bool {
+	rest, ok := strings.CutPrefix(key, wire.ServicePrefix(prefix, ""))
+	if !ok || wire.IsReserved(prefix, key) {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	return len(parts) == 3 && parts[0] != "" && parts[1] != "" && parts[2] != "" && !strings.HasPrefix(parts[0], ".")
 }
 
 // DecodeInstance decodes a store key and value into an Instance. The key's namespace and pod

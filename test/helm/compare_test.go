@@ -30,6 +30,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 	}{
 		{"default", nil}, // make build-installer
 		{"default-selfsigned", map[string]string{"webhook.certificate.mode": "selfSigned", "replicaCount": "1"}}, // make test-e2e
+		{"eureka-api", map[string]string{"eurekaApi.enabled": "true"}},                                           // docs/eureka.md
 	} {
 		t.Run(tt.overlay, func(t *testing.T) {
 			chart := renderChart(t, tt.values)
@@ -61,7 +62,11 @@ func TestChartMatchesKustomize(t *testing.T) {
 					same(t, key+" webhooks", c.Object["webhooks"], k.Object["webhooks"])
 					same(t, key+" cert-manager CA injection", c.GetAnnotations()["cert-manager.io/inject-ca-from"], k.GetAnnotations()["cert-manager.io/inject-ca-from"])
 				case "Service":
-					compareService(t, key, c, k, chart["Deployment/registrar-controller-manager"])
+					selected := chart["Deployment/registrar-controller-manager"]
+					if key == "Service/registrar-eureka-api" {
+						selected = chart["Deployment/registrar-eureka-api"]
+					}
+					compareService(t, key, c, k, selected)
 				case "CustomResourceDefinition":
 					same(t, key+" spec", c.Object["spec"], k.Object["spec"])
 					same(t, key+" annotations", c.GetAnnotations(), k.GetAnnotations())
@@ -145,7 +150,7 @@ func compareService(t *testing.T, key string, c, k, deployment *unstructured.Uns
 	same(t, key+" type", cs.Spec.Type, ks.Spec.Type)
 	d := decode[appsv1.Deployment](t, deployment)
 	if len(cs.Spec.Selector) == 0 || !labels.SelectorFromSet(cs.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
-		t.Errorf("%s selector %v does not select the manager's pods %v", key, cs.Spec.Selector, d.Spec.Template.Labels)
+		t.Errorf("%s selector %v does not select the pods of %s: %v", key, cs.Spec.Selector, d.Name, d.Spec.Template.Labels)
 	}
 }
 
