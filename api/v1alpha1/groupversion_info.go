@@ -1,4 +1,7 @@
-// Package v1alpha1 contains the API types of the discovery.registrar.dev group.
+// Package v1alpha1 contains the first version of the API types of the
+// discovery.registrar.dev group, still served and deprecated: v1beta1 is stored, and
+// ServiceRegistry converts to and from it (serviceregistry_conversion.go). registrar's own
+// code uses v1beta1, which also holds the vocabulary (conditions, reasons, annotations).
 //
 // +kubebuilder:object:generate=true
 // +groupName=discovery.registrar.dev

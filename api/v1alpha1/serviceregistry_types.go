@@ -4,27 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Names on pods and Deployments that users and other tools see.
-const (
-	// AnnotationInjected is set by the pod webhook on pods it mutated (value: drain seconds),
-	// which makes injection idempotent.
-	AnnotationInjected = "registrar.dev/injected"
-
-	// Deployment annotations (opt-in sugar): AnnotationService makes the operator own a
-	// ServiceRegistry for the Deployment; the others fill its spec.
-	AnnotationService        = "registrar.dev/service"         // on a Deployment: the service name in the store (spec.serviceName); the registry selects the Deployment's pods
-	AnnotationPort           = "registrar.dev/port"            // on a Deployment: a port number (published as "http") or a container port name (spec.ports)
-	AnnotationWarmupPaths    = "registrar.dev/warmup-paths"    // on a Deployment: comma-separated HTTP paths requested during warm-up (spec.warmup.paths); needs registrar.dev/port
-	AnnotationWarmupRequests = "registrar.dev/warmup-requests" // on a Deployment: warm-up requests per pod, 1 to 10000 (spec.warmup.requests); needs registrar.dev/warmup-paths
-	AnnotationDrainSeconds   = "registrar.dev/drain-seconds"   // on a Deployment: the preStop sleep in seconds, 0 to 3600 (spec.drain.seconds)
-
-	// AnnotationConfigError, on a ServiceRegistry generated from a Deployment, carries the
-	// problems found in the Deployment's annotations; it is reported as Configured=False.
-	AnnotationConfigError = "registrar.dev/config-error"
-	// LabelDeployment names the Deployment a generated ServiceRegistry belongs to.
-	LabelDeployment = "registrar.dev/deployment"
-)
-
 // EndpointState is the lifecycle state of one pod as seen by registrar.
 // +kubebuilder:validation:Enum=Pending;WarmingUp;Registered;Unready;Draining
 type EndpointState string
@@ -443,6 +422,7 @@ type ServiceRegistryStatus struct {
 // ServiceRegistry publishes the endpoints of ready, warmed-up, non-terminating pods
 // into an external service registry store.
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="discovery.registrar.dev/v1alpha1 ServiceRegistry is deprecated; use discovery.registrar.dev/v1beta1 (durations as integers: timeoutMillis, windowSeconds)"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=sreg,categories=registrar
 // +kubebuilder:validation:XValidation:rule="has(self.spec.serviceName) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="spec.serviceName is required when metadata.name is not a DNS-1123 label",fieldPath=".spec.serviceName"
@@ -464,14 +444,6 @@ type ServiceRegistry struct {
 	// status is the observed publication.
 	// +optional
 	Status ServiceRegistryStatus `json:"status"` // always serialized, as it was with omitempty (encoding/json never omits a struct)
-}
-
-// ResolvedServiceName is spec.serviceName, or metadata.name when it is empty.
-func (r *ServiceRegistry) ResolvedServiceName() string {
-	if r.Spec.ServiceName != "" {
-		return r.Spec.ServiceName
-	}
-	return r.Name
 }
 
 // ServiceRegistryList is a list of ServiceRegistry.

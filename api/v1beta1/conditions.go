@@ -1,6 +1,4 @@
-package v1alpha1
-
-import "time"
+package v1beta1
 
 // This file is registrar's vocabulary: the condition types a ServiceRegistry reports, their
 // reasons, the reasons of the pod readiness gate and of status.endpoints, the reasons of the
@@ -338,11 +336,11 @@ const (
 	DefaultCallerCacheSeconds = 5
 )
 
-// Warm-up defaults: the CRD's defaults of spec.warmup.timeout and requestTimeout, applied by
-// the reconciler to a spec read without them.
+// Warm-up defaults: the CRD's defaults of spec.warmup.timeoutMillis and
+// requestTimeoutMillis, applied by the reconciler to a spec read without them.
 const (
-	DefaultWarmupTimeout        = 30 * time.Second
-	DefaultWarmupRequestTimeout = 2 * time.Second
+	DefaultWarmupTimeoutMillis        int32 = 30000
+	DefaultWarmupRequestTimeoutMillis int32 = 2000
 )
 
 // The guard against mass false deregistration (issue 19): node Lease lapses that would remove
