@@ -31,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -150,7 +151,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", controller.DefaultMaxConcurrentWarmups, "Pods warmed up at once, across all registries.")
 	fs.TextVar(&c.tenancy, "service-name-tenancy", tenancy.ModeNamespace, `Who may publish under a service name: "namespace" gives a name to the namespace of its oldest ServiceRegistry, and refuses registries of other namespaces unless the owner shares it (spec.sharing.namespaces); "shared" lets any namespace join any service (callers get every namespace's endpoints of a name). docs/security.md, "Tenancy".`)
 	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
-	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", v1alpha1.DefaultCallerCacheSeconds,
+	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", v1beta1.DefaultCallerCacheSeconds,
 		"Callers' cache TTL assumed by the drain advice when spec.drain.callerCacheSeconds is unset.")
 	fs.StringVar(&c.storeEndpoints, "store-endpoints", os.Getenv("REGISTRAR_STORE_ENDPOINTS"), "Comma-separated etcd client URLs; empty runs an embedded etcd (env REGISTRAR_STORE_ENDPOINTS).")
 	fs.StringVar(&c.storePrefix, "store-prefix", envOr("REGISTRAR_STORE_PREFIX", etcdstore.DefaultPrefix), "Key prefix of every endpoint (env REGISTRAR_STORE_PREFIX).")
@@ -371,6 +372,8 @@ func storeEndpoints(ctx context.Context, cfg config) ([]string, func(), error) {
 func newScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1beta1.AddToScheme(scheme))
+	// v1alpha1 too: the conversion webhook decodes and converts it.
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	return scheme
 }
@@ -445,7 +448,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 		return func() {
 			setupLog.Info(why+": syncing every ServiceRegistry", "store", endpoints)
 			select { // one pending event is enough: it enqueues every registry
-			case recovered <- event.GenericEvent{Object: &v1alpha1.ServiceRegistry{}}:
+			case recovered <- event.GenericEvent{Object: &v1beta1.ServiceRegistry{}}:
 			default:
 			}
 		}

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/docgen"
 )
 
@@ -23,7 +24,7 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite docs/reference.md (mak
 const referenceFile = "../docs/reference.md"
 
 // TestConfigurationReference renders docs/reference.md from the manager's flag set, the
-// constants of api/v1alpha1 (conditions.go: conditions, reasons, Events), the metrics
+// constants of api/v1beta1 (conditions.go: conditions, reasons, Events), the metrics
 // registrations and the CRD, and fails when the committed file differs.
 // `make docs` runs it with -update-docs to rewrite the file.
 func TestConfigurationReference(t *testing.T) {
@@ -55,15 +56,15 @@ func renderReference(t *testing.T) string {
 	}
 	var c config
 	var zopts zap.Options
-	gate, err := docgen.Constants("../api/v1alpha1/conditions.go", "ReadinessGate")
+	gate, err := docgen.Constants("../api/v1beta1/conditions.go", "ReadinessGate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	annotations, err := docgen.Constants("../api/v1alpha1/serviceregistry_types.go", "Annotation", "Label")
+	annotations, err := docgen.Constants("../api/v1beta1/serviceregistry_types.go", "Annotation", "Label")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vocabulary, err := docgen.ReadVocabulary("../api/v1alpha1/conditions.go")
+	vocabulary, err := docgen.ReadVocabulary("../api/v1beta1/conditions.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,37 +85,42 @@ func renderReference(t *testing.T) string {
 }
 
 // TestCRDDefaultsMatchAPI checks that the CRD's defaults, which kubebuilder markers cannot
-// take from Go constants, agree with the defaults in api/v1alpha1 that the webhook and the
+// take from Go constants, agree with the defaults in api/v1beta1 that the webhook and the
 // reconciler apply to a spec read without them.
 func TestCRDDefaultsMatchAPI(t *testing.T) {
 	crd, err := docgen.ReadCRD("../config/crd/bases/discovery.registrar.dev_serviceregistries.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	var spec apiextensionsv1.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == v1beta1.GroupVersion.Version {
+			spec = v.Schema.OpenAPIV3Schema.Properties["spec"]
+		}
+	}
 	for _, c := range []struct {
 		field, path string
 		want        string
 	}{
-		{"drain.seconds", "drain/seconds", strconv.Itoa(int(v1alpha1.DefaultDrainSeconds))},
-		{"warmup.timeout", "warmup/timeout", strconv.Quote(v1alpha1.DefaultWarmupTimeout.String())},
-		{"warmup.requestTimeout", "warmup/requestTimeout", strconv.Quote(v1alpha1.DefaultWarmupRequestTimeout.String())},
+		{"drain.seconds", "drain/seconds", strconv.Itoa(int(v1beta1.DefaultDrainSeconds))},
+		{"warmup.timeoutMillis", "warmup/timeoutMillis", strconv.Itoa(int(v1beta1.DefaultWarmupTimeoutMillis))},
+		{"warmup.requestTimeoutMillis", "warmup/requestTimeoutMillis", strconv.Itoa(int(v1beta1.DefaultWarmupRequestTimeoutMillis))},
 	} {
 		p := spec
 		for _, part := range strings.Split(c.path, "/") {
 			p = p.Properties[part]
 		}
 		if p.Default == nil || string(p.Default.Raw) != c.want {
-			t.Errorf("CRD default of spec.%s = %v, api/v1alpha1 says %s", c.field, p.Default, c.want)
+			t.Errorf("CRD default of spec.%s = %v, api/v1beta1 says %s", c.field, p.Default, c.want)
 		}
 	}
 }
 
-// TestVocabularyIsNotCopied fails when code outside api/v1alpha1 spells a condition type, a
+// TestVocabularyIsNotCopied fails when code outside api/v1beta1 spells a condition type, a
 // reason or an Event reason as a string literal instead of using the constant of
 // conditions.go.
 func TestVocabularyIsNotCopied(t *testing.T) {
-	v, err := docgen.ReadVocabulary("../api/v1alpha1/conditions.go")
+	v, err := docgen.ReadVocabulary("../api/v1beta1/conditions.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +145,7 @@ func TestVocabularyIsNotCopied(t *testing.T) {
 			}
 			ast.Inspect(f, func(n ast.Node) bool {
 				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && words[lit.Value] {
-					t.Errorf("%s: %s is a condition type or reason: use its constant in api/v1alpha1/conditions.go", path, lit.Value)
+					t.Errorf("%s: %s is a condition type or reason: use its constant in api/v1beta1/conditions.go", path, lit.Value)
 				}
 				return true
 			})

@@ -15,9 +15,11 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/certs"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 )
@@ -29,13 +31,15 @@ type webhookConfig struct {
 	certDir         string
 	selfSignedHosts string
 	caInjectName    string
+	caInjectCRD     string
 }
 
 func bindWebhookFlags(fs *flag.FlagSet, c *webhookConfig) {
-	fs.BoolVar(&c.enabled, "enable-webhook", true, "Serve the pod mutating webhook (readiness gate and preStop drain injection).")
+	fs.BoolVar(&c.enabled, "enable-webhook", true, "Serve the pod mutating webhook (readiness gate and preStop drain injection) and the ServiceRegistry CRD's conversion webhook (v1alpha1 <-> v1beta1).")
 	fs.IntVar(&c.port, "webhook-port", 9443, "Port the webhook server listens on.")
 	fs.StringVar(&c.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook's tls.crt and tls.key (a mounted cert-manager Secret in a cluster).")
 	fs.StringVar(&c.caInjectName, "webhook-ca-inject", "", "Name of a MutatingWebhookConfiguration whose caBundle the manager sets to its self-signed CA (installs without cert-manager; one replica).")
+	fs.StringVar(&c.caInjectCRD, "webhook-ca-inject-crd", "", "Name of a CustomResourceDefinition whose conversion webhook's caBundle the manager sets to its self-signed CA, like --webhook-ca-inject (serviceregistries.discovery.registrar.dev).")
 	fs.StringVar(&c.selfSignedHosts, "webhook-self-signed-hosts", "", "Comma-separated DNS names and IPs; when set and --webhook-cert-dir has no usable certificate, generate a self-signed CA (ca.crt) and serving certificate there (for local runs).")
 }
 
@@ -63,7 +67,7 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig, rec events.EventRecorder) e
 		}
 		log.Info("self-signed webhook certificate ready", "dir", c.certDir, "hosts", hosts, "generated", generated,
 			"caBundle", filepath.Join(c.certDir, certs.CAFile))
-		if c.caInjectName != "" {
+		if c.caInjectName != "" || c.caInjectCRD != "" {
 			if err := mgr.Add(caInjector(mgr, c)); err != nil {
 				return fmt.Errorf("add caBundle injector: %w", err)
 			}
@@ -82,15 +86,21 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig, rec events.EventRecorder) e
 	if err := podwebhook.Register(mgr, rec); err != nil {
 		return fmt.Errorf("register the pod webhook: %w", err)
 	}
+	// The CRD's conversion webhook (/convert): the API server converts ServiceRegistries
+	// between v1alpha1 and v1beta1 (the hub, stored) through it.
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1beta1.ServiceRegistry{}).Complete(); err != nil {
+		return fmt.Errorf("register the ServiceRegistry conversion webhook: %w", err)
+	}
 	// Ready only once the webhook server listens, so the Service sends reviews to serving pods.
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("add webhook ready check: %w", err)
 	}
-	log.Info("pod webhook registered", "path", podwebhook.Path, "port", c.port, "certDir", c.certDir)
+	log.Info("pod and conversion webhooks registered", "paths", []string{podwebhook.Path, "/convert"}, "port", c.port, "certDir", c.certDir)
 	return nil
 }
 
-// caInjector writes the self-signed CA into the webhook configuration when the manager
+// caInjector writes the self-signed CA into the webhook configuration and the CRD's
+// conversion webhook when the manager
 // starts, retrying with backoff until it succeeds (the configuration may be applied after
 // the manager). It runs on every replica, not only the leader: the webhook is served by all.
 func caInjector(mgr ctrl.Manager, c webhookConfig) manager.Runnable {
@@ -100,15 +110,29 @@ func caInjector(mgr ctrl.Manager, c webhookConfig) manager.Runnable {
 			return fmt.Errorf("read webhook CA: %w", err)
 		}
 		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: time.Minute}
+		injected := map[string]bool{}
 		_ = wait.ExponentialBackoffWithContext(ctx, backoff, // ends only when it succeeded or the manager stops
 			func(ctx context.Context) (bool, error) {
-				err := podwebhook.InjectCABundle(ctx, mgr.GetAPIReader(), mgr.GetClient(), c.caInjectName, ca)
-				if err != nil {
-					setupLog.Info("webhook caBundle not set yet; retrying", "configuration", c.caInjectName, "error", err.Error())
-					return false, nil
+				done := true
+				for _, t := range []struct {
+					kind, name string
+					inject     func(context.Context, client.Reader, client.Writer, string, []byte) error
+				}{
+					{"MutatingWebhookConfiguration", c.caInjectName, podwebhook.InjectCABundle},
+					{"CustomResourceDefinition", c.caInjectCRD, podwebhook.InjectCRDCABundle},
+				} {
+					if t.name == "" || injected[t.kind] {
+						continue
+					}
+					if err := t.inject(ctx, mgr.GetAPIReader(), mgr.GetClient(), t.name, ca); err != nil {
+						setupLog.Info("webhook caBundle not set yet; retrying", "kind", t.kind, "name", t.name, "error", err.Error())
+						done = false
+						continue
+					}
+					injected[t.kind] = true
+					setupLog.Info("webhook caBundle set", "kind", t.kind, "name", t.name)
 				}
-				setupLog.Info("webhook caBundle set", "configuration", c.caInjectName)
-				return true, nil
+				return done, nil
 			})
 		return nil
 	})

@@ -15,7 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/certs"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 )
@@ -49,7 +49,7 @@ func registered(t *testing.T, c webhookConfig) (bool, error) {
 		// No API server here: the cache indexes (internal/claimindex) need the kinds mapped.
 		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
 			m := meta.NewDefaultRESTMapper(nil)
-			m.Add(v1alpha1.GroupVersion.WithKind("ServiceRegistry"), meta.RESTScopeNamespace)
+			m.Add(v1beta1.GroupVersion.WithKind("ServiceRegistry"), meta.RESTScopeNamespace)
 			m.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
 			return m, nil
 		},

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/xds"
 	"github.com/registrar-dev/registrar/internal/xds/remote"
 )
@@ -82,7 +82,7 @@ func setupXDS(mgr ctrl.Manager, cfg config, cli remote.Store) (*xds.Server, erro
 		BindAddress: c.bindAddress, CertFile: c.certFile, KeyFile: c.keyFile, ClientCAFile: c.clientCAFile,
 		AllowInsecure: c.allowInsecure, MaxStreamsPerPeer: c.maxStreamsPerPeer,
 		Expected: func(ctx context.Context) ([]types.NamespacedName, error) {
-			var list v1alpha1.ServiceRegistryList
+			var list v1beta1.ServiceRegistryList
 			if err := mgr.GetClient().List(ctx, &list); err != nil {
 				return nil, err
 			}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -20,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Limits of the values, mirrored from the ServiceRegistry CRD validation.
@@ -50,7 +49,7 @@ type Result struct {
 	Usable bool
 	// Spec is the registry's spec, as written in the annotations (CRD defaults are not
 	// filled in: see Defaulted). It is the zero value when Usable is false.
-	Spec v1alpha1.ServiceRegistrySpec
+	Spec v1beta1.ServiceRegistrySpec
 	// Problems are actionable messages, one per malformed annotation, in a stable order.
 	Problems []string
 }
@@ -64,7 +63,7 @@ func Spec(d *appsv1.Deployment) Result {
 		return Result{}
 	}
 	ann := d.Annotations
-	service, ok := ann[v1alpha1.AnnotationService]
+	service, ok := ann[v1beta1.AnnotationService]
 	if !ok {
 		return Result{}
 	}
@@ -73,7 +72,7 @@ func Spec(d *appsv1.Deployment) Result {
 
 	service = strings.TrimSpace(service)
 	if len(validation.IsDNS1123Label(service)) > 0 {
-		p.problem(v1alpha1.AnnotationService, "%s is not a valid service name (at most 63 lowercase letters, digits and '-', "+
+		p.problem(v1beta1.AnnotationService, "%s is not a valid service name (at most 63 lowercase letters, digits and '-', "+
 			"starting and ending with a letter or digit); no ServiceRegistry is created or updated until it is fixed", quote(service))
 		res.Usable = false
 	}
@@ -96,7 +95,7 @@ func Spec(d *appsv1.Deployment) Result {
 
 	res.Problems = p.problems
 	if res.Usable {
-		res.Spec = v1alpha1.ServiceRegistrySpec{
+		res.Spec = v1beta1.ServiceRegistrySpec{
 			ServiceName: service,
 			Selector:    *selector,
 			Ports:       ports,
@@ -104,7 +103,7 @@ func Spec(d *appsv1.Deployment) Result {
 			Drain:       drain,
 			// Annotating a Deployment opts its pods into the whole choreography: the webhook
 			// gives new pods the readiness gate and the preStop drain.
-			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
+			Injection: &v1beta1.InjectionSpec{Enabled: ptr.To(true)},
 		}
 	}
 	return res
@@ -112,7 +111,7 @@ func Spec(d *appsv1.Deployment) Result {
 
 // Defaulted returns a copy of spec with the defaults the ServiceRegistry CRD applies filled
 // in, so that a spec read back from the API server compares equal to what was written.
-func Defaulted(spec v1alpha1.ServiceRegistrySpec) v1alpha1.ServiceRegistrySpec {
+func Defaulted(spec v1beta1.ServiceRegistrySpec) v1beta1.ServiceRegistrySpec {
 	out := *spec.DeepCopy()
 	if w := out.Warmup; w != nil {
 		if w.Requests == 0 {
@@ -121,18 +120,18 @@ func Defaulted(spec v1alpha1.ServiceRegistrySpec) v1alpha1.ServiceRegistrySpec {
 		if w.Concurrency == 0 {
 			w.Concurrency = 2
 		}
-		if w.Timeout == nil {
-			w.Timeout = &metav1.Duration{Duration: 30 * time.Second}
+		if w.TimeoutMillis == 0 {
+			w.TimeoutMillis = v1beta1.DefaultWarmupTimeoutMillis
 		}
-		if w.RequestTimeout == nil {
-			w.RequestTimeout = &metav1.Duration{Duration: 2 * time.Second}
+		if w.RequestTimeoutMillis == 0 {
+			w.RequestTimeoutMillis = v1beta1.DefaultWarmupRequestTimeoutMillis
 		}
 		if w.OnFailure == "" {
-			w.OnFailure = v1alpha1.WarmupBlock
+			w.OnFailure = v1beta1.WarmupBlock
 		}
 	}
 	if d := out.Drain; d != nil && d.Seconds == nil {
-		d.Seconds = ptr.To[int32](v1alpha1.DefaultDrainSeconds)
+		d.Seconds = ptr.To[int32](v1beta1.DefaultDrainSeconds)
 	}
 	return out
 }
@@ -154,35 +153,35 @@ func (p *parser) get(annotation string) (string, bool) {
 }
 
 // ports reads registrar.dev/port. set says the annotation is present, ok that it parsed.
-func (p *parser) ports() (ports []v1alpha1.ServicePort, set, ok bool) {
-	v, set := p.get(v1alpha1.AnnotationPort)
+func (p *parser) ports() (ports []v1beta1.ServicePort, set, ok bool) {
+	v, set := p.get(v1beta1.AnnotationPort)
 	if !set {
 		return nil, false, false
 	}
 	if v != "" && strings.Trim(v, "0123456789") == "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxPort {
-			p.problem(v1alpha1.AnnotationPort, "%s is not a port number between 1 and %d", quote(v), MaxPort)
+			p.problem(v1beta1.AnnotationPort, "%s is not a port number between 1 and %d", quote(v), MaxPort)
 			return nil, true, false
 		}
-		return []v1alpha1.ServicePort{{Name: DefaultPortName, Port: int32(n)}}, true, true
+		return []v1beta1.ServicePort{{Name: DefaultPortName, Port: int32(n)}}, true, true
 	}
 	if len(validation.IsValidPortName(v)) > 0 {
-		p.problem(v1alpha1.AnnotationPort, "%s is neither a port number between 1 and %d nor a container port name "+
+		p.problem(v1beta1.AnnotationPort, "%s is neither a port number between 1 and %d nor a container port name "+
 			"(at most 15 lowercase letters, digits and '-', with at least one letter)", quote(v), MaxPort)
 		return nil, true, false
 	}
-	return []v1alpha1.ServicePort{{Name: v, TargetPort: v}}, true, true
+	return []v1beta1.ServicePort{{Name: v, TargetPort: v}}, true, true
 }
 
 // warmup reads registrar.dev/warmup-paths and registrar.dev/warmup-requests.
-func (p *parser) warmup(portSet, portOK bool) *v1alpha1.WarmupSpec {
-	rawPaths, pathsSet := p.get(v1alpha1.AnnotationWarmupPaths)
-	rawRequests, requestsSet := p.get(v1alpha1.AnnotationWarmupRequests)
+func (p *parser) warmup(portSet, portOK bool) *v1beta1.WarmupSpec {
+	rawPaths, pathsSet := p.get(v1beta1.AnnotationWarmupPaths)
+	rawRequests, requestsSet := p.get(v1beta1.AnnotationWarmupRequests)
 	if !pathsSet {
 		if requestsSet {
-			p.problem(v1alpha1.AnnotationWarmupRequests, "is set but %s is not: add the paths to request, or remove %s",
-				v1alpha1.AnnotationWarmupPaths, v1alpha1.AnnotationWarmupRequests)
+			p.problem(v1beta1.AnnotationWarmupRequests, "is set but %s is not: add the paths to request, or remove %s",
+				v1beta1.AnnotationWarmupPaths, v1beta1.AnnotationWarmupRequests)
 		}
 		return nil
 	}
@@ -194,21 +193,21 @@ func (p *parser) warmup(portSet, portOK bool) *v1alpha1.WarmupSpec {
 	if requestsSet {
 		n, err := strconv.Atoi(rawRequests)
 		if err != nil || n < 1 || n > MaxWarmupRequests {
-			p.problem(v1alpha1.AnnotationWarmupRequests, "%s is not an integer between 1 and %d", quote(rawRequests), MaxWarmupRequests)
+			p.problem(v1beta1.AnnotationWarmupRequests, "%s is not an integer between 1 and %d", quote(rawRequests), MaxWarmupRequests)
 		} else {
 			requests = int32(n)
 		}
 	}
 	switch {
 	case !portSet:
-		p.problem(v1alpha1.AnnotationWarmupPaths, "warm-up needs a port to send requests to: add %s; warm-up is not configured",
-			v1alpha1.AnnotationPort)
+		p.problem(v1beta1.AnnotationWarmupPaths, "warm-up needs a port to send requests to: add %s; warm-up is not configured",
+			v1beta1.AnnotationPort)
 		return nil
 	case !portOK:
-		p.problem(v1alpha1.AnnotationWarmupPaths, "warm-up is not configured until %s is fixed", v1alpha1.AnnotationPort)
+		p.problem(v1beta1.AnnotationWarmupPaths, "warm-up is not configured until %s is fixed", v1beta1.AnnotationPort)
 		return nil
 	}
-	return &v1alpha1.WarmupSpec{Paths: paths, Requests: requests}
+	return &v1beta1.WarmupSpec{Paths: paths, Requests: requests}
 }
 
 // paths splits a comma-separated list of paths; blanks around entries and empty entries are
@@ -222,40 +221,40 @@ func (p *parser) paths(raw string) ([]string, bool) {
 		}
 		switch {
 		case !strings.HasPrefix(s, "/"):
-			p.problem(v1alpha1.AnnotationWarmupPaths, "%s does not start with \"/\" (expected comma-separated paths, e.g. \"/healthz,/warm\"); warm-up is not configured", quote(s))
+			p.problem(v1beta1.AnnotationWarmupPaths, "%s does not start with \"/\" (expected comma-separated paths, e.g. \"/healthz,/warm\"); warm-up is not configured", quote(s))
 			return nil, false
 		case len(s) > MaxPathLength:
-			p.problem(v1alpha1.AnnotationWarmupPaths, "a path of %d bytes is longer than %d; warm-up is not configured", len(s), MaxPathLength)
+			p.problem(v1beta1.AnnotationWarmupPaths, "a path of %d bytes is longer than %d; warm-up is not configured", len(s), MaxPathLength)
 			return nil, false
 		case strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-			p.problem(v1alpha1.AnnotationWarmupPaths, "%s contains a space or a control character (escape it, e.g. %%20); warm-up is not configured", quote(s))
+			p.problem(v1beta1.AnnotationWarmupPaths, "%s contains a space or a control character (escape it, e.g. %%20); warm-up is not configured", quote(s))
 			return nil, false
 		}
 		paths = append(paths, s)
 	}
 	switch {
 	case len(paths) == 0:
-		p.problem(v1alpha1.AnnotationWarmupPaths, "%s lists no path (expected comma-separated paths, e.g. \"/healthz,/warm\"); warm-up is not configured", quote(raw))
+		p.problem(v1beta1.AnnotationWarmupPaths, "%s lists no path (expected comma-separated paths, e.g. \"/healthz,/warm\"); warm-up is not configured", quote(raw))
 		return nil, false
 	case len(paths) > MaxWarmupPaths:
-		p.problem(v1alpha1.AnnotationWarmupPaths, "%d paths are listed, at most %d are allowed; warm-up is not configured", len(paths), MaxWarmupPaths)
+		p.problem(v1beta1.AnnotationWarmupPaths, "%d paths are listed, at most %d are allowed; warm-up is not configured", len(paths), MaxWarmupPaths)
 		return nil, false
 	}
 	return paths, true
 }
 
 // drain reads registrar.dev/drain-seconds.
-func (p *parser) drain() *v1alpha1.DrainSpec {
-	v, set := p.get(v1alpha1.AnnotationDrainSeconds)
+func (p *parser) drain() *v1beta1.DrainSpec {
+	v, set := p.get(v1beta1.AnnotationDrainSeconds)
 	if !set {
 		return nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > MaxDrainSeconds {
-		p.problem(v1alpha1.AnnotationDrainSeconds, "%s is not an integer between 0 and %d", quote(v), MaxDrainSeconds)
+		p.problem(v1beta1.AnnotationDrainSeconds, "%s is not an integer between 0 and %d", quote(v), MaxDrainSeconds)
 		return nil
 	}
-	return &v1alpha1.DrainSpec{Seconds: ptr.To(int32(n))}
+	return &v1beta1.DrainSpec{Seconds: ptr.To(int32(n))}
 }
 
 // quote quotes a user-supplied value for a message, shortened to maxQuoted runes.

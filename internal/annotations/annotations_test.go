@@ -4,13 +4,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 var selector = metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
@@ -25,49 +24,49 @@ func deployment(ann map[string]string) *appsv1.Deployment {
 
 // with returns the service annotation plus kv (alternating keys and values).
 func with(kv ...string) map[string]string {
-	ann := map[string]string{v1alpha1.AnnotationService: "web"}
+	ann := map[string]string{v1beta1.AnnotationService: "web"}
 	for i := 0; i+1 < len(kv); i += 2 {
 		ann[kv[i]] = kv[i+1]
 	}
 	return ann
 }
 
-func spec(mutate ...func(*v1alpha1.ServiceRegistrySpec)) v1alpha1.ServiceRegistrySpec {
-	s := v1alpha1.ServiceRegistrySpec{ServiceName: "web", Selector: selector, Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)}}
+func spec(mutate ...func(*v1beta1.ServiceRegistrySpec)) v1beta1.ServiceRegistrySpec {
+	s := v1beta1.ServiceRegistrySpec{ServiceName: "web", Selector: selector, Injection: &v1beta1.InjectionSpec{Enabled: ptr.To(true)}}
 	for _, m := range mutate {
 		m(&s)
 	}
 	return s
 }
 
-func numeric(n int32) func(*v1alpha1.ServiceRegistrySpec) {
-	return func(s *v1alpha1.ServiceRegistrySpec) {
-		s.Ports = []v1alpha1.ServicePort{{Name: "http", Port: n}}
+func numeric(n int32) func(*v1beta1.ServiceRegistrySpec) {
+	return func(s *v1beta1.ServiceRegistrySpec) {
+		s.Ports = []v1beta1.ServicePort{{Name: "http", Port: n}}
 	}
 }
 
-func named(name string) func(*v1alpha1.ServiceRegistrySpec) {
-	return func(s *v1alpha1.ServiceRegistrySpec) {
-		s.Ports = []v1alpha1.ServicePort{{Name: name, TargetPort: name}}
+func named(name string) func(*v1beta1.ServiceRegistrySpec) {
+	return func(s *v1beta1.ServiceRegistrySpec) {
+		s.Ports = []v1beta1.ServicePort{{Name: name, TargetPort: name}}
 	}
 }
 
-func warm(requests int32, paths ...string) func(*v1alpha1.ServiceRegistrySpec) {
-	return func(s *v1alpha1.ServiceRegistrySpec) {
-		s.Warmup = &v1alpha1.WarmupSpec{Paths: paths, Requests: requests}
+func warm(requests int32, paths ...string) func(*v1beta1.ServiceRegistrySpec) {
+	return func(s *v1beta1.ServiceRegistrySpec) {
+		s.Warmup = &v1beta1.WarmupSpec{Paths: paths, Requests: requests}
 	}
 }
 
-func drain(n int32) func(*v1alpha1.ServiceRegistrySpec) {
-	return func(s *v1alpha1.ServiceRegistrySpec) { s.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To(n)} }
+func drain(n int32) func(*v1beta1.ServiceRegistrySpec) {
+	return func(s *v1beta1.ServiceRegistrySpec) { s.Drain = &v1beta1.DrainSpec{Seconds: ptr.To(n)} }
 }
 
 const (
-	svc      = v1alpha1.AnnotationService
-	port     = v1alpha1.AnnotationPort
-	paths    = v1alpha1.AnnotationWarmupPaths
-	requests = v1alpha1.AnnotationWarmupRequests
-	drainAnn = v1alpha1.AnnotationDrainSeconds
+	svc      = v1beta1.AnnotationService
+	port     = v1beta1.AnnotationPort
+	paths    = v1beta1.AnnotationWarmupPaths
+	requests = v1beta1.AnnotationWarmupRequests
+	drainAnn = v1beta1.AnnotationDrainSeconds
 )
 
 func TestSpec(t *testing.T) {
@@ -75,7 +74,7 @@ func TestSpec(t *testing.T) {
 	tests := []struct {
 		name string
 		ann  map[string]string
-		want v1alpha1.ServiceRegistrySpec
+		want v1beta1.ServiceRegistrySpec
 		// problems are substrings expected in Problems, in order; none means no problem.
 		problems []string
 	}{
@@ -221,7 +220,7 @@ func TestSpecUnusable(t *testing.T) {
 			if !got.Enabled || got.Usable {
 				t.Fatalf("Enabled=%v Usable=%v, want enabled and unusable", got.Enabled, got.Usable)
 			}
-			if !reflect.DeepEqual(got.Spec, v1alpha1.ServiceRegistrySpec{}) {
+			if !reflect.DeepEqual(got.Spec, v1beta1.ServiceRegistrySpec{}) {
 				t.Errorf("Spec = %+v, want the zero spec", got.Spec)
 			}
 			checkProblems(t, got, tt.problems)
@@ -273,11 +272,11 @@ func TestDefaulted(t *testing.T) {
 	in := spec(numeric(8080), warm(0, "/a"), drain(0))
 	// drain.seconds 0 is a value (no drain), not a field left for the CRD to default.
 	got := Defaulted(in)
-	want := spec(numeric(8080), func(s *v1alpha1.ServiceRegistrySpec) {
-		s.Warmup = &v1alpha1.WarmupSpec{Paths: []string{"/a"}, Requests: 10, Concurrency: 2,
-			Timeout: &metav1.Duration{Duration: 30 * time.Second}, RequestTimeout: &metav1.Duration{Duration: 2 * time.Second},
-			OnFailure: v1alpha1.WarmupBlock}
-		s.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](0)}
+	want := spec(numeric(8080), func(s *v1beta1.ServiceRegistrySpec) {
+		s.Warmup = &v1beta1.WarmupSpec{Paths: []string{"/a"}, Requests: 10, Concurrency: 2,
+			TimeoutMillis: 30000, RequestTimeoutMillis: 2000,
+			OnFailure: v1beta1.WarmupBlock}
+		s.Drain = &v1beta1.DrainSpec{Seconds: ptr.To[int32](0)}
 	})
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Defaulted:\n got %+v\nwant %+v", got, want)
@@ -286,8 +285,8 @@ func TestDefaulted(t *testing.T) {
 		t.Error("Defaulted changed its argument")
 	}
 	set := spec(warm(7, "/a"), drain(3))
-	set.Warmup.OnFailure = v1alpha1.WarmupProceed
-	if got := Defaulted(set); got.Warmup.Requests != 7 || *got.Drain.Seconds != 3 || got.Warmup.OnFailure != v1alpha1.WarmupProceed {
+	set.Warmup.OnFailure = v1beta1.WarmupProceed
+	if got := Defaulted(set); got.Warmup.Requests != 7 || *got.Drain.Seconds != 3 || got.Warmup.OnFailure != v1beta1.WarmupProceed {
 		t.Errorf("Defaulted overrode set values: %+v %+v", got.Warmup, got.Drain)
 	}
 	if got := Defaulted(spec()); !reflect.DeepEqual(got, spec()) {

@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/annotations"
 )
 
@@ -61,7 +61,7 @@ func indexed(anchor string) []string {
 
 // RegistryAnchors indexes a ServiceRegistry by its selector's anchor.
 func RegistryAnchors(o client.Object) []string {
-	reg, ok := o.(*v1alpha1.ServiceRegistry)
+	reg, ok := o.(*v1beta1.ServiceRegistry)
 	if !ok {
 		return nil
 	}
@@ -92,7 +92,7 @@ func Register(ctx context.Context, fi client.FieldIndexer) error {
 	if _, done := registered.LoadOrStore(fi, struct{}{}); done {
 		return nil
 	}
-	if err := fi.IndexField(ctx, &v1alpha1.ServiceRegistry{}, Field, RegistryAnchors); err != nil {
+	if err := fi.IndexField(ctx, &v1beta1.ServiceRegistry{}, Field, RegistryAnchors); err != nil {
 		registered.Delete(fi)
 		return fmt.Errorf("index ServiceRegistries by selector anchor: %w", err)
 	}
@@ -114,12 +114,12 @@ func lookups(podLabels map[string]string) []string {
 // Candidates returns the ServiceRegistries and the annotated Deployments of namespace ns
 // that may select a pod with these labels (see the package comment), each once, in no
 // particular order. They are the cache's objects, not copies: read them, never modify them.
-func Candidates(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]v1alpha1.ServiceRegistry, []appsv1.Deployment, error) {
-	var regs []v1alpha1.ServiceRegistry
+func Candidates(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]v1beta1.ServiceRegistry, []appsv1.Deployment, error) {
+	var regs []v1beta1.ServiceRegistry
 	var deps []appsv1.Deployment
 	for _, a := range lookups(podLabels) {
 		// Each object has one anchor, so the lists never overlap.
-		var rl v1alpha1.ServiceRegistryList
+		var rl v1beta1.ServiceRegistryList
 		if err := c.List(ctx, &rl, client.InNamespace(ns), client.MatchingFields{Field: a}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, nil, fmt.Errorf("list ServiceRegistries of %s anchored under %q: %w", ns, a, err)
 		}
@@ -140,7 +140,7 @@ func Candidates(ctx context.Context, c client.Reader, ns string, podLabels map[s
 // created that registry. The registries listed are the cache's: read them, never modify
 // them. When only a check of an annotated Deployment's registry fails, the registries found
 // so far come back with the error.
-func Registries(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]v1alpha1.ServiceRegistry, error) {
+func Registries(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]v1beta1.ServiceRegistry, error) {
 	regs, deployments, err := Candidates(ctx, c, ns, podLabels)
 	if err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func Registries(ctx context.Context, c client.Reader, ns string, podLabels map[s
 
 // RegistryExists tells whether c holds a ServiceRegistry of that name, whatever it selects.
 func RegistryExists(ctx context.Context, c client.Reader, ns, name string) (bool, error) {
-	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.ServiceRegistry{}, client.UnsafeDisableDeepCopy)
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1beta1.ServiceRegistry{}, client.UnsafeDisableDeepCopy)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -179,8 +179,8 @@ func RegistryExists(ctx context.Context, c client.Reader, ns, name string) (bool
 
 // RegistryOf is the ServiceRegistry an annotated Deployment describes, as the operator will
 // create it.
-func RegistryOf(d *appsv1.Deployment) v1alpha1.ServiceRegistry {
-	return v1alpha1.ServiceRegistry{
+func RegistryOf(d *appsv1.Deployment) v1beta1.ServiceRegistry {
+	return v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name, CreationTimestamp: d.CreationTimestamp},
 		Spec:       annotations.Defaulted(annotations.Spec(d).Spec),
 	}

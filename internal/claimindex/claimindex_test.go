@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
@@ -47,7 +47,7 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
+	if err := v1beta1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -55,7 +55,7 @@ func newScheme(t *testing.T) *runtime.Scheme {
 
 func indexed(s *runtime.Scheme, objs ...client.Object) client.Client {
 	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithIndex(&v1alpha1.ServiceRegistry{}, claimindex.Field, claimindex.RegistryAnchors).
+		WithIndex(&v1beta1.ServiceRegistry{}, claimindex.Field, claimindex.RegistryAnchors).
 		WithIndex(&appsv1.Deployment{}, claimindex.Field, claimindex.DeploymentAnchors).Build()
 }
 
@@ -66,7 +66,7 @@ func indexed(s *runtime.Scheme, objs ...client.Object) client.Client {
 func TestCandidatesHoldEveryClaimantAndNoMore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 17))
 	var objs []client.Object
-	var regs []*v1alpha1.ServiceRegistry
+	var regs []*v1beta1.ServiceRegistry
 	var deps []*appsv1.Deployment
 	labelsOf := func(i int) map[string]string {
 		l := map[string]string{"app": fmt.Sprintf("app-%d", i%30)}
@@ -81,7 +81,7 @@ func TestCandidatesHoldEveryClaimantAndNoMore(t *testing.T) {
 			sel = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"web"}}}}
 		}
-		r := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("reg-%d", i)}, Spec: v1alpha1.ServiceRegistrySpec{Selector: sel}}
+		r := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("reg-%d", i)}, Spec: v1beta1.ServiceRegistrySpec{Selector: sel}}
 		regs = append(regs, r)
 		objs = append(objs, r)
 	}
@@ -89,14 +89,14 @@ func TestCandidatesHoldEveryClaimantAndNoMore(t *testing.T) {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("dep-%d", i)},
 			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labelsOf(i)}}}
 		if i%2 == 0 {
-			d.Annotations = map[string]string{v1alpha1.AnnotationService: fmt.Sprintf("svc-%d", i)}
+			d.Annotations = map[string]string{v1beta1.AnnotationService: fmt.Sprintf("svc-%d", i)}
 		}
 		deps = append(deps, d)
 		objs = append(objs, d)
 	}
 	// Another namespace with the same labels: never a candidate.
-	objs = append(objs, &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "reg-0"},
-		Spec: v1alpha1.ServiceRegistrySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "app-0"}}}})
+	objs = append(objs, &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "reg-0"},
+		Spec: v1beta1.ServiceRegistrySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "app-0"}}}})
 	c := indexed(newScheme(t), objs...)
 
 	for i := range 200 {
@@ -125,7 +125,7 @@ func TestCandidatesHoldEveryClaimantAndNoMore(t *testing.T) {
 		}
 		depNames := map[string]bool{}
 		for _, d := range gotDeps {
-			if d.Annotations[v1alpha1.AnnotationService] == "" || depNames[d.Name] {
+			if d.Annotations[v1beta1.AnnotationService] == "" || depNames[d.Name] {
 				t.Fatalf("pod %v: Deployment %s is not annotated or returned twice", pod, d.Name)
 			}
 			depNames[d.Name] = true

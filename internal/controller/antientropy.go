@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -173,7 +173,7 @@ func (a *antiEntropy) resync(ctx context.Context, storeName string, every bool) 
 // than drop a repair.
 func (a *antiEntropy) send(ctx context.Context, name types.NamespacedName, trigger string) {
 	a.r.triggers.note(reconcile.Request{NamespacedName: name}, trigger)
-	obj := &v1alpha1.ServiceRegistry{}
+	obj := &v1beta1.ServiceRegistry{}
 	obj.Namespace, obj.Name = name.Namespace, name.Name
 	to := a.enqueue
 	if trigger == TriggerStoreResync && a.resyncs != nil {
@@ -241,7 +241,7 @@ func (r *ServiceRegistryReconciler) countRepairs(s *reconcileScope, storeName st
 	for kind, n := range counts {
 		metrics.StoreRepairs.WithLabelValues(label, kind).Add(float64(n))
 	}
-	r.Recorder.Eventf(s.reg, nil, corev1.EventTypeWarning, v1alpha1.EventStoreRepaired, "Repair",
+	r.Recorder.Eventf(s.reg, nil, corev1.EventTypeWarning, v1beta1.EventStoreRepaired, "Repair",
 		"store %s: repaired endpoints of service %s changed outside registrar: %d missing rewritten, %d altered restored, %d unexpected removed",
 		label, s.target.Service, counts[RepairDeleted], counts[RepairRewritten], counts[RepairExtra])
 }

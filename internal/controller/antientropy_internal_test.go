@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/store"
 )
@@ -103,7 +103,7 @@ func TestChangeDuringReRead(t *testing.T) {
 // that nothing caused: the controller suite's "reconciles the registry once" failed so in CI).
 func TestEchoOfAWriteEndingMeanwhileEnqueuesNothing(t *testing.T) {
 	scope := store.Scope{Service: "web", Namespace: "ns"}
-	reg := &v1alpha1.ServiceRegistry{}
+	reg := &v1beta1.ServiceRegistry{}
 	reg.Namespace, reg.Name = "ns", "web"
 	reg.Spec.ServiceName = "web"
 	regs := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{registryServiceIndex: indexRegistryByService})

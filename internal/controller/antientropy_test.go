@@ -9,7 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -59,7 +59,7 @@ var _ = Describe("Keeping the store true", func() {
 			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 			var notes []string
 			for _, e := range list.Items {
-				if e.Regarding.Kind == "ServiceRegistry" && e.Reason == v1alpha1.EventStoreRepaired {
+				if e.Regarding.Kind == "ServiceRegistry" && e.Reason == v1beta1.EventStoreRepaired {
 					notes = append(notes, e.Note)
 				}
 			}

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -66,20 +66,20 @@ var invalidSpecs = []invalidSpec{
 	{"warm-up path with a space", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/a b"]}}`, "spec.warmup.paths[0]", ""},
 	{"17 warm-up paths", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":[` + strings.TrimSuffix(strings.Repeat(`"/p",`, 17), ",") + `]}}`, "spec.warmup.paths", "Too many"},
 	{"warm-up path of 1025 bytes", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/` + strings.Repeat("a", 1024) + `"]}}`, "spec.warmup.paths[0]", ""},
-	{"warm-up timeout not a duration", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeout":"abc"}}`, "spec.warmup.timeout", ""},
-	{"negative warm-up timeout", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeout":"-5s"}}`, "spec.warmup.timeout", ""},
-	{"warm-up timeout of two days", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeout":"48h"}}`, "spec.warmup.timeout", "between 100ms and 1h"},
-	{"zero request timeout", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"requestTimeout":"0s"}}`, "spec.warmup.requestTimeout", "between 10ms and 5m"},
-	{"minDuration longer than timeout", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeout":"10s","minDuration":"20s"}}`, "spec.warmup.minDuration", "must not be longer than timeout"},
-	{"warm-up timeout of 10ms", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeout":"10ms"}}`, "spec.warmup.timeout", "between 100ms and 1h"},
+	{"warm-up timeout not an integer", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeoutMillis":"30s"}}`, "spec.warmup.timeoutMillis", ""},
+	{"negative warm-up timeout", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeoutMillis":-5000}}`, "spec.warmup.timeoutMillis", ""},
+	{"warm-up timeout of two days", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeoutMillis":172800000}}`, "spec.warmup.timeoutMillis", "less than or equal to 3600000"},
+	{"zero request timeout", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"requestTimeoutMillis":0}}`, "spec.warmup.requestTimeoutMillis", "greater than or equal to 10"},
+	{"minDuration longer than timeout", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeoutMillis":10000,"minDurationMillis":20000}}`, "spec.warmup.minDurationMillis", "must not be longer than timeoutMillis"},
+	{"warm-up timeout of 10ms", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"timeoutMillis":10}}`, "spec.warmup.timeoutMillis", "greater than or equal to 100"},
 	{"warm-up without ports", `{` + okSelector + `,"warmup":{"paths":["/"]}}`, "spec.warmup", "needs at least one entry in ports"},
 	{"warm-up port naming no port", `{` + okSelector + `,` + okPorts + `,"warmup":{"paths":["/"],"port":"grpc"}}`, "spec.warmup.port", "must name an entry of ports"},
-	{"slow start without a window", `{` + okSelector + `,"slowStart":{"minWeightPercent":10}}`, "spec.slowStart.window", "Required value"},
-	{"slow-start window of 500ms", `{` + okSelector + `,"slowStart":{"window":"500ms"}}`, "spec.slowStart.window", "between 1s and 1h"},
-	{"slow-start window of two hours", `{` + okSelector + `,"slowStart":{"window":"2h"}}`, "spec.slowStart.window", "between 1s and 1h"},
-	{"slow-start window not a duration", `{` + okSelector + `,"slowStart":{"window":"soon"}}`, "spec.slowStart.window", ""},
-	{"slow-start minimum weight 0", `{` + okSelector + `,"slowStart":{"window":"30s","minWeightPercent":0}}`, "spec.slowStart.minWeightPercent", ""},
-	{"slow-start minimum weight 100", `{` + okSelector + `,"slowStart":{"window":"30s","minWeightPercent":100}}`, "spec.slowStart.minWeightPercent", ""},
+	{"slow start without a window", `{` + okSelector + `,"slowStart":{"minWeightPercent":10}}`, "spec.slowStart.windowSeconds", "Required value"},
+	{"slow-start window of 0 seconds", `{` + okSelector + `,"slowStart":{"windowSeconds":0}}`, "spec.slowStart.windowSeconds", "greater than or equal to 1"},
+	{"slow-start window of two hours", `{` + okSelector + `,"slowStart":{"windowSeconds":7200}}`, "spec.slowStart.windowSeconds", "less than or equal to 3600"},
+	{"slow-start window not an integer", `{` + okSelector + `,"slowStart":{"windowSeconds":"60s"}}`, "spec.slowStart.windowSeconds", ""},
+	{"slow-start minimum weight 0", `{` + okSelector + `,"slowStart":{"windowSeconds":30,"minWeightPercent":0}}`, "spec.slowStart.minWeightPercent", ""},
+	{"slow-start minimum weight 100", `{` + okSelector + `,"slowStart":{"windowSeconds":30,"minWeightPercent":100}}`, "spec.slowStart.minWeightPercent", ""},
 	{"sharing with no namespace", `{` + okSelector + `,"sharing":{"namespaces":[]}}`, "spec.sharing.namespaces", ""},
 	{"sharing with a namespace that is not a name", `{` + okSelector + `,"sharing":{"namespaces":["Shop/x"]}}`, "spec.sharing.namespaces[0]", ""},
 	{"sharing with everyone and someone", `{` + okSelector + `,"sharing":{"namespaces":["*","shop"]}}`, "spec.sharing.namespaces", "must be the only entry"},
@@ -124,7 +124,7 @@ var _ = Describe("Hostile input", func() {
 			GinkgoHelper()
 			Consistently(func() []string { return storedPods("healthy", ns) }).WithTimeout(timeout/5).WithPolling(poll).
 				Should(ConsistOf("healthy-1"), "the healthy registry lost its registration")
-			Expect(getRegistry(&v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "healthy"}}).Status.Registered).To(Equal(int32(1)))
+			Expect(getRegistry(&v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "healthy"}}).Status.Registered).To(Equal(int32(1)))
 		}
 	}
 
@@ -135,7 +135,7 @@ var _ = Describe("Hostile input", func() {
 			var spec map[string]any
 			Expect(json.Unmarshal([]byte(tc.spec), &spec)).To(Succeed(), tc.name)
 			u := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": v1alpha1.GroupVersion.String(), "kind": "ServiceRegistry",
+				"apiVersion": v1beta1.GroupVersion.String(), "kind": "ServiceRegistry",
 				"metadata": map[string]any{"namespace": ns, "name": fmt.Sprintf("bad-%d", i)},
 				"spec":     spec,
 			}}
@@ -145,7 +145,7 @@ var _ = Describe("Hostile input", func() {
 			Expect(err.Error()).To(ContainSubstring(tc.also), tc.name)
 			GinkgoWriter.Printf("%-36s -> %s\n", tc.name, err)
 		}
-		var list v1alpha1.ServiceRegistryList
+		var list v1beta1.ServiceRegistryList
 		Expect(k8sClient.List(ctx, &list)).To(Succeed())
 		for _, r := range list.Items {
 			Expect(r.Name).NotTo(HavePrefix("bad-"))
@@ -169,10 +169,10 @@ var _ = Describe("Hostile input", func() {
 			p.Annotations = map[string]string{"example.com/blob": strings.Repeat("x", 200_000)}
 		})
 
-		wide := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wide"},
-			Spec: v1alpha1.ServiceRegistrySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "wide"}}}}
+		wide := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wide"},
+			Spec: v1beta1.ServiceRegistrySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "wide"}}}}
 		for i := range 32 {
-			wide.Spec.Ports = append(wide.Spec.Ports, v1alpha1.ServicePort{Name: fmt.Sprintf("p%d", i), TargetPort: fmt.Sprintf("p%d", i)})
+			wide.Spec.Ports = append(wide.Spec.Ports, v1beta1.ServicePort{Name: fmt.Sprintf("p%d", i), TargetPort: fmt.Sprintf("p%d", i)})
 		}
 		Expect(k8sClient.Create(ctx, wide)).To(Succeed())
 		DeferCleanup(deleteRegistry, wide)
@@ -191,11 +191,11 @@ var _ = Describe("Hostile input", func() {
 		ep, _ := storedEndpoint(key("wide", ns, "many-ports"))
 		Expect(ep.Ports).To(HaveLen(32))
 		Expect(ep.Ports).To(HaveKeyWithValue("p31", int32(10031)))
-		Eventually(func() []v1alpha1.EndpointStatus {
-			return getRegistry(&v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "odd"}}).Status.Endpoints
+		Eventually(func() []v1beta1.EndpointStatus {
+			return getRegistry(&v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "odd"}}).Status.Endpoints
 		}).
 			WithTimeout(timeout).WithPolling(poll).Should(ContainElement(And(HaveField("Pod", "no-ip"),
-			HaveField("State", v1alpha1.EndpointPending), HaveField("Reason", "NoPodIP"))))
+			HaveField("State", v1beta1.EndpointPending), HaveField("Reason", "NoPodIP"))))
 		stillServing()
 	})
 
@@ -218,11 +218,11 @@ var _ = Describe("Hostile input", func() {
 		}
 		Eventually(func() *store.Endpoint { ep, _ := storedEndpoint(key("guarded", ns, "ok-1")); return ep }).
 			WithTimeout(timeout).WithPolling(poll).ShouldNot(BeNil())
-		Eventually(condition(reg, v1alpha1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).
+		Eventually(condition(reg, v1beta1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).
 			Should(haveCondition(metav1.ConditionFalse, "KeyConflict"))
 		// The pods are created one by one: a first KeyConflict may name only some of them.
 		Eventually(func() string {
-			c := meta.FindStatusCondition(getRegistry(reg).Status.Conditions, v1alpha1.ConditionReady)
+			c := meta.FindStatusCondition(getRegistry(reg).Status.Conditions, v1beta1.ConditionReady)
 			if c == nil {
 				return ""
 			}
@@ -247,14 +247,14 @@ var _ = Describe("Hostile input", func() {
 	It("gives a pod that two registries of one service select to the older one, which takes it over", func() {
 		stillServing := healthy()
 		web := map[string]string{"app": "web"}
-		stable := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stable"},
-			Spec: v1alpha1.ServiceRegistrySpec{ServiceName: "shop", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "nothing-yet"}}}}
+		stable := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stable"},
+			Spec: v1beta1.ServiceRegistrySpec{ServiceName: "shop", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "nothing-yet"}}}}
 		Expect(k8sClient.Create(ctx, stable)).To(Succeed())
 		DeferCleanup(deleteRegistry, stable)
 		// Created second and named after "stable": younger by creationTimestamp, or by name
 		// when both were created within the same second.
-		all := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wide-all"},
-			Spec: v1alpha1.ServiceRegistrySpec{ServiceName: "shop", Selector: metav1.LabelSelector{MatchLabels: web}}}
+		all := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wide-all"},
+			Spec: v1beta1.ServiceRegistrySpec{ServiceName: "shop", Selector: metav1.LabelSelector{MatchLabels: web}}}
 		Expect(k8sClient.Create(ctx, all)).To(Succeed())
 		DeferCleanup(deleteRegistry, all)
 		stable, all = getRegistry(stable), getRegistry(all)
@@ -273,25 +273,25 @@ var _ = Describe("Hostile input", func() {
 		By("the younger registry publishing both while the selectors are disjoint")
 		Eventually(ownerOf("stable-1")).WithTimeout(timeout).WithPolling(poll).Should(Equal(string(all.UID)))
 		Eventually(ownerOf("canary-1")).WithTimeout(timeout).WithPolling(poll).Should(Equal(string(all.UID)))
-		Eventually(condition(all, v1alpha1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
+		Eventually(condition(all, v1beta1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
 
 		By("the older registry's selector starting to overlap: it takes stable-1 over, the younger one yields it")
-		updateRegistry(stable, func(r *v1alpha1.ServiceRegistry) {
+		updateRegistry(stable, func(r *v1beta1.ServiceRegistry) {
 			r.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"app": "web", "track": "stable"}}
 		})
 		Eventually(ownerOf("stable-1")).WithTimeout(timeout).WithPolling(poll).Should(Equal(string(stable.UID)))
 		Consistently(ownerOf("canary-1")).WithTimeout(time.Second).WithPolling(poll).Should(Equal(string(all.UID)))
-		Eventually(condition(all, v1alpha1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).Should(haveCondition(metav1.ConditionFalse, "SelectorOverlap"))
-		msg := meta.FindStatusCondition(getRegistry(all).Status.Conditions, v1alpha1.ConditionReady).Message
+		Eventually(condition(all, v1beta1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).Should(haveCondition(metav1.ConditionFalse, "SelectorOverlap"))
+		msg := meta.FindStatusCondition(getRegistry(all).Status.Conditions, v1beta1.ConditionReady).Message
 		Expect(msg).To(And(ContainSubstring("stable-1"), ContainSubstring("older ServiceRegistry stable"), ContainSubstring(`service "shop"`)))
 		Expect(getRegistry(all).Status.Endpoints).To(ContainElement(And(HaveField("Pod", "stable-1"),
-			HaveField("State", v1alpha1.EndpointPending), HaveField("Reason", "SelectorOverlap"))))
-		Eventually(condition(stable, v1alpha1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
+			HaveField("State", v1beta1.EndpointPending), HaveField("Reason", "SelectorOverlap"))))
+		Eventually(condition(stable, v1beta1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
 
 		By("the older registry going away: the younger one takes stable-1 back")
 		deleteRegistry(stable)
 		Eventually(ownerOf("stable-1")).WithTimeout(timeout).WithPolling(poll).Should(Equal(string(all.UID)))
-		Eventually(condition(all, v1alpha1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
+		Eventually(condition(all, v1beta1.ConditionReady)).WithTimeout(timeout).WithPolling(poll).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
 		Expect(storedPods("shop", ns)).To(ConsistOf("stable-1", "canary-1"))
 		stillServing()
 	})

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -22,7 +22,7 @@ import (
 // the skipped ones are counted, and that nothing else is affected.
 func TestRecordChangesEndpointEventBudget(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
-	reg := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "reg"}}
+	reg := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "reg"}}
 	changes := store.Changes{ // one Registered and two Deregistered Events
 		Create: []store.Endpoint{{Pod: "p", Address: "10.0.0.1"}},
 		Delete: []store.Record{{Endpoint: store.Endpoint{Pod: "gone", Address: "10.0.0.2"}},
@@ -49,10 +49,10 @@ func TestRecordChangesEndpointEventBudget(t *testing.T) {
 			rec := events.NewFakeRecorder(20)
 			r := &ServiceRegistryReconciler{Recorder: rec, Clock: clk, EndpointEvents: tt.budget}
 			s := &reconcileScope{reg: reg, target: store.Scope{Service: "svc", Namespace: "ns"},
-				selected: []selectedPod{{pod: pod, verdict: eligibility.Verdict{State: v1alpha1.EndpointRegistered}}}, byName: map[string]int{"p": 0}}
+				selected: []selectedPod{{pod: pod, verdict: eligibility.Verdict{State: v1beta1.EndpointRegistered}}}, byName: map[string]int{"p": 0}}
 			skipped := func() float64 {
-				return testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1alpha1.EventRegistered)) +
-					testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1alpha1.EventDeregistered))
+				return testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1beta1.EventRegistered)) +
+					testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1beta1.EventDeregistered))
 			}
 			before := skipped()
 			for _, d := range tt.after {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 var _ = Describe("Readiness choreography", func() {
@@ -33,9 +33,9 @@ var _ = Describe("Readiness choreography", func() {
 
 	It("warms a gated pod up, registers it, and only then sets its gate True", func() {
 		srv := startPodServer("127.0.0.2", http.StatusOK, 0)
-		reg := newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{
+		reg := newGatedRegistry(ns, "web", v1beta1.WarmupSpec{
 			Paths: []string{"/warm", "/cache"}, Requests: 6, Concurrency: 2,
-			MinDuration: &metav1.Duration{Duration: 300 * time.Millisecond},
+			MinDurationMillis: ptr.To[int32](300),
 		})
 		gates := watchGates(ns, "web")
 		puts := recordPuts(key("web", ns, ""), nil)
@@ -56,37 +56,37 @@ var _ = Describe("Readiness choreography", func() {
 		Expect(put).To(BeTemporally(">=", readyAt.Add(300*time.Millisecond)), "endpoint written before minDuration")
 		AddReportEntry("warm-up to registered", put.Sub(srv.first()).String())
 
-		Expect(gateOf(pod)).To(And(HaveField("Status", corev1.ConditionTrue), HaveField("Reason", v1alpha1.GateRegistered)))
+		Expect(gateOf(pod)).To(And(HaveField("Status", corev1.ConditionTrue), HaveField("Reason", v1beta1.GateRegistered)))
 		Consistently(srv.count).WithTimeout(500*time.Millisecond).Should(Equal(6), "warmed up twice")
-		Eventually(func() v1alpha1.EndpointState { return endpointState(reg, "web-1") }).
-			WithTimeout(timeout).Should(Equal(v1alpha1.EndpointRegistered))
+		Eventually(func() v1beta1.EndpointState { return endpointState(reg, "web-1") }).
+			WithTimeout(timeout).Should(Equal(v1beta1.EndpointRegistered))
 		Eventually(podEventReasons(ns, "web-1")).WithTimeout(timeout).Should(ContainElements("WarmedUp", "Registered"))
 	})
 
 	It("keeps the gate False and the store empty when warm-up fails under onFailure=Block", func() {
 		srv := startPodServer("127.0.0.3", http.StatusServiceUnavailable, 0)
-		reg := newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{
-			Paths: []string{"/warm"}, Requests: 3, Concurrency: 1, OnFailure: v1alpha1.WarmupBlock,
-			Timeout: &metav1.Duration{Duration: 700 * time.Millisecond},
+		reg := newGatedRegistry(ns, "web", v1beta1.WarmupSpec{
+			Paths: []string{"/warm"}, Requests: 3, Concurrency: 1, OnFailure: v1beta1.WarmupBlock,
+			TimeoutMillis: 700,
 		})
 		gates := watchGates(ns, "web")
 		pod := gatedPod(ns, "web-1", srv)
 		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
 
-		Eventually(func() string { return gateOf(pod).Reason }).WithTimeout(timeout).Should(Equal(v1alpha1.GateWarmupFailed))
+		Eventually(func() string { return gateOf(pod).Reason }).WithTimeout(timeout).Should(Equal(v1beta1.GateWarmupFailed))
 		Expect(gateOf(pod).Status).To(Equal(corev1.ConditionFalse))
 		Expect(srv.count()).To(BeNumerically(">", 0))
 		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(gates.trueAt("web-1")()).To(BeZero(), "gate turned True after a blocked warm-up")
-		Expect(endpointState(reg, "web-1")).To(Equal(v1alpha1.EndpointPending))
+		Expect(endpointState(reg, "web-1")).To(Equal(v1beta1.EndpointPending))
 		Eventually(podEventReasons(ns, "web-1")).WithTimeout(timeout).Should(ContainElement("WarmupFailed"))
 	})
 
 	It("registers after the warm-up timeout under onFailure=Proceed, with a Warning event", func() {
 		srv := startPodServer("127.0.0.4", http.StatusInternalServerError, 0)
-		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{
-			Paths: []string{"/warm"}, Requests: 3, Concurrency: 1, OnFailure: v1alpha1.WarmupProceed,
-			Timeout: &metav1.Duration{Duration: 500 * time.Millisecond},
+		newGatedRegistry(ns, "web", v1beta1.WarmupSpec{
+			Paths: []string{"/warm"}, Requests: 3, Concurrency: 1, OnFailure: v1beta1.WarmupProceed,
+			TimeoutMillis: 500,
 		})
 		pod := gatedPod(ns, "web-1", srv)
 		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
@@ -98,7 +98,7 @@ var _ = Describe("Readiness choreography", func() {
 
 	It("stops a warm-up when its pod is deleted", func() {
 		srv := startPodServer("127.0.0.5", http.StatusOK, 20*time.Millisecond)
-		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 10000, Concurrency: 1})
+		newGatedRegistry(ns, "web", v1beta1.WarmupSpec{Paths: []string{"/warm"}, Requests: 10000, Concurrency: 1})
 		pod := gatedPod(ns, "web-1", srv)
 		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
 		Eventually(srv.count).WithTimeout(timeout).Should(BeNumerically(">=", 3))
@@ -119,9 +119,9 @@ var _ = Describe("Readiness choreography", func() {
 
 	It("does not warm up again a pod whose gate is already True", func() {
 		srv := startPodServer("127.0.0.6", http.StatusOK, 0)
-		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 5, Concurrency: 1})
+		newGatedRegistry(ns, "web", v1beta1.WarmupSpec{Paths: []string{"/warm"}, Requests: 5, Concurrency: 1})
 		pod := gatedPod(ns, "web-1", srv)
-		setPodStatus(pod, corev1.PodRunning, srv.ip, true, gateCondition(corev1.ConditionTrue, v1alpha1.GateRegistered))
+		setPodStatus(pod, corev1.PodRunning, srv.ip, true, gateCondition(corev1.ConditionTrue, v1beta1.GateRegistered))
 
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
 		Consistently(srv.count).WithTimeout(time.Second).Should(BeZero())
@@ -129,14 +129,14 @@ var _ = Describe("Readiness choreography", func() {
 
 	It("drops the gate when containers stop being ready, and warms up again before re-registering", func() {
 		srv := startPodServer("127.0.0.7", http.StatusOK, 0)
-		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 2, Concurrency: 1})
+		newGatedRegistry(ns, "web", v1beta1.WarmupSpec{Paths: []string{"/warm"}, Requests: 2, Concurrency: 1})
 		pod := gatedPod(ns, "web-1", srv)
 		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
 		Eventually(func() corev1.ConditionStatus { return gateOf(pod).Status }).WithTimeout(timeout).Should(Equal(corev1.ConditionTrue))
 
 		setPodStatus(pod, corev1.PodRunning, srv.ip, false)
 		eventuallyStored("web", ns).Should(BeEmpty())
-		Eventually(func() string { return gateOf(pod).Reason }).WithTimeout(timeout).Should(Equal(v1alpha1.GateNotReady))
+		Eventually(func() string { return gateOf(pod).Reason }).WithTimeout(timeout).Should(Equal(v1beta1.GateNotReady))
 
 		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
@@ -146,8 +146,8 @@ var _ = Describe("Readiness choreography", func() {
 
 	It("deregisters a terminating pod at once and reports its drain window", func() {
 		reg := newRegistry(ns, "web", "web")
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](2), CallerCacheSeconds: ptr.To[int32](10)}
+		updateRegistry(reg, func(r *v1beta1.ServiceRegistry) {
+			r.Spec.Drain = &v1beta1.DrainSpec{Seconds: ptr.To[int32](2), CallerCacheSeconds: ptr.To[int32](10)}
 		})
 		pod := readyPod(ns, "web-1", web, "10.0.0.1", func(p *corev1.Pod) {
 			p.Finalizers = []string{"test.registrar.dev/hold"}
@@ -168,20 +168,20 @@ var _ = Describe("Readiness choreography", func() {
 		Eventually(func(g Gomega) {
 			st := getRegistry(reg).Status
 			g.Expect(st.Endpoints).To(HaveLen(1))
-			g.Expect(st.Endpoints[0].State).To(Equal(v1alpha1.EndpointDraining))
+			g.Expect(st.Endpoints[0].State).To(Equal(v1beta1.EndpointDraining))
 			g.Expect(st.Endpoints[0].DrainUntil).NotTo(BeNil())
 			g.Expect(st.Draining).To(Equal(int32(1)))
 			g.Expect(st.Drain).NotTo(BeNil())
 			g.Expect(st.Drain.RecommendedSeconds).To(BeNumerically(">=", 10))
 		}).WithTimeout(timeout).Should(Succeed())
-		Eventually(condition(reg, v1alpha1.ConditionDrainSufficient)).WithTimeout(timeout).
+		Eventually(condition(reg, v1beta1.ConditionDrainSufficient)).WithTimeout(timeout).
 			Should(And(haveCondition(metav1.ConditionFalse, "DrainTooShort"), HaveField("Message", ContainSubstring("at least"))))
 		Eventually(podEventReasons(ns, "web-1")).WithTimeout(timeout).Should(ContainElement("Deregistered"))
 	})
 
 	It("scales 1→50→0 keeping the store equal to warmed-up pods and gates behind the store", func() {
 		const n = 50
-		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 3, Concurrency: 1})
+		newGatedRegistry(ns, "web", v1beta1.WarmupSpec{Paths: []string{"/warm"}, Requests: 3, Concurrency: 1})
 		gates := watchGates(ns, "web")
 		servers := map[string]*podServer{}
 		for i := range n {
@@ -213,13 +213,13 @@ var _ = Describe("Readiness choreography", func() {
 
 // newGatedRegistry creates a registry selecting app=web whose "http" port is each pod's
 // container port named "http", with the given warm-up.
-func newGatedRegistry(ns, name string, w v1alpha1.WarmupSpec) *v1alpha1.ServiceRegistry {
+func newGatedRegistry(ns, name string, w v1beta1.WarmupSpec) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: web},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", TargetPort: "http"}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", TargetPort: "http"}},
 			Warmup:   &w,
 		},
 	}
@@ -232,14 +232,14 @@ func newGatedRegistry(ns, name string, w v1alpha1.WarmupSpec) *v1alpha1.ServiceR
 func gatedPod(ns, name string, srv *podServer) *corev1.Pod {
 	GinkgoHelper()
 	return newPod(ns, name, web, func(p *corev1.Pod) {
-		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}}
+		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1beta1.ReadinessGate}}
 		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports,
 			corev1.ContainerPort{Name: "http", ContainerPort: int32(srv.port)})
 	})
 }
 
 func gateCondition(status corev1.ConditionStatus, reason string) *corev1.PodCondition {
-	return &corev1.PodCondition{Type: v1alpha1.ReadinessGate, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}
+	return &corev1.PodCondition{Type: v1beta1.ReadinessGate, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}
 }
 
 // gateOf reads the pod's registrar.dev/ready condition from the API server (zero if absent).
@@ -248,14 +248,14 @@ func gateOf(pod *corev1.Pod) *corev1.PodCondition {
 	cur := &corev1.Pod{}
 	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), cur)).To(Succeed())
 	for _, c := range cur.Status.Conditions {
-		if c.Type == v1alpha1.ReadinessGate {
+		if c.Type == v1beta1.ReadinessGate {
 			return &c
 		}
 	}
 	return &corev1.PodCondition{}
 }
 
-func endpointState(reg *v1alpha1.ServiceRegistry, pod string) v1alpha1.EndpointState {
+func endpointState(reg *v1beta1.ServiceRegistry, pod string) v1beta1.EndpointState {
 	for _, e := range getRegistry(reg).Status.Endpoints {
 		if e.Pod == pod {
 			return e.State
@@ -438,7 +438,7 @@ func watchGates(ns, service string) *gateWatcher {
 func (g *gateWatcher) observe(ctx context.Context, service string, pod *corev1.Pod) {
 	var isTrue bool
 	for _, c := range pod.Status.Conditions {
-		isTrue = isTrue || (c.Type == v1alpha1.ReadinessGate && c.Status == corev1.ConditionTrue)
+		isTrue = isTrue || (c.Type == v1beta1.ReadinessGate && c.Status == corev1.ConditionTrue)
 	}
 	g.mu.Lock()
 	_, seen := g.flipped[pod.Name]

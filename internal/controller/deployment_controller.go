@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/annotations"
 )
 
@@ -83,15 +83,15 @@ func (r *DeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		return ctrl.Result{}, r.deleteRegistry(ctx, dep, reg)
 	case reg != nil && !owned:
-		r.warnOnce(dep, reg, v1alpha1.EventRegistryConflict, fmt.Sprintf(
+		r.warnOnce(dep, reg, v1beta1.EventRegistryConflict, fmt.Sprintf(
 			"ServiceRegistry %s exists and is not controlled by this Deployment: %s is ignored until it is deleted",
-			reg.Name, v1alpha1.AnnotationService))
+			reg.Name, v1beta1.AnnotationService))
 		return ctrl.Result{}, nil
 	case reg != nil && !reg.DeletionTimestamp.IsZero():
 		// Recreated once gone: the registry's deletion enqueues this Deployment again.
 		return ctrl.Result{}, nil
 	case !res.Usable && reg == nil:
-		r.warnOnce(dep, nil, v1alpha1.EventInvalidAnnotation, res.Message())
+		r.warnOnce(dep, nil, v1beta1.EventInvalidAnnotation, res.Message())
 		return ctrl.Result{}, nil
 	case !res.Usable:
 		// Keep the last valid spec in force; only report the problems.
@@ -104,8 +104,8 @@ func (r *DeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 // registry returns the ServiceRegistry named like the Deployment, nil when there is none.
-func (r *DeploymentReconciler) registry(ctx context.Context, name types.NamespacedName) (*v1alpha1.ServiceRegistry, error) {
-	reg := &v1alpha1.ServiceRegistry{}
+func (r *DeploymentReconciler) registry(ctx context.Context, name types.NamespacedName) (*v1beta1.ServiceRegistry, error) {
+	reg := &v1beta1.ServiceRegistry{}
 	if err := r.Get(ctx, name, reg); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -116,7 +116,7 @@ func (r *DeploymentReconciler) registry(ctx context.Context, name types.Namespac
 }
 
 func (r *DeploymentReconciler) createRegistry(ctx context.Context, dep *appsv1.Deployment, res annotations.Result) error {
-	reg := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: dep.Name}}
+	reg := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: dep.Name}}
 	if err := r.render(dep, reg, res); err != nil {
 		return err
 	}
@@ -126,15 +126,15 @@ func (r *DeploymentReconciler) createRegistry(ctx context.Context, dep *appsv1.D
 	}
 	r.warned.forget(client.ObjectKeyFromObject(dep))
 	log.FromContext(ctx).Info("created ServiceRegistry", "serviceRegistry", reg.Name, "service", reg.Spec.ServiceName)
-	r.Recorder.Eventf(dep, reg, corev1.EventTypeNormal, v1alpha1.EventRegistryCreated, "Register",
+	r.Recorder.Eventf(dep, reg, corev1.EventTypeNormal, v1beta1.EventRegistryCreated, "Register",
 		"created ServiceRegistry %s publishing service %s", reg.Name, reg.Spec.ServiceName)
 	if msg := res.Message(); msg != "" {
-		r.warn(dep, reg, v1alpha1.EventInvalidAnnotation, msg)
+		r.warn(dep, reg, v1beta1.EventInvalidAnnotation, msg)
 	}
 	return nil
 }
 
-func (r *DeploymentReconciler) updateRegistry(ctx context.Context, dep *appsv1.Deployment, reg *v1alpha1.ServiceRegistry, res annotations.Result) error {
+func (r *DeploymentReconciler) updateRegistry(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, res annotations.Result) error {
 	want := reg.DeepCopy()
 	if err := r.render(dep, want, res); err != nil {
 		return err
@@ -147,15 +147,15 @@ func (r *DeploymentReconciler) updateRegistry(ctx context.Context, dep *appsv1.D
 		return fmt.Errorf("update ServiceRegistry %s/%s from Deployment %s: %w", reg.Namespace, reg.Name, dep.Name, err)
 	}
 	log.FromContext(ctx).Info("updated ServiceRegistry", "serviceRegistry", reg.Name, "service", want.Spec.ServiceName)
-	if msg := res.Message(); msg != "" && msg != reg.Annotations[v1alpha1.AnnotationConfigError] {
-		r.warn(dep, want, v1alpha1.EventInvalidAnnotation, msg)
+	if msg := res.Message(); msg != "" && msg != reg.Annotations[v1beta1.AnnotationConfigError] {
+		r.warn(dep, want, v1beta1.EventInvalidAnnotation, msg)
 	}
 	return nil
 }
 
 // reportOnly records the problems on an owned registry whose spec cannot be updated.
-func (r *DeploymentReconciler) reportOnly(ctx context.Context, dep *appsv1.Deployment, reg *v1alpha1.ServiceRegistry, msg string) error {
-	if reg.Annotations[v1alpha1.AnnotationConfigError] == msg {
+func (r *DeploymentReconciler) reportOnly(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, msg string) error {
+	if reg.Annotations[v1beta1.AnnotationConfigError] == msg {
 		return nil
 	}
 	want := reg.DeepCopy()
@@ -163,11 +163,11 @@ func (r *DeploymentReconciler) reportOnly(ctx context.Context, dep *appsv1.Deplo
 	if err := r.Patch(ctx, want, client.MergeFrom(reg)); err != nil {
 		return fmt.Errorf("annotate ServiceRegistry %s/%s with the problems of Deployment %s: %w", reg.Namespace, reg.Name, dep.Name, err)
 	}
-	r.warn(dep, want, v1alpha1.EventInvalidAnnotation, msg)
+	r.warn(dep, want, v1beta1.EventInvalidAnnotation, msg)
 	return nil
 }
 
-func (r *DeploymentReconciler) deleteRegistry(ctx context.Context, dep *appsv1.Deployment, reg *v1alpha1.ServiceRegistry) error {
+func (r *DeploymentReconciler) deleteRegistry(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry) error {
 	if !reg.DeletionTimestamp.IsZero() {
 		return nil
 	}
@@ -178,21 +178,21 @@ func (r *DeploymentReconciler) deleteRegistry(ctx context.Context, dep *appsv1.D
 		return fmt.Errorf("delete ServiceRegistry %s/%s of Deployment %s: %w", reg.Namespace, reg.Name, dep.Name, err)
 	}
 	log.FromContext(ctx).Info("deleted ServiceRegistry: annotation removed", "serviceRegistry", reg.Name)
-	r.Recorder.Eventf(dep, reg, corev1.EventTypeNormal, v1alpha1.EventRegistryDeleted, "Unregister",
-		"deleted ServiceRegistry %s: the Deployment no longer has %s", reg.Name, v1alpha1.AnnotationService)
+	r.Recorder.Eventf(dep, reg, corev1.EventTypeNormal, v1beta1.EventRegistryDeleted, "Unregister",
+		"deleted ServiceRegistry %s: the Deployment no longer has %s", reg.Name, v1beta1.AnnotationService)
 	return nil
 }
 
 // render sets what the Deployment decides on its registry: label, config-error annotation,
 // controller reference and spec. Everything else (finalizers, status, other metadata) stays.
-func (r *DeploymentReconciler) render(dep *appsv1.Deployment, reg *v1alpha1.ServiceRegistry, res annotations.Result) error {
+func (r *DeploymentReconciler) render(dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, res annotations.Result) error {
 	// A Deployment name may be longer than a label value can be; the ownerReference is what
 	// registrar relies on, the label is for people and selectors.
 	if len(validation.IsValidLabelValue(dep.Name)) == 0 {
 		if reg.Labels == nil {
 			reg.Labels = map[string]string{}
 		}
-		reg.Labels[v1alpha1.LabelDeployment] = dep.Name
+		reg.Labels[v1beta1.LabelDeployment] = dep.Name
 	}
 	setConfigError(reg, res.Message())
 	// blockOwnerDeletion would require update on deployments/finalizers where the
@@ -206,9 +206,9 @@ func (r *DeploymentReconciler) render(dep *appsv1.Deployment, reg *v1alpha1.Serv
 }
 
 // setConfigError sets the config-error annotation to msg, or removes it when msg is empty.
-func setConfigError(reg *v1alpha1.ServiceRegistry, msg string) {
+func setConfigError(reg *v1beta1.ServiceRegistry, msg string) {
 	if msg == "" {
-		delete(reg.Annotations, v1alpha1.AnnotationConfigError)
+		delete(reg.Annotations, v1beta1.AnnotationConfigError)
 		if len(reg.Annotations) == 0 {
 			reg.Annotations = nil
 		}
@@ -217,17 +217,17 @@ func setConfigError(reg *v1alpha1.ServiceRegistry, msg string) {
 	if reg.Annotations == nil {
 		reg.Annotations = map[string]string{}
 	}
-	reg.Annotations[v1alpha1.AnnotationConfigError] = msg
+	reg.Annotations[v1beta1.AnnotationConfigError] = msg
 }
 
 // warnOnce emits a Warning on the Deployment unless it is the one last emitted for it.
-func (r *DeploymentReconciler) warnOnce(dep *appsv1.Deployment, related *v1alpha1.ServiceRegistry, reason, msg string) {
+func (r *DeploymentReconciler) warnOnce(dep *appsv1.Deployment, related *v1beta1.ServiceRegistry, reason, msg string) {
 	if r.warned.changed(client.ObjectKeyFromObject(dep), reason+"\x00"+msg) {
 		r.warn(dep, related, reason, msg)
 	}
 }
 
-func (r *DeploymentReconciler) warn(dep *appsv1.Deployment, related *v1alpha1.ServiceRegistry, reason, msg string) {
+func (r *DeploymentReconciler) warn(dep *appsv1.Deployment, related *v1beta1.ServiceRegistry, reason, msg string) {
 	var rel runtime.Object // a nil *ServiceRegistry must not become a non-nil interface
 	if related != nil {
 		rel = related
@@ -282,7 +282,7 @@ func (w *warnings) forget(name types.NamespacedName) {
 func (r *DeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&appsv1.Deployment{}, builder.WithPredicates(annotatedDeployment())).
-		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(deploymentOfRegistry),
+		Watches(&v1beta1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(deploymentOfRegistry),
 			builder.WithPredicates(registryChanged())).
 		Named("deployment").
 		WithOptions(shardedOptions(controller.Options{}, r.Shards, listAnnotatedDeployments(mgr.GetClient()))).
@@ -296,7 +296,7 @@ func deploymentOfRegistry(_ context.Context, reg client.Object) []reconcile.Requ
 }
 
 func hasServiceAnnotation(o client.Object) bool {
-	_, ok := o.GetAnnotations()[v1alpha1.AnnotationService]
+	_, ok := o.GetAnnotations()[v1beta1.AnnotationService]
 	return ok
 }
 

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Issue 13, hole 4: the drain advice and the deregistration lag are measured only from a
@@ -29,8 +29,8 @@ var _ = Describe("Drain advice", func() {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-"}}
 		Expect(k8sClient.Create(ctx, n)).To(Succeed())
 
-		tight := func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](5), CallerCacheSeconds: ptr.To[int32](5)}
+		tight := func(r *v1beta1.ServiceRegistry) {
+			r.Spec.Drain = &v1beta1.DrainSpec{Seconds: ptr.To[int32](5), CallerCacheSeconds: ptr.To[int32](5)}
 		}
 		lost := newRegistry(ns, "lost", "lost")
 		updateRegistry(lost, tight)
@@ -47,13 +47,13 @@ var _ = Describe("Drain advice", func() {
 		putLease(n.Name, time.Now(), 2)
 		Eventually(func() []string { return storedPods("lost", ns) }).WithTimeout(timeout).Should(BeEmpty())
 
-		for _, reg := range []*v1alpha1.ServiceRegistry{lost, quiet} {
+		for _, reg := range []*v1beta1.ServiceRegistry{lost, quiet} {
 			Eventually(func(g Gomega) {
 				st := getRegistry(reg).Status
 				g.Expect(st.Drain).NotTo(BeNil())
 				g.Expect(st.ObservedGeneration).To(Equal(getRegistry(reg).Generation))
 			}).WithTimeout(timeout).Should(Succeed())
-			Consistently(condition(reg, v1alpha1.ConditionDrainSufficient)).WithTimeout(2*time.Second).
+			Consistently(condition(reg, v1beta1.ConditionDrainSufficient)).WithTimeout(2*time.Second).
 				Should(haveCondition(metav1.ConditionTrue, "DrainCoversCallers"), "registry %s", reg.Name)
 			Expect(getRegistry(reg).Status.Drain.DeregistrationLagMillis).To(BeZero(), "registry %s", reg.Name)
 		}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -36,8 +36,8 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 	now := r.Clock.Now()
 	for _, ep := range changes.Create {
 		if p, ok := s.selectedPod(ep.Pod); ok {
-			if r.endpointEvent(now, v1alpha1.EventRegistered) {
-				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventRegistered, "Register",
+			if r.endpointEvent(now, v1beta1.EventRegistered) {
+				r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1beta1.EventRegistered, "Register",
 					"registered %s in service %s", ep.Address, s.target.Service)
 			}
 			if at, ok := readySince(p.pod); ok {
@@ -48,14 +48,14 @@ func (r *ServiceRegistryReconciler) recordChanges(s *reconcileScope, changes sto
 	for _, rec := range changes.Delete {
 		p, ok := s.selectedPod(rec.Pod)
 		if !ok {
-			if r.endpointEvent(now, v1alpha1.EventDeregistered) {
-				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
-					"deregistered pod %s (%s): %s", rec.Pod, rec.Address, v1alpha1.ReasonPodDeleted)
+			if r.endpointEvent(now, v1beta1.EventDeregistered) {
+				r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1beta1.EventDeregistered, "Deregister",
+					"deregistered pod %s (%s): %s", rec.Pod, rec.Address, v1beta1.ReasonPodDeleted)
 			}
 			continue
 		}
-		if r.endpointEvent(now, v1alpha1.EventDeregistered) {
-			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1alpha1.EventDeregistered, "Deregister",
+		if r.endpointEvent(now, v1beta1.EventDeregistered) {
+			r.Recorder.Eventf(p.pod, s.reg, corev1.EventTypeNormal, v1beta1.EventDeregistered, "Deregister",
 				"deregistered %s from service %s: %s", rec.Address, s.target.Service, p.verdict.Reason)
 		}
 		if lag, ok := eligibility.DeregistrationLag(p.pod, p.verdict, now); ok {
@@ -93,11 +93,11 @@ func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {
 				was = &s.originalStatus.Conditions[i]
 			}
 		}
-		if (was != nil && was.Status == c.Status && was.Reason == c.Reason) || c.Type == v1alpha1.ConditionReconciling {
+		if (was != nil && was.Status == c.Status && was.Reason == c.Reason) || c.Type == v1beta1.ConditionReconciling {
 			continue // Reconciling comes and goes with every rollout: no Event
 		}
 		typ := corev1.EventTypeNormal
-		if c.Status != metav1.ConditionTrue || c.Type == v1alpha1.ConditionStalled || c.Type == v1alpha1.ConditionDeregistrationHeld {
+		if c.Status != metav1.ConditionTrue || c.Type == v1beta1.ConditionStalled || c.Type == v1beta1.ConditionDeregistrationHeld {
 			typ = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(s.reg, nil, typ, c.Reason, "Reconcile", "%s: %s", c.Type, c.Message)
@@ -107,7 +107,7 @@ func (r *ServiceRegistryReconciler) emitConditionEvents(s *reconcileScope) {
 // recordEndpointStates sets the registry's registrar_endpoints gauges: each selected pod by
 // its state, an eligible pod counting as Registered only when the store holds it. Nothing
 // is set while the store could not be read.
-func recordEndpointStates(reg *v1alpha1.ServiceRegistry, pods []selectedPod, stored map[string]store.Record) {
+func recordEndpointStates(reg *v1beta1.ServiceRegistry, pods []selectedPod, stored map[string]store.Record) {
 	if stored == nil {
 		return
 	}
@@ -115,7 +115,7 @@ func recordEndpointStates(reg *v1alpha1.ServiceRegistry, pods []selectedPod, sto
 	for _, p := range pods {
 		st := p.verdict.State
 		if rec, ok := stored[p.pod.Name]; p.verdict.Eligible() && (!ok || rec.UID != string(p.pod.UID)) {
-			st = v1alpha1.EndpointPending
+			st = v1beta1.EndpointPending
 		}
 		if i := slices.Index(endpointStates[:], st); i >= 0 {
 			counts[i]++
@@ -127,8 +127,8 @@ func recordEndpointStates(reg *v1alpha1.ServiceRegistry, pods []selectedPod, sto
 }
 
 // endpointStates are the states registrar_endpoints counts, in the order of endpointGauges.
-var endpointStates = [...]v1alpha1.EndpointState{v1alpha1.EndpointPending, v1alpha1.EndpointWarmingUp,
-	v1alpha1.EndpointRegistered, v1alpha1.EndpointUnready, v1alpha1.EndpointDraining}
+var endpointStates = [...]v1beta1.EndpointState{v1beta1.EndpointPending, v1beta1.EndpointWarmingUp,
+	v1beta1.EndpointRegistered, v1beta1.EndpointUnready, v1beta1.EndpointDraining}
 
 // endpointGauges holds each registry's registrar_endpoints gauges, one per endpointStates,
 // so that a reconcile sets them without hashing their labels again. A registry is

@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
@@ -44,7 +44,7 @@ func NewBudgetedStatusWriter(c client.Client, qps int, clk clock.WithTicker) *St
 
 // Submit hands the writer the newest status of a registry, computed over reg's status: it is
 // urgent as the reconciler's would be (regstatus.Urgent).
-func (s *StatusWriter) Submit(reg *v1alpha1.ServiceRegistry, st v1alpha1.ServiceRegistryStatus) {
+func (s *StatusWriter) Submit(reg *v1beta1.ServiceRegistry, st v1beta1.ServiceRegistryStatus) {
 	s.w.submit(client.ObjectKeyFromObject(reg), reg.UID, st, regstatus.Urgent(reg.Status, st))
 }
 

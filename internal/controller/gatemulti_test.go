@@ -9,8 +9,9 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Issue 13, hole 6: with several registries selecting one gated pod, the gate means every one
@@ -21,18 +22,18 @@ var _ = Describe("Gate with several registries", func() {
 
 	It("turns True only after the warm-up registry warmed the pod up and both stores hold it", func() {
 		srv := startPodServer("127.0.0.31", http.StatusOK, 0)
-		plain := &v1alpha1.ServiceRegistry{
+		plain := &v1beta1.ServiceRegistry{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"},
-			Spec: v1alpha1.ServiceRegistrySpec{
+			Spec: v1beta1.ServiceRegistrySpec{
 				Selector: metav1.LabelSelector{MatchLabels: web},
-				Ports:    []v1alpha1.ServicePort{{Name: "http", TargetPort: "http"}},
+				Ports:    []v1beta1.ServicePort{{Name: "http", TargetPort: "http"}},
 			},
 		}
 		Expect(k8sClient.Create(context.Background(), plain)).To(Succeed())
 		DeferCleanup(deleteRegistry, plain)
-		newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{
+		newGatedRegistry(ns, "web", v1beta1.WarmupSpec{
 			Paths: []string{"/warm"}, Requests: 4, Concurrency: 1,
-			MinDuration: &metav1.Duration{Duration: 1500 * time.Millisecond},
+			MinDurationMillis: ptr.To[int32](1500),
 		})
 		gatesWeb := watchGates(ns, "web")
 		gatesPlain := watchGates(ns, "plain")

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -60,7 +60,7 @@ func (g *gateReleaser) setup(mgr ctrl.Manager, shards Shards) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gaterelease").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(waitingGate))).
-		Watches(&v1alpha1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(g.waitingPodsOf),
+		Watches(&v1beta1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(g.waitingPodsOf),
 			builder.WithPredicates(notStatusOnly(g.versions))).
 		WithOptions(shardedOptions(controller.Options{}, shards, listWaitingPods(mgr.GetClient()))).
 		Complete(sharded(g, shards))
@@ -72,8 +72,8 @@ func (g *gateReleaser) setup(mgr ctrl.Manager, shards Shards) error {
 // versions remembers the answer per update for the other handlers that ask it.
 func notStatusOnly(versions *echo.Statuses) predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		old, okOld := e.ObjectOld.(*v1alpha1.ServiceRegistry)
-		cur, okNew := e.ObjectNew.(*v1alpha1.ServiceRegistry)
+		old, okOld := e.ObjectOld.(*v1beta1.ServiceRegistry)
+		cur, okNew := e.ObjectNew.(*v1beta1.ServiceRegistry)
 		return !okOld || !okNew || !versions.StatusOnly(old, cur)
 	}}
 }
@@ -81,7 +81,7 @@ func notStatusOnly(versions *echo.Statuses) predicate.Predicate {
 // waitingPodsOf maps a ServiceRegistry event (old and new object) to the waiting gated pods
 // of its namespace that its selector matches: those it may have just stopped managing.
 func (g *gateReleaser) waitingPodsOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	reg, ok := obj.(*v1alpha1.ServiceRegistry)
+	reg, ok := obj.(*v1beta1.ServiceRegistry)
 	if !ok {
 		return nil
 	}
@@ -136,7 +136,7 @@ func (g *gateReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	}
 	msg := fmt.Sprintf("released by registrar: no ServiceRegistry manages this pod (%s); the pod becomes Ready without being registered",
 		unmanagedWhy(pod, claimants))
-	err = g.setGate(ctx, pod, corev1.ConditionTrue, v1alpha1.GateReleased, msg, pod.ResourceVersion)
+	err = g.setGate(ctx, pod, corev1.ConditionTrue, v1beta1.GateReleased, msg, pod.ResourceVersion)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return ctrl.Result{}, nil // a newer version of the pod is on its way here
 	}
@@ -144,7 +144,7 @@ func (g *gateReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		return ctrl.Result{}, err
 	}
 	metrics.GatesReleased.Inc()
-	g.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, v1alpha1.EventGateReleased, "ReleaseGate", "%s", msg)
+	g.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, v1beta1.EventGateReleased, "ReleaseGate", "%s", msg)
 	log.FromContext(ctx).Info("released the gate of an unmanaged pod", "pod", req.NamespacedName, "why", msg)
 	return ctrl.Result{}, nil
 }

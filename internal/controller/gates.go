@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -88,7 +88,7 @@ func (r *ServiceRegistryReconciler) setGate(ctx context.Context, pod *corev1.Pod
 	patch := map[string]any{
 		"metadata": guard,
 		"status": map[string]any{"conditions": []corev1.PodCondition{{
-			Type: v1alpha1.ReadinessGate, Status: status, Reason: reason, Message: msg,
+			Type: v1beta1.ReadinessGate, Status: status, Reason: reason, Message: msg,
 			LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 		}}},
 	}
@@ -98,7 +98,7 @@ func (r *ServiceRegistryReconciler) setGate(ctx context.Context, pod *corev1.Pod
 	}
 	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
 	if err := r.Status().Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, raw)); err != nil {
-		return fmt.Errorf("set %s=%s (%s) on pod %s/%s: %w", v1alpha1.ReadinessGate, status, reason, pod.Namespace, pod.Name, err)
+		return fmt.Errorf("set %s=%s (%s) on pod %s/%s: %w", v1beta1.ReadinessGate, status, reason, pod.Namespace, pod.Name, err)
 	}
 	return nil
 }

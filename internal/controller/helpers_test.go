@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -73,13 +73,13 @@ func putRaw(k string, value any) {
 
 // newRegistry creates a ServiceRegistry selecting app=<app> with an "http" port 8080 and a
 // "metrics" port resolved from the container port named "metrics".
-func newRegistry(ns, name, app string) *v1alpha1.ServiceRegistry {
+func newRegistry(ns, name, app string) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-			Ports: []v1alpha1.ServicePort{
+			Ports: []v1beta1.ServicePort{
 				{Name: "http", Port: 8080},
 				{Name: "metrics", TargetPort: "metrics"},
 			},
@@ -92,7 +92,7 @@ func newRegistry(ns, name, app string) *v1alpha1.ServiceRegistry {
 
 // deleteRegistry deletes reg and waits until its finalizer ran, so no spec leaves work
 // behind for the operator (envtest has no namespace controller to clean up).
-func deleteRegistry(reg *v1alpha1.ServiceRegistry) {
+func deleteRegistry(reg *v1beta1.ServiceRegistry) {
 	GinkgoHelper()
 	err := k8sClient.Delete(context.Background(), reg)
 	if apierrors.IsNotFound(err) {
@@ -100,18 +100,18 @@ func deleteRegistry(reg *v1alpha1.ServiceRegistry) {
 	}
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func() bool {
-		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &v1alpha1.ServiceRegistry{}))
+		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &v1beta1.ServiceRegistry{}))
 	}).WithTimeout(timeout).Should(BeTrue(), "ServiceRegistry %s was not finalized", reg.Name)
 }
 
-func getRegistry(reg *v1alpha1.ServiceRegistry) *v1alpha1.ServiceRegistry {
+func getRegistry(reg *v1beta1.ServiceRegistry) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
-	out := &v1alpha1.ServiceRegistry{}
+	out := &v1beta1.ServiceRegistry{}
 	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), out)).To(Succeed())
 	return out
 }
 
-func condition(reg *v1alpha1.ServiceRegistry, typ string) func() *metav1.Condition {
+func condition(reg *v1beta1.ServiceRegistry, typ string) func() *metav1.Condition {
 	return func() *metav1.Condition {
 		return meta.FindStatusCondition(getRegistry(reg).Status.Conditions, typ)
 	}
@@ -187,7 +187,7 @@ func updatePodStatus(pod *corev1.Pod, phase corev1.PodPhase, ip string, ready bo
 
 // updateRegistry applies mutate to the latest version of reg, retrying on conflicts with
 // the operator's own writes.
-func updateRegistry(reg *v1alpha1.ServiceRegistry, mutate func(*v1alpha1.ServiceRegistry)) {
+func updateRegistry(reg *v1beta1.ServiceRegistry, mutate func(*v1beta1.ServiceRegistry)) {
 	GinkgoHelper()
 	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := getRegistry(reg)

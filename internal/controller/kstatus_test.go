@@ -18,16 +18,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
 // kstatusOf reads reg from the API server as unstructured, as GitOps tools (Flux, Argo CD
 // through gitops-engine) do, and computes its kstatus.
-func kstatusOf(reg *v1alpha1.ServiceRegistry) func(g Gomega) *status.Result {
+func kstatusOf(reg *v1beta1.ServiceRegistry) func(g Gomega) *status.Result {
 	return func(g Gomega) *status.Result {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ServiceRegistry"))
+		u.SetGroupVersionKind(v1beta1.GroupVersion.WithKind("ServiceRegistry"))
 		g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), u)).To(Succeed())
 		res, err := status.Compute(u)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -52,28 +52,28 @@ var _ = Describe("kstatus", func() {
 		readyPod(ns, "web-1", web, "10.0.0.1")
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
 		Eventually(kstatusOf(reg)).WithTimeout(timeout).Should(haveKstatus(status.CurrentStatus, ""))
-		Expect(condition(reg, v1alpha1.ConditionReady)()).To(haveCondition(metav1.ConditionTrue, "AllRegistered"))
-		Expect(condition(reg, v1alpha1.ConditionReconciling)()).To(BeNil())
-		Expect(condition(reg, v1alpha1.ConditionStalled)()).To(BeNil())
+		Expect(condition(reg, v1beta1.ConditionReady)()).To(haveCondition(metav1.ConditionTrue, "AllRegistered"))
+		Expect(condition(reg, v1beta1.ConditionReconciling)()).To(BeNil())
+		Expect(condition(reg, v1beta1.ConditionStalled)()).To(BeNil())
 		Expect(kubectlWaitReady(ns, reg.Name, "30s")).To(Succeed())
 	})
 
 	It("is InProgress while a pod warms up, also after a new generation was evaluated", func() {
 		srv := startPodServer("127.0.0.3", http.StatusOK, 0)
-		reg := newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{
+		reg := newGatedRegistry(ns, "web", v1beta1.WarmupSpec{
 			Paths: []string{"/warm"}, Requests: 1,
-			Timeout:     &metav1.Duration{Duration: 10 * time.Minute},
-			MinDuration: &metav1.Duration{Duration: 10 * time.Minute},
+			TimeoutMillis:     600000,
+			MinDurationMillis: ptr.To[int32](600000),
 		})
 		pod := gatedPod(ns, "web-1", srv)
 		setPodStatus(pod, corev1.PodRunning, srv.ip, true)
 
 		Eventually(kstatusOf(reg)).WithTimeout(timeout).Should(haveKstatus(status.InProgressStatus, "WarmingUp"))
-		Expect(condition(reg, v1alpha1.ConditionReconciling)()).To(haveCondition(metav1.ConditionTrue, "WarmingUp"))
+		Expect(condition(reg, v1beta1.ConditionReconciling)()).To(haveCondition(metav1.ConditionTrue, "WarmingUp"))
 
 		// A new generation: kstatus says InProgress until observedGeneration catches up
 		// (LatestGenerationNotObserved), and after that because the pod still warms up.
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](20)} })
+		updateRegistry(reg, func(r *v1beta1.ServiceRegistry) { r.Spec.Drain = &v1beta1.DrainSpec{Seconds: ptr.To[int32](20)} })
 		Eventually(func(g Gomega) {
 			cur := getRegistry(reg)
 			g.Expect(cur.Generation).To(BeNumerically(">", 1))
@@ -89,8 +89,8 @@ var _ = Describe("kstatus", func() {
 		readyPod(ns, "web-1", web, "10.0.0.1")
 
 		Eventually(kstatusOf(reg)).WithTimeout(timeout).Should(haveKstatus(status.FailedStatus, "KeyConflict"))
-		Expect(condition(reg, v1alpha1.ConditionStalled)()).To(haveCondition(metav1.ConditionTrue, "KeyConflict"))
-		Expect(condition(reg, v1alpha1.ConditionReady)()).To(haveCondition(metav1.ConditionFalse, "KeyConflict"))
+		Expect(condition(reg, v1beta1.ConditionStalled)()).To(haveCondition(metav1.ConditionTrue, "KeyConflict"))
+		Expect(condition(reg, v1beta1.ConditionReady)()).To(haveCondition(metav1.ConditionFalse, "KeyConflict"))
 		Expect(kubectlWaitReady(ns, reg.Name, "1s")).NotTo(Succeed())
 	})
 })

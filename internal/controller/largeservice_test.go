@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Issue 34, defect 1: a service of thousands of pods is planned, written and deleted like a
@@ -27,7 +27,7 @@ var _ = Describe("A registry over 150 ready pods", func() {
 		pods := make([]*corev1.Pod, 0, n)
 		for i := range n {
 			pod := newPod(ns, fmt.Sprintf("%s-%03d", app, i), map[string]string{"app": app}, func(p *corev1.Pod) {
-				p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}}
+				p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1beta1.ReadinessGate}}
 			})
 			setPodStatus(pod, corev1.PodRunning, fmt.Sprintf("10.34.%d.%d", i/250, i%250+1), true)
 			pods = append(pods, pod)
@@ -42,7 +42,7 @@ var _ = Describe("A registry over 150 ready pods", func() {
 			n := 0
 			for _, p := range pods.Items {
 				for _, c := range p.Status.Conditions {
-					if c.Type == v1alpha1.ReadinessGate && c.Status == corev1.ConditionTrue {
+					if c.Type == v1beta1.ReadinessGate && c.Status == corev1.ConditionTrue {
 						n++
 					}
 				}
@@ -50,7 +50,7 @@ var _ = Describe("A registry over 150 ready pods", func() {
 			return n
 		}
 	}
-	registered := func(reg *v1alpha1.ServiceRegistry) func() int32 {
+	registered := func(reg *v1beta1.ServiceRegistry) func() int32 {
 		return func() int32 { return getRegistry(reg).Status.Registered }
 	}
 

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
@@ -63,10 +63,10 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 			continue
 		}
 		switch {
-		case p.verdict.Reason == v1alpha1.ReasonNodeLeaseExpired:
+		case p.verdict.Reason == v1beta1.ReasonNodeLeaseExpired:
 			placement[p.pod.Spec.NodeName]++
 			lapsed[p.pod.Spec.NodeName] = true
-		case p.verdict.Eligible() || p.verdict.State == v1alpha1.EndpointWarmingUp:
+		case p.verdict.Eligible() || p.verdict.State == v1beta1.EndpointWarmingUp:
 			placement[p.pod.Spec.NodeName]++
 		}
 	}
@@ -92,12 +92,12 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 	// falls under the threshold) gives those nodes a fresh bound from now, as the node
 	// lifecycle controller resets every node's probe time when it leaves full disruption:
 	// otherwise the last nodes to be seen renewing would be deregistered on the way out.
-	grace := !d.Hold && meta.FindStatusCondition(s.originalStatus.Conditions, v1alpha1.ConditionDeregistrationHeld) != nil
+	grace := !d.Hold && meta.FindStatusCondition(s.originalStatus.Conditions, v1beta1.ConditionDeregistrationHeld) != nil
 	held := 0
 	if d.Hold || grace {
 		registered := r.registeredPods(s)
 		for i, p := range s.selected {
-			if p.verdict.Reason != v1alpha1.ReasonNodeLeaseExpired || !registered[p.pod.Name] || nodeGone(s, p.pod.Spec.NodeName) {
+			if p.verdict.Reason != v1beta1.ReasonNodeLeaseExpired || !registered[p.pod.Name] || nodeGone(s, p.pod.Spec.NodeName) {
 				continue
 			}
 			if d.Trickle && g.releaser.Released(p.pod.Spec.NodeName, r.LeaseGuard.SecondaryRate, now) {
@@ -112,7 +112,7 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 			if err != nil {
 				continue
 			}
-			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointRegistered, Reason: v1alpha1.ReasonDeregistrationHeld}
+			p.verdict = eligibility.Verdict{State: v1beta1.EndpointRegistered, Reason: v1beta1.ReasonDeregistrationHeld}
 			p.endpoint = ep
 			s.selected[i] = p
 			s.desired[p.pod.Name] = ep
@@ -151,7 +151,7 @@ func (r *ServiceRegistryReconciler) registeredPods(s *reconcileScope) map[string
 		uid[p.pod.Name] = string(p.pod.UID)
 	}
 	for _, e := range s.originalStatus.Endpoints {
-		if e.State == v1alpha1.EndpointRegistered && e.UID == uid[e.Pod] {
+		if e.State == v1beta1.EndpointRegistered && e.UID == uid[e.Pod] {
 			out[e.Pod] = true
 		}
 	}
@@ -175,19 +175,19 @@ func (r *ServiceRegistryReconciler) registeredPods(s *reconcileScope) map[string
 // Event when it comes is emitConditionEvents').
 func (r *ServiceRegistryReconciler) holdCondition(s *reconcileScope) {
 	if s.hold == nil {
-		if meta.FindStatusCondition(s.reg.Status.Conditions, v1alpha1.ConditionDeregistrationHeld) != nil {
-			meta.RemoveStatusCondition(&s.reg.Status.Conditions, v1alpha1.ConditionDeregistrationHeld)
-			r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1alpha1.EventDeregistrationResumed, "Reconcile",
+		if meta.FindStatusCondition(s.reg.Status.Conditions, v1beta1.ConditionDeregistrationHeld) != nil {
+			meta.RemoveStatusCondition(&s.reg.Status.Conditions, v1beta1.ConditionDeregistrationHeld)
+			r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1beta1.EventDeregistrationResumed, "Reconcile",
 				"node Lease deregistrations resume: the Leases were renewed or the share of lapsed endpoints fell under the threshold")
 		}
 		return
 	}
-	reason := v1alpha1.ReasonNodeLeasesLapsedInRegistry
+	reason := v1beta1.ReasonNodeLeasesLapsedInRegistry
 	if s.hold.decision.Scope == leaseguard.ScopeCluster {
-		reason = v1alpha1.ReasonNodeLeasesLapsedInCluster
+		reason = v1beta1.ReasonNodeLeasesLapsedInCluster
 	}
 	meta.SetStatusCondition(&s.reg.Status.Conditions, metav1.Condition{
-		Type: v1alpha1.ConditionDeregistrationHeld, Status: metav1.ConditionTrue, Reason: reason,
+		Type: v1beta1.ConditionDeregistrationHeld, Status: metav1.ConditionTrue, Reason: reason,
 		Message: s.hold.decision.Message(s.hold.held), ObservedGeneration: s.reg.Generation,
 		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})

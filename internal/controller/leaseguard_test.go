@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Issue 19, item 5: node Lease lapses that would remove most of a registry's endpoints at
@@ -26,7 +26,7 @@ var _ = Describe("Node Lease guard", func() {
 	var (
 		ctx   context.Context
 		ns    string
-		reg   *v1alpha1.ServiceRegistry
+		reg   *v1beta1.ServiceRegistry
 		names []string
 	)
 	BeforeEach(func() {
@@ -128,13 +128,13 @@ var _ = Describe("Node Lease guard", func() {
 		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(8*time.Second).Should(ConsistOf(all),
 			"a mass lapse of node Leases deregistered the pods")
 		// the registry's share is 100 %; so is the cluster's unless other tests' pods sit on nodes
-		Eventually(condition(reg, v1alpha1.ConditionDeregistrationHeld)).WithTimeout(timeout).
-			Should(Or(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonNodeLeasesLapsedInRegistry),
-				haveCondition(metav1.ConditionTrue, v1alpha1.ReasonNodeLeasesLapsedInCluster)))
+		Eventually(condition(reg, v1beta1.ConditionDeregistrationHeld)).WithTimeout(timeout).
+			Should(Or(haveCondition(metav1.ConditionTrue, v1beta1.ReasonNodeLeasesLapsedInRegistry),
+				haveCondition(metav1.ConditionTrue, v1beta1.ReasonNodeLeasesLapsedInCluster)))
 		Expect(storedPods("web", ns)).To(ConsistOf(all), "endpoints left the store during the hold")
-		Eventually(endpointReason("web-2")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonDeregistrationHeld))
+		Eventually(endpointReason("web-2")).WithTimeout(timeout).Should(Equal(v1beta1.ReasonDeregistrationHeld))
 		Eventually(func() []string {
-			return append(events(v1alpha1.ReasonNodeLeasesLapsedInRegistry)(), events(v1alpha1.ReasonNodeLeasesLapsedInCluster)()...)
+			return append(events(v1beta1.ReasonNodeLeasesLapsedInRegistry)(), events(v1beta1.ReasonNodeLeasesLapsedInCluster)()...)
 		}).WithTimeout(timeout).Should(ContainElement(And(HavePrefix("Warning: "), ContainSubstring("endpoint(s) kept in the store"))))
 
 		// (the Event is the hold's first message: the Leases lapse a few ms apart, so it may
@@ -142,12 +142,12 @@ var _ = Describe("Node Lease guard", func() {
 		// a removal for the pod's own status is never held
 		setPodStatus(pods[1], corev1.PodRunning, "10.0.0.2", false)
 		eventuallyStored("web", ns).Should(ConsistOf("web-0", "web-2", "web-3"))
-		Eventually(endpointReason("web-1")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonContainersNotReady))
+		Eventually(endpointReason("web-1")).WithTimeout(timeout).Should(Equal(v1beta1.ReasonContainersNotReady))
 
 		renewing(names...) // the kubelets are back
-		Eventually(condition(reg, v1alpha1.ConditionDeregistrationHeld)).WithTimeout(timeout).Should(BeNil())
-		Eventually(events(v1alpha1.EventDeregistrationResumed)).WithTimeout(timeout).Should(ContainElement(HavePrefix("Normal: ")))
-		Eventually(endpointReason("web-2")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonContainersReady))
+		Eventually(condition(reg, v1beta1.ConditionDeregistrationHeld)).WithTimeout(timeout).Should(BeNil())
+		Eventually(events(v1beta1.EventDeregistrationResumed)).WithTimeout(timeout).Should(ContainElement(HavePrefix("Normal: ")))
+		Eventually(endpointReason("web-2")).WithTimeout(timeout).Should(Equal(v1beta1.ReasonContainersReady))
 		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(2 * time.Second).Should(ConsistOf("web-0", "web-2", "web-3"))
 	})
 
@@ -167,7 +167,7 @@ var _ = Describe("Node Lease guard", func() {
 		took := time.Since(lost)
 		GinkgoWriter.Printf("one lost node's pod deregistered %s after its last renewal (Lease 3 s)\n", took)
 		AddReportEntry("lost node deregistered after", took.String())
-		Eventually(endpointReason("web-0")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
-		Expect(condition(reg, v1alpha1.ConditionDeregistrationHeld)()).To(BeNil())
+		Eventually(endpointReason("web-0")).WithTimeout(timeout).Should(Equal(v1beta1.ReasonNodeLeaseExpired))
+		Expect(condition(reg, v1beta1.ConditionDeregistrationHeld)()).To(BeNil())
 	})
 })

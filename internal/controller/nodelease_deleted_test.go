@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -23,7 +23,7 @@ var _ = Describe("Deleted nodes and node Leases", func() {
 	var (
 		ctx  context.Context
 		ns   string
-		reg  *v1alpha1.ServiceRegistry
+		reg  *v1beta1.ServiceRegistry
 		node *corev1.Node
 	)
 	BeforeEach(func() {
@@ -82,7 +82,7 @@ var _ = Describe("Deleted nodes and node Leases", func() {
 		readyPod(ns, "web-1", web, "10.0.0.1", func(p *corev1.Pod) { p.Spec.NodeName = node.Name })
 		readyPod(ns, "web-2", web, "10.0.0.2") // not on the lost node
 		eventuallyStored("web", ns).Should(ConsistOf("web-1", "web-2"))
-		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
+		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1beta1.ReasonNodeLeaseExpired))
 		eventuallyStored("web", ns).Should(ConsistOf("web-2"))
 
 		deleteNodeAndLease()
@@ -100,7 +100,7 @@ var _ = Describe("Deleted nodes and node Leases", func() {
 		readyPod(ns, "web-1", web, "10.0.0.1", func(p *corev1.Pod) { p.Spec.NodeName = node.Name })
 		readyPod(ns, "web-2", web, "10.0.0.2")
 		eventuallyStored("web", ns).Should(ConsistOf("web-1", "web-2"))
-		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
+		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1beta1.ReasonNodeLeaseExpired))
 		eventuallyStored("web", ns).Should(ConsistOf("web-2"))
 
 		Expect(k8sClient.Delete(ctx, nodeLeaseOf(node.Name))).To(Succeed())
@@ -115,7 +115,7 @@ var _ = Describe("Deleted nodes and node Leases", func() {
 
 		Expect(k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}})).To(Succeed())
 		eventuallyStored("web", ns).Should(ConsistOf("web-2"), "the pod of a deleted node stayed in the store")
-		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
+		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1beta1.ReasonNodeLeaseExpired))
 		staysOut("the pod of a deleted node came back to the store")
 	})
 
@@ -140,7 +140,7 @@ var _ = Describe("Deleted nodes and node Leases", func() {
 		}
 		eventuallyStored("web", ns).Should(ConsistOf("web-3"), "the pods of deleted Nodes were held in the store")
 		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(3 * time.Second).Should(ConsistOf("web-3"))
-		Expect(condition(reg, v1alpha1.ConditionDeregistrationHeld)()).To(BeNil())
+		Expect(condition(reg, v1beta1.ConditionDeregistrationHeld)()).To(BeNil())
 	})
 
 	// An operator that starts after a Node was deleted never sees the deletion: the pods still
@@ -151,7 +151,7 @@ var _ = Describe("Deleted nodes and node Leases", func() {
 		readyPod(ns, "web-1", web, "10.0.0.1", func(p *corev1.Pod) { p.Spec.NodeName = missing })
 		readyPod(ns, "web-2", web, "10.0.0.2")
 		eventuallyStored("web", ns).Should(ConsistOf("web-2"))
-		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
+		Eventually(reasonOf("web-1")).WithTimeout(timeout).Should(Equal(v1beta1.ReasonNodeLeaseExpired))
 		touch()
 		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(3 * time.Second).Should(ConsistOf("web-2"))
 

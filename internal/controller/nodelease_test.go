@@ -13,14 +13,14 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 var _ = Describe("Node Leases", func() {
 	var (
 		ctx  context.Context
 		ns   string
-		reg  *v1alpha1.ServiceRegistry
+		reg  *v1beta1.ServiceRegistry
 		node string
 	)
 	BeforeEach(func() {
@@ -50,7 +50,7 @@ var _ = Describe("Node Leases", func() {
 				}
 			}
 			return ""
-		}).WithTimeout(timeout).Should(Equal(v1alpha1.ReasonNodeLeaseExpired))
+		}).WithTimeout(timeout).Should(Equal(v1beta1.ReasonNodeLeaseExpired))
 
 		renewLease(lease, time.Now())
 		eventuallyStored("web", ns).Should(ConsistOf("web-1", "web-2"))

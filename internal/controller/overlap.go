@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -37,7 +37,7 @@ type claim struct {
 // select (eligibility.Overlaps): older by the shared "oldest registry first" order, same
 // service name, at least one store in common, not being deleted (a registry stuck
 // finalizing claims nothing), with a usable selector.
-func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alpha1.ServiceRegistry) ([]claim, error) {
+func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1beta1.ServiceRegistry) ([]claim, error) {
 	// Read-only (names, creation times, selectors, once per reconcile): no deep copies
 	// (docs/development.md, "Benchmark history").
 	regs, err := r.sameService(ctx, reg.Namespace, reg.ResolvedServiceName())
@@ -57,7 +57,7 @@ func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1alph
 }
 
 // selectorOf is the registry's parsed label selector, remembered (selindex.Parsed).
-func (r *ServiceRegistryReconciler) selectorOf(reg *v1alpha1.ServiceRegistry) (labels.Selector, error) {
+func (r *ServiceRegistryReconciler) selectorOf(reg *v1beta1.ServiceRegistry) (labels.Selector, error) {
 	return r.selectors.Of(client.ObjectKeyFromObject(reg), &reg.Spec.Selector)
 }
 
@@ -85,7 +85,7 @@ func conflictRequeue(s *reconcileScope, res ctrl.Result) ctrl.Result {
 // that a younger registry yields or takes over as soon as an older one changes, and an older
 // one takes over the keys a younger one released.
 func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj client.Object) []reconcile.Request {
-	changed, ok := obj.(*v1alpha1.ServiceRegistry)
+	changed, ok := obj.(*v1beta1.ServiceRegistry)
 	if !ok {
 		return nil
 	}
@@ -115,7 +115,7 @@ func (r *ServiceRegistryReconciler) peersOf(ctx context.Context, obj client.Obje
 const registryServiceField = "registrar.dev/service-name"
 
 func registryServiceName(o client.Object) []string {
-	reg, ok := o.(*v1alpha1.ServiceRegistry)
+	reg, ok := o.(*v1beta1.ServiceRegistry)
 	if !ok {
 		return nil
 	}
@@ -130,7 +130,7 @@ const registryServiceIndex = "registrar.dev/namespace-service"
 func registryServiceKey(ns, service string) string { return ns + "/" + service }
 
 func indexRegistryByService(obj any) ([]string, error) {
-	reg, ok := obj.(*v1alpha1.ServiceRegistry)
+	reg, ok := obj.(*v1beta1.ServiceRegistry)
 	if !ok {
 		return nil, nil
 	}
@@ -147,21 +147,21 @@ type registryIndexer interface {
 // when the reconciler has it (no REST mapping, no list built per call: it runs for every
 // reconcile and every store change), else through the cache's field index, else (a plain
 // client) by listing the namespace's and keeping those of the service.
-func (r *ServiceRegistryReconciler) sameService(ctx context.Context, ns, service string) ([]*v1alpha1.ServiceRegistry, error) {
+func (r *ServiceRegistryReconciler) sameService(ctx context.Context, ns, service string) ([]*v1beta1.ServiceRegistry, error) {
 	if r.registries != nil {
 		objs, err := r.registries.ByIndex(registryServiceIndex, registryServiceKey(ns, service))
 		if err != nil {
 			return nil, fmt.Errorf("ServiceRegistries of service %s/%s from the index: %w", ns, service, err)
 		}
-		out := make([]*v1alpha1.ServiceRegistry, 0, len(objs))
+		out := make([]*v1beta1.ServiceRegistry, 0, len(objs))
 		for _, o := range objs {
-			if reg, ok := o.(*v1alpha1.ServiceRegistry); ok {
+			if reg, ok := o.(*v1beta1.ServiceRegistry); ok {
 				out = append(out, reg)
 			}
 		}
 		return out, nil
 	}
-	var regs v1alpha1.ServiceRegistryList
+	var regs v1beta1.ServiceRegistryList
 	opts := []client.ListOption{client.InNamespace(ns), client.UnsafeDisableDeepCopy}
 	if r.index != nil {
 		opts = append(opts, client.MatchingFields{registryServiceField: service})
@@ -169,7 +169,7 @@ func (r *ServiceRegistryReconciler) sameService(ctx context.Context, ns, service
 	if err := r.List(ctx, &regs, opts...); err != nil {
 		return nil, fmt.Errorf("list ServiceRegistries of service %s/%s: %w", ns, service, err)
 	}
-	out := make([]*v1alpha1.ServiceRegistry, 0, len(regs.Items))
+	out := make([]*v1beta1.ServiceRegistry, 0, len(regs.Items))
 	for i := range regs.Items {
 		if regs.Items[i].ResolvedServiceName() == service {
 			out = append(out, &regs.Items[i])

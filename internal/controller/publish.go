@@ -5,7 +5,7 @@ import (
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
 )
 
@@ -31,7 +31,7 @@ func (r *ServiceRegistryReconciler) publish(s *reconcileScope) {
 	now := r.Clock.Now()
 	for i, p := range s.selected {
 		reg.Pods[i] = publish.Pod{Name: p.pod.Name, State: p.verdict.State, Endpoint: p.endpoint}
-		if p.verdict.State == v1alpha1.EndpointRegistered {
+		if p.verdict.State == v1beta1.EndpointRegistered {
 			reg.Pods[i].Endpoint.Weight = xdsWeight(s, p.pod.Name, now)
 		}
 	}
@@ -45,7 +45,7 @@ func (r *ServiceRegistryReconciler) publishedCondition(s *reconcileScope) {
 		return
 	}
 	res := *s.published
-	c := v1.Condition{Type: v1alpha1.ConditionXDSPublished, Status: v1.ConditionTrue, Reason: v1alpha1.ReasonXDSPublished,
+	c := v1.Condition{Type: v1beta1.ConditionXDSPublished, Status: v1.ConditionTrue, Reason: v1beta1.ReasonXDSPublished,
 		Message: res.Message, ObservedGeneration: s.reg.Generation}
 	if !res.OK() {
 		c.Status, c.Reason = v1.ConditionFalse, res.Reason

@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Rename must not orphan records (issue 13, hole 10): which services hold a registry's
@@ -45,6 +45,6 @@ var _ = Describe("Renaming a registry's service", Serial, func() {
 
 		deleteRegistry(reg)
 		eventuallyStored("web-renamed", ns).Should(BeEmpty())
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(reg), &v1alpha1.ServiceRegistry{})).NotTo(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(reg), &v1beta1.ServiceRegistry{})).NotTo(Succeed())
 	})
 })

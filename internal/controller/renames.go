@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -134,7 +134,7 @@ func (r *ServiceRegistryReconciler) fromStores(ctx context.Context, owner types.
 // status.serviceName, the scopes known in memory, names whose removal failed before, and,
 // until the registry's first successful retirement since start, the stores' own records.
 // complete is false when a store could not be searched.
-func (r *ServiceRegistryReconciler) oldServices(ctx context.Context, reg *v1alpha1.ServiceRegistry, current string) (olds []string, complete bool) {
+func (r *ServiceRegistryReconciler) oldServices(ctx context.Context, reg *v1beta1.ServiceRegistry, current string) (olds []string, complete bool) {
 	set := map[string]bool{}
 	if reg.Status.ServiceName != "" {
 		set[reg.Status.ServiceName] = true

@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Issue 34, defect 10: the owner index (renames.go) forgets a registry once it is deleted,
@@ -17,7 +17,7 @@ var _ = Describe("The owner index of renames", func() {
 		ns := newNamespace()
 		const n = 5
 		var uids []types.UID
-		var regs []*v1alpha1.ServiceRegistry
+		var regs []*v1beta1.ServiceRegistry
 		for i := range n {
 			app := fmt.Sprintf("app-%d", i)
 			reg := newRegistry(ns, app, app)

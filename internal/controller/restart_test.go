@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // A SIGKILLed container that the kubelet restarts within a second or two: the API server may
@@ -69,7 +69,7 @@ func registeredGatedPod(ip string) (string, *podServer, *corev1.Pod) {
 	GinkgoHelper()
 	ns := newNamespace()
 	srv := startPodServer(ip, http.StatusOK, 0)
-	newGatedRegistry(ns, "web", v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 2, Concurrency: 1})
+	newGatedRegistry(ns, "web", v1beta1.WarmupSpec{Paths: []string{"/warm"}, Requests: 2, Concurrency: 1})
 	pod := gatedPod(ns, "web-1", srv)
 	setPodStatus(pod, corev1.PodRunning, srv.ip, true)
 	Eventually(func() corev1.ConditionStatus { return gateOf(pod).Status }).WithTimeout(timeout).Should(Equal(corev1.ConditionTrue))

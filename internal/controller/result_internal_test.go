@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -77,20 +77,20 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	if err := v1beta1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "reg-uid", Finalizers: []string{Finalizer}},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", Port: 8080}},
 		},
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", UID: "pod-uid", Labels: map[string]string{"app": "web"},
 			CreationTimestamp: metav1.NewTime(now.Add(-time.Minute))},
-		Spec: corev1.PodSpec{NodeName: "node-1", ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}},
+		Spec: corev1.PodSpec{NodeName: "node-1", ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1beta1.ReadinessGate}},
 			Containers: []corev1.Container{{Name: "app", Image: "x"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", Conditions: []corev1.PodCondition{
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}},
@@ -100,7 +100,7 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now}, LeaseDurationSeconds: ptr.To[int32](40)},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(reg, pod, lease).
-		WithStatusSubresource(&v1alpha1.ServiceRegistry{}, &corev1.Pod{}).
+		WithStatusSubresource(&v1beta1.ServiceRegistry{}, &corev1.Pod{}).
 		WithInterceptorFuncs(interceptor.Funcs{
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
 				if _, isPod := obj.(*corev1.Pod); isPod {

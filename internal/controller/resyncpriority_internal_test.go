@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // TestResyncDoesNotDelayPodEvents: a re-read of every scope enqueues every registry at once;
@@ -21,7 +21,7 @@ import (
 // The real controller-runtime priority queue, as the reconciler gets it by default.
 func TestResyncDoesNotDelayPodEvents(t *testing.T) {
 	reg := func(name string) event.GenericEvent {
-		r := &v1alpha1.ServiceRegistry{}
+		r := &v1beta1.ServiceRegistry{}
 		r.Namespace, r.Name = "shop", name
 		return event.GenericEvent{Object: r}
 	}

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
@@ -53,7 +53,7 @@ var _ = Describe("Work per pod event", func() {
 		// Every registry reconciled once (its status written after its pods were read), so
 		// none of the first reconciles falls into the counts below.
 		Eventually(func(g Gomega) {
-			var regs v1alpha1.ServiceRegistryList
+			var regs v1beta1.ServiceRegistryList
 			g.Expect(k8sClient.List(ctx, &regs, client.InNamespace(ns))).To(Succeed())
 			g.Expect(regs.Items).To(HaveLen(others + 1))
 			for _, r := range regs.Items {
@@ -149,6 +149,6 @@ var _ = Describe("Reconciles per pod transition", func() {
 			"reconciles caused by one pod transition, by trigger (before %v, after %v)", before, after)
 		// And the transition is still fully handled: the status reports it.
 		Expect(getRegistry(reg).Status.Endpoints).To(ConsistOf(
-			HaveField("State", v1alpha1.EndpointUnready)))
+			HaveField("State", v1beta1.EndpointUnready)))
 	})
 })

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -31,14 +31,14 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	if err := v1beta1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "reg-uid", Finalizers: []string{Finalizer}},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "In"}}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", Port: 8080}},
 		},
 	}
 	pod := func(name string, ready bool) *corev1.Pod {
@@ -65,7 +65,7 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 	mem.records["foreign"] = store.Record{Revision: 9, Endpoint: store.Endpoint{Service: "web", Namespace: "ns", Pod: "foreign", UID: "x", Owner: "someone-else"}}
 	mem.rev = 10
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(reg, alive, dead, recreated).
-		WithStatusSubresource(&v1alpha1.ServiceRegistry{}, &corev1.Pod{}).Build()
+		WithStatusSubresource(&v1beta1.ServiceRegistry{}, &corev1.Pod{}).Build()
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: mem, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
 		known: newKnownRecords(), owners: newOwnerIndex(), warmups: newWarmupTracker(1), acks: newGateAcks(),

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
@@ -149,12 +149,12 @@ type selectedPod struct {
 
 // reconcileScope is what one reconcile of one ServiceRegistry gathers and decides.
 type reconcileScope struct {
-	reg *v1alpha1.ServiceRegistry
+	reg *v1beta1.ServiceRegistry
 	// originalStatus is the registry's status as the reconcile found it (the newest the
 	// operator computed, when the cache does not show it yet): read only. Its slices are
 	// shared with reg's until submitStatus replaces reg.Status with a status of its own
 	// (regstatus.Build copies what it keeps), so nothing modifies reg.Status in place before.
-	originalStatus v1alpha1.ServiceRegistryStatus
+	originalStatus v1beta1.ServiceRegistryStatus
 	target         store.Scope
 	selected       []selectedPod
 	byName         map[string]int // index in selected, by pod name
@@ -200,7 +200,7 @@ type reconcileScope struct {
 // computed from the scope and submitted when Reconcile returns, whatever the phases did.
 func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.triggers.countReconcile(req)
-	reg := &v1alpha1.ServiceRegistry{}
+	reg := &v1beta1.ServiceRegistry{}
 	if err := r.Get(ctx, req.NamespacedName, reg); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
@@ -262,11 +262,11 @@ func gateFlipFailed(ctx context.Context, res ctrl.Result, err error) (ctrl.Resul
 	return res, nil
 }
 
-func scopeOf(reg *v1alpha1.ServiceRegistry) store.Scope {
+func scopeOf(reg *v1beta1.ServiceRegistry) store.Scope {
 	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, Stores: storesOf(reg), TTL: dnsTTL(reg)}
 }
 
-func (r *ServiceRegistryReconciler) ensureFinalizer(ctx context.Context, reg *v1alpha1.ServiceRegistry) error {
+func (r *ServiceRegistryReconciler) ensureFinalizer(ctx context.Context, reg *v1beta1.ServiceRegistry) error {
 	if controllerutil.ContainsFinalizer(reg, Finalizer) {
 		return nil
 	}
@@ -319,7 +319,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 // the pods are classified and referenced, never modified (a warm-up copies its pod when it
 // starts), so the cache's objects are read without deep copies (docs/development.md,
 // "Benchmark history").
-func (r *ServiceRegistryReconciler) podsOf(ctx context.Context, reg *v1alpha1.ServiceRegistry, sel labels.Selector) ([]*corev1.Pod, error) {
+func (r *ServiceRegistryReconciler) podsOf(ctx context.Context, reg *v1beta1.ServiceRegistry, sel labels.Selector) ([]*corev1.Pod, error) {
 	if r.index == nil {
 		var list corev1.PodList
 		if err := r.List(ctx, &list, client.InNamespace(reg.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
@@ -402,8 +402,8 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 		p := r.decide(ctx, s, pod, older)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
-		} else if p.verdict.State == v1alpha1.EndpointWarmingUp {
-			p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonInvalidSelector}
+		} else if p.verdict.State == v1beta1.EndpointWarmingUp {
+			p.verdict = eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonInvalidSelector}
 		}
 		s.byName[p.pod.Name] = len(s.selected)
 		s.selected = append(s.selected, p)
@@ -461,11 +461,11 @@ func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScop
 	if !d.RecheckAt.IsZero() && (s.leaseCheck.IsZero() || d.RecheckAt.Before(s.leaseCheck)) {
 		s.leaseCheck = d.RecheckAt
 	}
-	if p.verdict.State != v1alpha1.EndpointRegistered && p.verdict.State != v1alpha1.EndpointWarmingUp {
+	if p.verdict.State != v1beta1.EndpointRegistered && p.verdict.State != v1beta1.EndpointWarmingUp {
 		return p
 	}
 	if f.PortErr != nil { // not reached: the chain registers no pod whose ports do not resolve
-		p.verdict = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNamedPortMissing}
+		p.verdict = eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonNamedPortMissing}
 		return p
 	}
 	// ports is s.ports itself when the same as the last endpoint's: the registry's endpoints
@@ -507,7 +507,7 @@ func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, s *reconcileScop
 }
 
 // finalize removes the registry's endpoints from the store, then its finalizer.
-func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.ServiceRegistry) error {
+func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1beta1.ServiceRegistry) error {
 	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
 		return nil
 	}
@@ -517,7 +517,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	olds, complete := r.oldServices(ctx, reg, scopes[0].Service)
 	if !complete {
 		err := errors.New("the store could not be searched for records under earlier service names")
-		r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1alpha1.ReasonStoreUnreachable, "Cleanup",
+		r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1beta1.ReasonStoreUnreachable, "Cleanup",
 			"cannot remove endpoints from the store; deletion waits until it is reachable: %v", err)
 		return err
 	}
@@ -530,7 +530,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 	r.lags.forget(reg.UID)
 	for _, target := range scopes {
 		if err := r.removeOwned(ctx, reg, target); err != nil {
-			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1alpha1.ReasonStoreUnreachable, "Cleanup",
+			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1beta1.ReasonStoreUnreachable, "Cleanup",
 				"cannot remove endpoints from the store; deletion waits until it is reachable: %v", err)
 			return err
 		}
@@ -546,7 +546,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1alpha1.
 // useNewestStatus replaces the cached status with the newest one this operator computed,
 // which the cache may not show yet (the status writer writes it asynchronously). Call it
 // once per reconcile, on the status as read: it compares that with the newest one.
-func (r *ServiceRegistryReconciler) useNewestStatus(reg *v1alpha1.ServiceRegistry) {
+func (r *ServiceRegistryReconciler) useNewestStatus(reg *v1beta1.ServiceRegistry) {
 	if st, ok := r.status.base(client.ObjectKeyFromObject(reg), reg.UID, reg.Status); ok {
 		reg.Status = st
 	}
@@ -569,8 +569,8 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 		StoreName:   r.StoreName,
 		Drain:       r.drainInput(s.reg),
 		Config: regstatus.Configuration{
-			Generated: s.reg.Labels[v1alpha1.LabelDeployment] != "",
-			Problems:  s.reg.Annotations[v1alpha1.AnnotationConfigError],
+			Generated: s.reg.Labels[v1beta1.LabelDeployment] != "",
+			Problems:  s.reg.Annotations[v1beta1.AnnotationConfigError],
 		},
 		Injection: injectionInput(s),
 		Now:       r.Clock.Now(),
@@ -602,7 +602,7 @@ func injectionInput(s *reconcileScope) *regstatus.Injection {
 		if p.pod.DeletionTimestamp != nil {
 			continue
 		}
-		if _, injected := p.pod.Annotations[v1alpha1.AnnotationInjected]; injected {
+		if _, injected := p.pod.Annotations[v1beta1.AnnotationInjected]; injected {
 			continue
 		}
 		lacks := "the preStop drain"
@@ -626,7 +626,7 @@ func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Po
 	return pods
 }
 
-func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) regstatus.Drain {
+func (r *ServiceRegistryReconciler) drainInput(reg *v1beta1.ServiceRegistry) regstatus.Drain {
 	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max(reg.UID)}
 	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
 		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
@@ -637,9 +637,9 @@ func (r *ServiceRegistryReconciler) drainInput(reg *v1alpha1.ServiceRegistry) re
 	return d
 }
 
-func drainSeconds(reg *v1alpha1.ServiceRegistry) int32 {
+func drainSeconds(reg *v1beta1.ServiceRegistry) int32 {
 	if reg.Spec.Drain == nil || reg.Spec.Drain.Seconds == nil {
-		return v1alpha1.DefaultDrainSeconds
+		return v1beta1.DefaultDrainSeconds
 	}
 	return *reg.Spec.Drain.Seconds
 }

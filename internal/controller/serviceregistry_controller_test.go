@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/store"
 )
@@ -23,7 +23,7 @@ var _ = Describe("ServiceRegistry", func() {
 	var (
 		ctx context.Context
 		ns  string
-		reg *v1alpha1.ServiceRegistry
+		reg *v1beta1.ServiceRegistry
 	)
 	BeforeEach(func() {
 		ctx = context.Background()
@@ -58,18 +58,18 @@ var _ = Describe("ServiceRegistry", func() {
 			g.Expect(st.Registered).To(Equal(int32(1)))
 			g.Expect(st.Desired).To(Equal(int32(1)))
 			g.Expect(st.Endpoints).To(HaveLen(1))
-			g.Expect(st.Endpoints[0].State).To(Equal(v1alpha1.EndpointRegistered))
+			g.Expect(st.Endpoints[0].State).To(Equal(v1beta1.EndpointRegistered))
 			g.Expect(st.Endpoints[0].IP).To(Equal("10.0.0.1"))
 		}).WithTimeout(timeout).Should(Succeed())
-		Eventually(condition(reg, v1alpha1.ConditionReady)).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
-		Eventually(condition(reg, v1alpha1.ConditionStoreSynced)).Should(haveCondition(metav1.ConditionTrue, "Synced"))
+		Eventually(condition(reg, v1beta1.ConditionReady)).Should(haveCondition(metav1.ConditionTrue, "AllRegistered"))
+		Eventually(condition(reg, v1beta1.ConditionStoreSynced)).Should(haveCondition(metav1.ConditionTrue, "Synced"))
 		Expect(getRegistry(reg).Finalizers).To(ContainElement(controller.Finalizer))
 	})
 
 	It("reports zero counts explicitly, so printer columns show them", func() {
 		Eventually(func(g Gomega) {
 			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ServiceRegistry"))
+			u.SetGroupVersionKind(v1beta1.GroupVersion.WithKind("ServiceRegistry"))
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(reg), u)).To(Succeed())
 			for _, field := range []string{"registered", "desired"} {
 				n, found, err := unstructured.NestedInt64(u.Object, "status", field)
@@ -91,19 +91,19 @@ var _ = Describe("ServiceRegistry", func() {
 		eventuallyStored("web", ns).Should(ConsistOf("ready"))
 		Consistently(func() []string { return storedPods("web", ns) }).WithTimeout(time.Second).Should(ConsistOf("ready"))
 		Eventually(func(g Gomega) {
-			states := map[string]v1alpha1.EndpointState{}
+			states := map[string]v1beta1.EndpointState{}
 			for _, e := range getRegistry(reg).Status.Endpoints {
 				states[e.Pod] = e.State
 			}
-			g.Expect(states).To(Equal(map[string]v1alpha1.EndpointState{
-				pending.Name: v1alpha1.EndpointPending, noIP.Name: v1alpha1.EndpointPending,
-				notReady.Name: v1alpha1.EndpointUnready, "ready": v1alpha1.EndpointRegistered,
+			g.Expect(states).To(Equal(map[string]v1beta1.EndpointState{
+				pending.Name: v1beta1.EndpointPending, noIP.Name: v1beta1.EndpointPending,
+				notReady.Name: v1beta1.EndpointUnready, "ready": v1beta1.EndpointRegistered,
 			}))
 		}).WithTimeout(timeout).Should(Succeed())
 	})
 
 	DescribeTable("deregisters a pod on the event that makes it ineligible",
-		func(makeIneligible func(*corev1.Pod), wantState v1alpha1.EndpointState) {
+		func(makeIneligible func(*corev1.Pod), wantState v1beta1.EndpointState) {
 			pod := readyPod(ns, "web-1", web, "10.0.0.1")
 			readyPod(ns, "web-2", web, "10.0.0.2")
 			eventuallyStored("web", ns).Should(ConsistOf("web-1", "web-2"))
@@ -114,7 +114,7 @@ var _ = Describe("ServiceRegistry", func() {
 			AddReportEntry("deregistration lag", (<-lag).String())
 
 			if wantState != "" {
-				Eventually(func() v1alpha1.EndpointState {
+				Eventually(func() v1beta1.EndpointState {
 					for _, e := range getRegistry(reg).Status.Endpoints {
 						if e.Pod == "web-1" {
 							return e.State
@@ -127,13 +127,13 @@ var _ = Describe("ServiceRegistry", func() {
 		},
 		Entry("containers not ready", func(p *corev1.Pod) {
 			setPodStatus(p, corev1.PodRunning, "10.0.0.1", false)
-		}, v1alpha1.EndpointUnready),
+		}, v1beta1.EndpointUnready),
 		Entry("phase Failed", func(p *corev1.Pod) {
 			setPodStatus(p, corev1.PodFailed, "10.0.0.1", false)
-		}, v1alpha1.EndpointUnready),
+		}, v1beta1.EndpointUnready),
 		Entry("phase Succeeded, even with ready conditions left over", func(p *corev1.Pod) {
 			setPodStatus(p, corev1.PodSucceeded, "10.0.0.1", true)
-		}, v1alpha1.EndpointUnready),
+		}, v1beta1.EndpointUnready),
 		Entry("deletionTimestamp set while containers are still ready", func(p *corev1.Pod) {
 			patch := client.MergeFrom(p.DeepCopy())
 			p.Finalizers = append(p.Finalizers, "test.registrar.dev/hold")
@@ -146,8 +146,8 @@ var _ = Describe("ServiceRegistry", func() {
 				cur.Finalizers = nil
 				Expect(k8sClient.Patch(context.Background(), cur, patch)).To(Succeed())
 			})
-		}, v1alpha1.EndpointDraining),
-		Entry("pod deleted", func(p *corev1.Pod) { deletePodNow(p) }, v1alpha1.EndpointState("")),
+		}, v1beta1.EndpointDraining),
+		Entry("pod deleted", func(p *corev1.Pod) { deletePodNow(p) }, v1beta1.EndpointState("")),
 	)
 
 	It("follows a selector change", func() {
@@ -155,7 +155,7 @@ var _ = Describe("ServiceRegistry", func() {
 		readyPod(ns, "api-1", map[string]string{"app": "api"}, "10.0.0.9")
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
 
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.Selector.MatchLabels = map[string]string{"app": "api"} })
+		updateRegistry(reg, func(r *v1beta1.ServiceRegistry) { r.Spec.Selector.MatchLabels = map[string]string{"app": "api"} })
 		eventuallyStored("web", ns).Should(ConsistOf("api-1"))
 		Eventually(func() int64 { return getRegistry(reg).Status.ObservedGeneration }).
 			WithTimeout(timeout).Should(Equal(getRegistry(reg).Generation))
@@ -173,7 +173,7 @@ var _ = Describe("ServiceRegistry", func() {
 	It("moves endpoints when spec.serviceName changes", func() {
 		readyPod(ns, "web-1", web, "10.0.0.1")
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { r.Spec.ServiceName = "frontend" })
+		updateRegistry(reg, func(r *v1beta1.ServiceRegistry) { r.Spec.ServiceName = "frontend" })
 		eventuallyStored("frontend", ns).Should(ConsistOf("web-1"))
 		eventuallyStored("web", ns).Should(BeEmpty())
 	})
@@ -235,27 +235,27 @@ var _ = Describe("ServiceRegistry", func() {
 		readyPod(ns, "web-2", web, "10.0.0.2")
 
 		eventuallyStored("web", ns).Should(ConsistOf("web-1", "web-2", "unrelated"))
-		Eventually(condition(reg, v1alpha1.ConditionReady)).WithTimeout(timeout).Should(haveCondition(metav1.ConditionFalse, "KeyConflict"))
+		Eventually(condition(reg, v1beta1.ConditionReady)).WithTimeout(timeout).Should(haveCondition(metav1.ConditionFalse, "KeyConflict"))
 		Consistently(func() store.Endpoint { ep, _ := storedEndpoint(key("web", ns, "web-1")); return *ep }).
 			WithTimeout(time.Second).Should(Equal(foreign))
 	})
 
 	It("rejects invalid specs with a message naming the field", func() {
-		bad := &v1alpha1.ServiceRegistry{
+		bad := &v1beta1.ServiceRegistry{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
-			Spec:       v1alpha1.ServiceRegistrySpec{Selector: metav1.LabelSelector{}},
+			Spec:       v1beta1.ServiceRegistrySpec{Selector: metav1.LabelSelector{}},
 		}
 		err := k8sClient.Create(ctx, bad)
 		Expect(err).To(MatchError(ContainSubstring("spec.selector")))
 
 		two := int32(2)
-		bad.Spec = v1alpha1.ServiceRegistrySpec{
+		bad.Spec = v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: web},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: two, TargetPort: "http"}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", Port: two, TargetPort: "http"}},
 		}
 		Expect(k8sClient.Create(ctx, bad)).To(MatchError(ContainSubstring("spec.ports[0]")))
 
-		bad.Spec.Ports = []v1alpha1.ServicePort{{Name: "http", Port: two}, {Name: "http", Port: two}}
+		bad.Spec.Ports = []v1beta1.ServicePort{{Name: "http", Port: two}, {Name: "http", Port: two}}
 		Expect(k8sClient.Create(ctx, bad)).To(MatchError(ContainSubstring("ports[].name must be unique")))
 
 		bad.Spec.Ports = nil

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/backoff"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/echo"
@@ -141,7 +141,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	// The registries of a service are read from the registry informer's own index
 	// (sameService) when the cache gives the informer's indexer, else listed through the
 	// cache's field index: one index either way.
-	regInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ServiceRegistry{})
+	regInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1beta1.ServiceRegistry{})
 	if err != nil {
 		return fmt.Errorf("ServiceRegistry informer: %w", err)
 	}
@@ -151,7 +151,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 			return fmt.Errorf("index ServiceRegistries by namespace and service, and by service: %w", err)
 		}
 		r.registries = inf.GetIndexer()
-	} else if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ServiceRegistry{}, registryServiceField,
+	} else if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1beta1.ServiceRegistry{}, registryServiceField,
 		registryServiceName); err != nil {
 		return fmt.Errorf("index ServiceRegistries by service name: %w", err)
 	}
@@ -179,12 +179,12 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	// events are a Watches rather than For for that reason (For's handler cannot be wrapped);
 	// the logger keeps For's keys.
 	b := ctrl.NewControllerManagedBy(mgr).
-		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerRegistry, &handler.EnqueueRequestForObject{}),
+		Watches(&v1beta1.ServiceRegistry{}, r.triggers.handler(TriggerRegistry, &handler.EnqueueRequestForObject{}),
 			builder.WithPredicates(inShards(opts.Shards), r.notOwnStatusWrite())).
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
 		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
-		Watches(&v1alpha1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.peersOf)),
+		Watches(&v1beta1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.peersOf)),
 			builder.WithPredicates(notStatusOnly(r.status.echoes)))
 	if r.NodeLeaseTimeout > 0 {
 		b = r.watchNodes(b)
@@ -208,8 +208,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 // (the next reconcile corrects it).
 func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		old, okOld := e.ObjectOld.(*v1alpha1.ServiceRegistry)
-		cur, okNew := e.ObjectNew.(*v1alpha1.ServiceRegistry)
+		old, okOld := e.ObjectOld.(*v1beta1.ServiceRegistry)
+		cur, okNew := e.ObjectNew.(*v1beta1.ServiceRegistry)
 		return !okOld || !okNew || !r.status.isEcho(old, cur)
 	}}
 }
@@ -231,7 +231,7 @@ func registryControllerOptions(c client.Client, log logr.Logger, opts Options) c
 // controller-runtime adds) are deferred until a line is written (internal/lazylog): most
 // reconciles write none, and zap encodes pairs as soon as they are given.
 func requestLogger(base logr.Logger, controllerName, kind string) func(*reconcile.Request) logr.Logger {
-	log := lazylog.Wrap(base.WithValues("controller", controllerName, "controllerGroup", v1alpha1.GroupVersion.Group, "controllerKind", kind))
+	log := lazylog.Wrap(base.WithValues("controller", controllerName, "controllerGroup", v1beta1.GroupVersion.Group, "controllerKind", kind))
 	return func(req *reconcile.Request) logr.Logger {
 		if req == nil {
 			return log
@@ -281,7 +281,7 @@ func (r *ServiceRegistryReconciler) registriesForPod(pod client.Object) []reconc
 // allRegistries maps any event to every ServiceRegistry, forgetting the records it knew of
 // them: the store may have changed behind the operator's back (an expired endpoint lease).
 func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.Object) []reconcile.Request {
-	var regs v1alpha1.ServiceRegistryList
+	var regs v1beta1.ServiceRegistryList
 	if err := r.List(ctx, &regs); err != nil {
 		log.FromContext(ctx).Error(err, "list ServiceRegistries")
 		return nil

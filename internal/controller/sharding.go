@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Shards is what the controllers need of sharding (--sharding=lease; internal/sharding's
@@ -118,7 +118,7 @@ func sharded(r reconcile.Reconciler, shards Shards) reconcile.Reconciler {
 // listRegistries are requests for every ServiceRegistry in the cache.
 func listRegistries(c client.Reader) func(ctx context.Context) ([]reconcile.Request, error) {
 	return func(ctx context.Context) ([]reconcile.Request, error) {
-		var regs v1alpha1.ServiceRegistryList
+		var regs v1beta1.ServiceRegistryList
 		if err := c.List(ctx, &regs, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, err
 		}

@@ -5,7 +5,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/slowstart"
 )
@@ -14,12 +14,12 @@ import (
 const DefaultSlowStartMinWeightPercent = 10
 
 // rampOf is the registry's slow start; disabled (zero) without spec.slowStart.
-func rampOf(reg *v1alpha1.ServiceRegistry) slowstart.Ramp {
+func rampOf(reg *v1beta1.ServiceRegistry) slowstart.Ramp {
 	ss := reg.Spec.SlowStart
-	if ss == nil || ss.Window.Duration <= 0 {
+	if ss == nil || ss.WindowSeconds <= 0 {
 		return slowstart.Ramp{}
 	}
-	r := slowstart.Ramp{Window: ss.Window.Duration, MinWeight: DefaultSlowStartMinWeightPercent}
+	r := slowstart.Ramp{Window: time.Duration(ss.WindowSeconds) * time.Second, MinWeight: DefaultSlowStartMinWeightPercent}
 	if ss.MinWeightPercent > 0 {
 		r.MinWeight = ss.MinWeightPercent
 	}
@@ -27,7 +27,7 @@ func rampOf(reg *v1alpha1.ServiceRegistry) slowstart.Ramp {
 }
 
 // weigherOf is the plan's weigher at now: nil (no weight written) without slow start.
-func weigherOf(reg *v1alpha1.ServiceRegistry, now time.Time) plan.Weigher {
+func weigherOf(reg *v1beta1.ServiceRegistry, now time.Time) plan.Weigher {
 	ramp := rampOf(reg)
 	if ramp.Window <= 0 {
 		return nil

@@ -5,9 +5,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Slow start (issue 17): a newly registered endpoint's stored weight ramps from the minimum
@@ -18,8 +17,8 @@ var _ = Describe("Slow start", func() {
 		ns := newNamespace()
 		reg := newRegistry(ns, "ramp", "ramp")
 		// 3 s: three steps of 1 s, weights 10, 40, 70, then 100.
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.SlowStart = &v1alpha1.SlowStartSpec{Window: metav1.Duration{Duration: 3 * time.Second}, MinWeightPercent: 10}
+		updateRegistry(reg, func(r *v1beta1.ServiceRegistry) {
+			r.Spec.SlowStart = &v1beta1.SlowStartSpec{WindowSeconds: 3, MinWeightPercent: 10}
 		})
 		plain := newRegistry(ns, "plain", "plain")
 		readyPod(ns, "plain-1", map[string]string{"app": "plain"}, "10.2.0.2")

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/backoff"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/metrics"
@@ -78,7 +78,7 @@ type statusWriter struct {
 
 type statusEntry struct {
 	uid    types.UID
-	status v1alpha1.ServiceRegistryStatus
+	status v1beta1.ServiceRegistryStatus
 	// urgent is set when any status submitted since the last write was urgent
 	// (regstatus.Urgent): the write is not paced.
 	urgent bool
@@ -105,7 +105,7 @@ type writtenEntry struct {
 	// from is the resourceVersion the write was made over, rv the one it made; status is
 	// what it wrote.
 	from, rv string
-	status   v1alpha1.ServiceRegistryStatus
+	status   v1beta1.ServiceRegistryStatus
 }
 
 func newStatusWriter(c client.Client, cfg statusWriterConfig) *statusWriter {
@@ -136,17 +136,17 @@ func newStatusWriter(c client.Client, cfg statusWriterConfig) *statusWriter {
 // base returns the newest status computed for the registry with this UID while the cached
 // status does not show it yet; once it does, the writer forgets it and the cache is the base
 // again (so that a status changed by anyone else is corrected by the next reconcile).
-func (w *statusWriter) base(name types.NamespacedName, uid types.UID, cached v1alpha1.ServiceRegistryStatus) (v1alpha1.ServiceRegistryStatus, bool) {
+func (w *statusWriter) base(name types.NamespacedName, uid types.UID, cached v1beta1.ServiceRegistryStatus) (v1beta1.ServiceRegistryStatus, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.latest[name]
 	if !ok || e.uid != uid {
-		return v1alpha1.ServiceRegistryStatus{}, false
+		return v1beta1.ServiceRegistryStatus{}, false
 	}
 	if equality.Semantic.DeepEqual(e.status, cached) {
 		delete(w.latest, name)
 		delete(w.written, name)
-		return v1alpha1.ServiceRegistryStatus{}, false
+		return v1beta1.ServiceRegistryStatus{}, false
 	}
 	return *e.status.DeepCopy(), true
 }
@@ -154,7 +154,7 @@ func (w *statusWriter) base(name types.NamespacedName, uid types.UID, cached v1a
 // submit records the newest status of a registry and queues its write: at once when it is
 // urgent (regstatus.Urgent against the status it was computed over) or the registry's last
 // write is at least the pacing interval old, otherwise when that interval ends.
-func (w *statusWriter) submit(name types.NamespacedName, uid types.UID, st v1alpha1.ServiceRegistryStatus, urgent bool) {
+func (w *statusWriter) submit(name types.NamespacedName, uid types.UID, st v1beta1.ServiceRegistryStatus, urgent bool) {
 	w.mu.Lock()
 	if prev, ok := w.latest[name]; ok && prev.uid == uid {
 		urgent = urgent || prev.urgent // not written yet: its urgency carries over
@@ -201,7 +201,7 @@ func (w *statusWriter) forget(name types.NamespacedName) {
 
 // isEcho reports whether a registry update is this writer's own status write coming back
 // (echo.Statuses.IsEcho): nothing but the status changed, to the status last written.
-func (w *statusWriter) isEcho(old, cur *v1alpha1.ServiceRegistry) bool {
+func (w *statusWriter) isEcho(old, cur *v1beta1.ServiceRegistry) bool {
 	return w.echoes.IsEcho(old, cur)
 }
 
@@ -258,7 +258,7 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
 	defer cancel()
-	cached := &v1alpha1.ServiceRegistry{}
+	cached := &v1beta1.ServiceRegistry{}
 	// Read only (UID, resourceVersion, status): no copy of the cached object.
 	if err := w.client.Get(ctx, name, cached, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -339,12 +339,12 @@ func (w *statusWriter) budgetWait(name types.NamespacedName, urgent bool) time.D
 // resourceVersion.
 type statusBase struct {
 	rv     string
-	status v1alpha1.ServiceRegistryStatus
+	status v1beta1.ServiceRegistryStatus
 }
 
 // baseOf is the cached object's status, or the one the writer's last write returned while
 // the cache still shows the version before it.
-func (w *statusWriter) baseOf(name types.NamespacedName, cached *v1alpha1.ServiceRegistry) statusBase {
+func (w *statusWriter) baseOf(name types.NamespacedName, cached *v1beta1.ServiceRegistry) statusBase {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if last, ok := w.written[name]; ok && last.uid == cached.UID && last.from == cached.ResourceVersion {
@@ -367,7 +367,7 @@ type jsonPatchOp struct {
 // status (so nothing is diffed, and a field that went back to its zero value is written too).
 // The request asks for the object's metadata only (PartialObjectMetadata): the server does not
 // send the registry back, and only its resourceVersion is read.
-func (w *statusWriter) apply(ctx context.Context, name types.NamespacedName, rv string, st v1alpha1.ServiceRegistryStatus) (string, error) {
+func (w *statusWriter) apply(ctx context.Context, name types.NamespacedName, rv string, st v1beta1.ServiceRegistryStatus) (string, error) {
 	body, err := json.Marshal([]jsonPatchOp{
 		{Op: "replace", Path: "/metadata/resourceVersion", Value: rv},
 		{Op: "add", Path: "/status", Value: st}, // add replaces a member that exists
@@ -376,7 +376,7 @@ func (w *statusWriter) apply(ctx context.Context, name types.NamespacedName, rv 
 		return "", fmt.Errorf("encode status of %s: %w", name, err)
 	}
 	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ServiceRegistry"))
+	obj.SetGroupVersionKind(v1beta1.GroupVersion.WithKind("ServiceRegistry"))
 	obj.Namespace, obj.Name = name.Namespace, name.Name
 	if err := w.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
 		return "", fmt.Errorf("patch status of %s: %w", name, err)

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/metrics"
 )
@@ -63,21 +63,21 @@ func (s *countingStatus) Patch(ctx context.Context, obj client.Object, patch cli
 
 // heldRegistry creates a registry the operator no longer touches: it is being deleted, held
 // by a test finalizer, after the operator wrote its first status and removed its finalizer.
-func heldRegistry(ns, name string) *v1alpha1.ServiceRegistry {
+func heldRegistry(ns, name string) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
 	reg := newRegistry(ns, name, name)
-	Eventually(condition(reg, v1alpha1.ConditionReady)).WithTimeout(timeout).ShouldNot(BeNil())
-	updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { controllerutil.AddFinalizer(r, holdFinalizer) })
+	Eventually(condition(reg, v1beta1.ConditionReady)).WithTimeout(timeout).ShouldNot(BeNil())
+	updateRegistry(reg, func(r *v1beta1.ServiceRegistry) { controllerutil.AddFinalizer(r, holdFinalizer) })
 	Expect(k8sClient.Delete(context.Background(), reg)).To(Succeed())
 	Eventually(func() []string { return getRegistry(reg).Finalizers }).WithTimeout(timeout).
 		Should(Equal([]string{holdFinalizer}))
 	DeferCleanup(func() {
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) { controllerutil.RemoveFinalizer(r, holdFinalizer) })
+		updateRegistry(reg, func(r *v1beta1.ServiceRegistry) { controllerutil.RemoveFinalizer(r, holdFinalizer) })
 	})
 	return getRegistry(reg)
 }
 
-func statusWith(reg *v1alpha1.ServiceRegistry, registered int32) v1alpha1.ServiceRegistryStatus {
+func statusWith(reg *v1beta1.ServiceRegistry, registered int32) v1beta1.ServiceRegistryStatus {
 	st := *reg.Status.DeepCopy()
 	st.Registered = registered
 	return st
@@ -132,10 +132,10 @@ var _ = Describe("status writer", func() {
 
 	It("drops the status of a registry that is gone", func() {
 		start()
-		gone := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone", UID: "0000"}}
-		writer.Submit(gone, v1alpha1.ServiceRegistryStatus{Registered: 3})
+		gone := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone", UID: "0000"}}
+		writer.Submit(gone, v1beta1.ServiceRegistryStatus{Registered: 3})
 		Eventually(func() bool { return writer.Holds(client.ObjectKeyFromObject(gone)) }).WithTimeout(timeout).Should(BeFalse())
-		err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(gone), &v1alpha1.ServiceRegistry{})
+		err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(gone), &v1beta1.ServiceRegistry{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	})
 
@@ -144,12 +144,12 @@ var _ = Describe("status writer", func() {
 		start()
 		st := statusWith(reg, 4)
 		st.Draining = 2
-		st.Endpoints = []v1alpha1.EndpointStatus{{Pod: "p-1", State: v1alpha1.EndpointDraining, Reason: v1alpha1.ReasonPodTerminating}}
+		st.Endpoints = []v1beta1.EndpointStatus{{Pod: "p-1", State: v1beta1.EndpointDraining, Reason: v1beta1.ReasonPodTerminating}}
 		writer.Submit(reg, st)
 		Eventually(func() int32 { return getRegistry(reg).Status.Draining }).WithTimeout(timeout).Should(Equal(int32(2)))
 		st = statusWith(reg, 0)
 		writer.Submit(reg, st)
-		Eventually(func() v1alpha1.ServiceRegistryStatus { return getRegistry(reg).Status }).WithTimeout(timeout).
+		Eventually(func() v1beta1.ServiceRegistryStatus { return getRegistry(reg).Status }).WithTimeout(timeout).
 			Should(And(HaveField("Registered", int32(0)), HaveField("Draining", int32(0)), HaveField("Endpoints", BeEmpty())))
 		Expect(getRegistry(reg).Status.Conditions).To(Equal(reg.Status.Conditions), "the rest of the status is kept")
 	})
@@ -197,7 +197,7 @@ var _ = Describe("status writer", func() {
 		clk := clocktesting.NewFakeClock(time.Now())
 		writer = controller.NewBudgetedStatusWriter(cli, 1, clk) // one write per second, burst 1
 		first, waiting, urgentReg := heldRegistry(ns, "first"), heldRegistry(ns, "waiting"), heldRegistry(ns, "urgent")
-		registered := func(reg *v1alpha1.ServiceRegistry) func() int32 {
+		registered := func(reg *v1beta1.ServiceRegistry) func() int32 {
 			return func() int32 { return getRegistry(reg).Status.Registered }
 		}
 		deferred := testutil.ToFloat64(metrics.StatusWritesDeferred)

@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/monitor"
 )
 
@@ -34,7 +34,7 @@ func (r *ServiceRegistryReconciler) storeHealthCondition(s *reconcileScope) {
 		status = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(&s.reg.Status.Conditions, metav1.Condition{
-		Type: v1alpha1.ConditionStoreHealthy, Status: status, Reason: v.Reason, Message: v.Message,
+		Type: v1beta1.ConditionStoreHealthy, Status: status, Reason: v.Reason, Message: v.Message,
 		ObservedGeneration: s.reg.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
 }

@@ -4,17 +4,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // maxStoreMessage bounds status.stores[].message.
 const maxStoreMessage = 512
 
 // storesOf is the registry's spec.stores as Scope.Stores.
-func storesOf(reg *v1alpha1.ServiceRegistry) string { return strings.Join(reg.Spec.Stores, ",") }
+func storesOf(reg *v1beta1.ServiceRegistry) string { return strings.Join(reg.Spec.Stores, ",") }
 
 // dnsTTL is the registry's spec.dns.ttlSeconds; zero (the store's default) when unset.
-func dnsTTL(reg *v1alpha1.ServiceRegistry) time.Duration {
+func dnsTTL(reg *v1beta1.ServiceRegistry) time.Duration {
 	if reg.Spec.DNS == nil || reg.Spec.DNS.TTLSeconds == 0 {
 		return 0
 	}
@@ -23,7 +23,7 @@ func dnsTTL(reg *v1alpha1.ServiceRegistry) time.Duration {
 
 // storeStatuses reports each store of the registry as this reconcile left it; nil with a
 // single Store, and the previous report when this reconcile did not reach the stores.
-func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1alpha1.StoreStatus {
+func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1beta1.StoreStatus {
 	if r.Stores == nil {
 		return nil
 	}
@@ -31,9 +31,9 @@ func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1alpha1.
 		return s.originalStatus.Stores
 	}
 	owner := string(s.reg.UID)
-	out := make([]v1alpha1.StoreStatus, 0, len(s.stores))
+	out := make([]v1beta1.StoreStatus, 0, len(s.stores))
 	for _, res := range s.stores {
-		ss := v1alpha1.StoreStatus{Name: res.name, Synced: res.err == nil}
+		ss := v1beta1.StoreStatus{Name: res.name, Synced: res.err == nil}
 		for _, rec := range res.records {
 			if rec.Owner == owner {
 				ss.Registered++

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -246,7 +246,7 @@ func allOwned(owner string, records map[string]store.Record) bool {
 
 // removeOwned deletes every record of reg in scope from each of its stores (a store the
 // installation does not configure holds nothing to remove). Every store is tried.
-func (r *ServiceRegistryReconciler) removeOwned(ctx context.Context, reg *v1alpha1.ServiceRegistry, target store.Scope) error {
+func (r *ServiceRegistryReconciler) removeOwned(ctx context.Context, reg *v1beta1.ServiceRegistry, target store.Scope) error {
 	targets, _ := r.targets(target)
 	var errs []error
 	for _, t := range targets {

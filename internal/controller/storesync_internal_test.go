@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/memory"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -23,7 +23,7 @@ import (
 type syncFixture struct {
 	r    *ServiceRegistryReconciler
 	a, b *memory.Store
-	reg  *v1alpha1.ServiceRegistry
+	reg  *v1beta1.ServiceRegistry
 }
 
 func newSyncFixture(t *testing.T) *syncFixture {
@@ -38,9 +38,9 @@ func newSyncFixture(t *testing.T) *syncFixture {
 		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
 		known: newKnownRecords(), owners: newOwnerIndex(),
 	}
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: types.UID("uid-web")},
-		Spec:       v1alpha1.ServiceRegistrySpec{Stores: []string{"a", "b"}},
+		Spec:       v1beta1.ServiceRegistrySpec{Stores: []string{"a", "b"}},
 	}
 	return &syncFixture{r: r, a: a, b: b, reg: reg}
 }
@@ -87,7 +87,7 @@ func TestSyncEachStoreOnItsOwn(t *testing.T) {
 			t.Fatalf("store a holds %v, want %v: b being down held it back", got, round)
 		}
 		st := f.r.storeStatuses(s)
-		if len(st) != 2 || st[0] != (v1alpha1.StoreStatus{Name: "a", Registered: int32(len(round)), Synced: true}) ||
+		if len(st) != 2 || st[0] != (v1beta1.StoreStatus{Name: "a", Registered: int32(len(round)), Synced: true}) ||
 			st[1].Name != "b" || st[1].Synced || !strings.Contains(st[1].Message, "down") {
 			t.Fatalf("status.stores = %+v", st)
 		}

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/tenancy"
 )
 
@@ -23,7 +23,7 @@ import (
 const registryNameIndex = "registrar.dev/service"
 
 func indexRegistryByName(obj any) ([]string, error) {
-	reg, ok := obj.(*v1alpha1.ServiceRegistry)
+	reg, ok := obj.(*v1beta1.ServiceRegistry)
 	if !ok {
 		return nil, nil
 	}
@@ -31,7 +31,7 @@ func indexRegistryByName(obj any) ([]string, error) {
 }
 
 // claimOf is what the tenancy decision needs of a registry.
-func claimOf(reg *v1alpha1.ServiceRegistry) tenancy.Claim {
+func claimOf(reg *v1beta1.ServiceRegistry) tenancy.Claim {
 	c := tenancy.Claim{Namespace: reg.Namespace, Name: reg.Name, Created: reg.CreationTimestamp.Time,
 		Deleting: reg.DeletionTimestamp != nil}
 	if reg.Spec.Sharing != nil {
@@ -44,21 +44,21 @@ func claimOf(reg *v1alpha1.ServiceRegistry) tenancy.Claim {
 // the cache's own objects (read-only): from the registry informer's index, else through the
 // cache's field index (registryServiceField, which controller-runtime also indexes across
 // namespaces), else by listing every registry.
-func (r *ServiceRegistryReconciler) claimsOf(ctx context.Context, service string) ([]*v1alpha1.ServiceRegistry, error) {
+func (r *ServiceRegistryReconciler) claimsOf(ctx context.Context, service string) ([]*v1beta1.ServiceRegistry, error) {
 	if r.registries != nil {
 		objs, err := r.registries.ByIndex(registryNameIndex, service)
 		if err != nil {
 			return nil, fmt.Errorf("ServiceRegistries of service %s from the index: %w", service, err)
 		}
-		out := make([]*v1alpha1.ServiceRegistry, 0, len(objs))
+		out := make([]*v1beta1.ServiceRegistry, 0, len(objs))
 		for _, o := range objs {
-			if reg, ok := o.(*v1alpha1.ServiceRegistry); ok {
+			if reg, ok := o.(*v1beta1.ServiceRegistry); ok {
 				out = append(out, reg)
 			}
 		}
 		return out, nil
 	}
-	var regs v1alpha1.ServiceRegistryList
+	var regs v1beta1.ServiceRegistryList
 	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
 	if r.index != nil {
 		opts = append(opts, client.MatchingFields{registryServiceField: service})
@@ -66,7 +66,7 @@ func (r *ServiceRegistryReconciler) claimsOf(ctx context.Context, service string
 	if err := r.List(ctx, &regs, opts...); err != nil {
 		return nil, fmt.Errorf("list ServiceRegistries of service %s: %w", service, err)
 	}
-	out := make([]*v1alpha1.ServiceRegistry, 0, len(regs.Items))
+	out := make([]*v1beta1.ServiceRegistry, 0, len(regs.Items))
 	for i := range regs.Items {
 		if regs.Items[i].ResolvedServiceName() == service {
 			out = append(out, &regs.Items[i])
@@ -104,7 +104,7 @@ func (r *ServiceRegistryReconciler) decideTenancy(ctx context.Context, s *reconc
 // one refused as soon as the share is withdrawn. Registries of the same namespace are
 // registriesOfService's.
 func (r *ServiceRegistryReconciler) registriesOfName(ctx context.Context, obj client.Object) []reconcile.Request {
-	changed, ok := obj.(*v1alpha1.ServiceRegistry)
+	changed, ok := obj.(*v1beta1.ServiceRegistry)
 	if !ok || r.Tenancy == tenancy.ModeShared {
 		return nil
 	}

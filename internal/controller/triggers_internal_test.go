@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 func TestReconcileTriggers(t *testing.T) {
@@ -44,7 +44,7 @@ func TestReconcileTriggers(t *testing.T) {
 // The wrapped handler notes what it adds, through a priority queue (kept one, so that the
 // handlers still set priorities) and through a plain rate-limited queue.
 func TestTriggeredHandler(t *testing.T) {
-	reg := &v1alpha1.ServiceRegistry{}
+	reg := &v1beta1.ServiceRegistry{}
 	reg.Namespace, reg.Name = "ns", "web"
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}}
 	queues := map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{

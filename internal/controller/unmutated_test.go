@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Issue 13, hole 13 (second half): the pod webhook's failurePolicy is Ignore, so a pod created
@@ -21,15 +21,15 @@ var _ = Describe("Pods the webhook did not mutate", func() {
 	It("are reported on the registry: PodsInjected=False, an Event and registrar_unmutated_pods", func() {
 		ns := newNamespace()
 		reg := newRegistry(ns, "web", "web")
-		updateRegistry(reg, func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.Injection = &v1alpha1.InjectionSpec{Enabled: ptr.To(true)}
+		updateRegistry(reg, func(r *v1beta1.ServiceRegistry) {
+			r.Spec.Injection = &v1beta1.InjectionSpec{Enabled: ptr.To(true)}
 		})
 		// created straight through the API: this suite runs no webhook, as if it were down
 		readyPod(ns, "web-1", web, "10.6.0.1")
 		eventuallyStored("web", ns).Should(ConsistOf("web-1"))
 
-		Eventually(condition(reg, v1alpha1.ConditionPodsInjected)).WithTimeout(timeout).
-			Should(And(haveCondition(metav1.ConditionFalse, v1alpha1.ReasonPodsNotInjected),
+		Eventually(condition(reg, v1beta1.ConditionPodsInjected)).WithTimeout(timeout).
+			Should(And(haveCondition(metav1.ConditionFalse, v1beta1.ReasonPodsNotInjected),
 				HaveField("Message", ContainSubstring("web-1"))))
 		Eventually(func() []string {
 			var list eventsv1.EventList
@@ -41,7 +41,7 @@ var _ = Describe("Pods the webhook did not mutate", func() {
 				}
 			}
 			return reasons
-		}).WithTimeout(timeout).Should(ContainElement(v1alpha1.ReasonPodsNotInjected))
+		}).WithTimeout(timeout).Should(ContainElement(v1beta1.ReasonPodsNotInjected))
 		series := fmt.Sprintf(`registrar_unmutated_pods{namespace=%q,serviceregistry="web"}`, ns)
 		Eventually(func() float64 { return scrape()[series] }).WithTimeout(timeout).Should(Equal(1.0))
 	})

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
@@ -28,7 +28,7 @@ func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
 	name := client.ObjectKeyFromObject(s.reg)
 	jobs := map[types.UID]warmupJob{}
 	for _, p := range s.selected {
-		if p.verdict.State != v1alpha1.EndpointWarmingUp {
+		if p.verdict.State != v1beta1.EndpointWarmingUp {
 			continue
 		}
 		spec, err := warmupSpec(s.reg, p)
@@ -48,7 +48,7 @@ func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
 }
 
 // warmupSpec turns the registry's warmup into requests against the pod's IP and port.
-func warmupSpec(reg *v1alpha1.ServiceRegistry, p selectedPod) (warmup.Spec, error) {
+func warmupSpec(reg *v1beta1.ServiceRegistry, p selectedPod) (warmup.Spec, error) {
 	w := reg.Spec.Warmup
 	portName := w.Port
 	if portName == "" && len(reg.Spec.Ports) > 0 {
@@ -65,39 +65,40 @@ func warmupSpec(reg *v1alpha1.ServiceRegistry, p selectedPod) (warmup.Spec, erro
 	}
 	return warmup.Spec{
 		URLs: urls, Requests: int(max(w.Requests, 1)), Concurrency: int(max(w.Concurrency, 1)),
-		RequestTimeout: durationOr(w.RequestTimeout, v1alpha1.DefaultWarmupRequestTimeout),
-		Timeout:        durationOr(w.Timeout, v1alpha1.DefaultWarmupTimeout),
-		MinDuration:    durationOr(w.MinDuration, 0),
+		RequestTimeout: millisOr(w.RequestTimeoutMillis, v1beta1.DefaultWarmupRequestTimeoutMillis),
+		Timeout:        millisOr(w.TimeoutMillis, v1beta1.DefaultWarmupTimeoutMillis),
+		MinDuration:    millisOr(ptr.Deref(w.MinDurationMillis, 0), 0),
 	}, nil
 }
 
-func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil {
-		return def
+// millisOr is ms milliseconds, or def milliseconds when ms is 0 (unset).
+func millisOr(ms, def int32) time.Duration {
+	if ms == 0 {
+		ms = def
 	}
-	return d.Duration
+	return time.Duration(ms) * time.Millisecond
 }
 
 // warmUp runs one pod's warm-up and records the outcome on the pod's gate condition: the
 // reason WarmedUp makes the pod eligible (also after an operator restart); WarmupFailed
 // under onFailure=Block keeps it out of the store.
-func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, spec warmup.Spec) bool {
+func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1beta1.ServiceRegistry, pod *corev1.Pod, spec warmup.Spec) bool {
 	res := r.Warmup.Run(ctx, spec)
 	if ctx.Err() != nil {
 		return false // the pod went away or stopped warming up
 	}
 	outcome := "succeeded"
-	reason := v1alpha1.GateWarmedUp
+	reason := v1beta1.GateWarmedUp
 	msg := fmt.Sprintf("warmed up with %d requests in %s", res.Succeeded, res.Elapsed.Round(time.Millisecond))
 	if res.Err != nil {
 		msg = fmt.Sprintf("warm-up failed after %s (%d succeeded, %d failed): %v", res.Elapsed.Round(time.Millisecond), res.Succeeded, res.Failed, res.Err)
-		reason, outcome = v1alpha1.GateWarmupFailed, "failed"
-		if reg.Spec.Warmup.OnFailure == v1alpha1.WarmupProceed {
-			reason, outcome, msg = v1alpha1.GateWarmedUp, "proceeded", msg+"; onFailure=Proceed: registering anyway"
+		reason, outcome = v1beta1.GateWarmupFailed, "failed"
+		if reg.Spec.Warmup.OnFailure == v1beta1.WarmupProceed {
+			reason, outcome, msg = v1beta1.GateWarmedUp, "proceeded", msg+"; onFailure=Proceed: registering anyway"
 		}
-		r.Recorder.Eventf(pod, reg, corev1.EventTypeWarning, v1alpha1.EventWarmupFailed, "WarmUp", "%s", msg)
+		r.Recorder.Eventf(pod, reg, corev1.EventTypeWarning, v1beta1.EventWarmupFailed, "WarmUp", "%s", msg)
 	} else {
-		r.Recorder.Eventf(pod, reg, corev1.EventTypeNormal, v1alpha1.EventWarmedUp, "WarmUp", "%s", msg)
+		r.Recorder.Eventf(pod, reg, corev1.EventTypeNormal, v1beta1.EventWarmedUp, "WarmUp", "%s", msg)
 	}
 	metrics.WarmupDuration.WithLabelValues(outcome).Observe(res.Elapsed.Seconds())
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8},

@@ -1,5 +1,5 @@
 // Package docgen renders the configuration reference (docs/reference.md) from the code:
-// the manager's flag set, the documented constants of api/v1alpha1 (annotations, labels,
+// the manager's flag set, the documented constants of api/v1beta1 (annotations, labels,
 // condition types and reasons, Event reasons), the Prometheus metrics the manager registers
 // and the ServiceRegistry CRD's OpenAPI schema. Its output depends only on
 // its input, so a stale reference is caught by comparing it with the committed file.

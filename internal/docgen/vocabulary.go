@@ -24,7 +24,7 @@ type Reason struct {
 	Doc         string
 }
 
-// Vocabulary is api/v1alpha1's conditions.go: condition types (prefix Condition), reasons
+// Vocabulary is api/v1beta1's conditions.go: condition types (prefix Condition), reasons
 // (Reason), readiness gate reasons (Gate) and Event reasons (Event).
 type Vocabulary struct {
 	Conditions []Condition

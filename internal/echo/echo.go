@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // stored compares values as the API server stores them: times to the second (metav1.Time is
@@ -36,13 +36,13 @@ var stored = conversion.EqualitiesOrDie(
 )
 
 // SameStatus reports whether a and b are one status once stored.
-func SameStatus(a, b v1alpha1.ServiceRegistryStatus) bool {
+func SameStatus(a, b v1beta1.ServiceRegistryStatus) bool {
 	return stored.DeepEqual(a, b)
 }
 
 // StatusOnly reports whether old and new differ in nothing but their status and the metadata
 // every write changes (resourceVersion, managedFields): a status write, by anyone.
-func StatusOnly(old, new *v1alpha1.ServiceRegistry) bool {
+func StatusOnly(old, new *v1beta1.ServiceRegistry) bool {
 	if old == nil || new == nil {
 		return false
 	}
@@ -96,7 +96,7 @@ type Statuses struct {
 
 type writtenStatus struct {
 	uid    types.UID
-	status v1alpha1.ServiceRegistryStatus
+	status v1beta1.ServiceRegistryStatus
 }
 
 // NewStatuses returns an empty memory of written statuses.
@@ -107,7 +107,7 @@ func NewStatuses() *Statuses {
 // Writing records that st is being written to the registry name with this UID. Call it before
 // the write: its echo may arrive before the write returns. st is not retained by the caller
 // afterwards (it is kept as is, not copied).
-func (s *Statuses) Writing(name types.NamespacedName, uid types.UID, st v1alpha1.ServiceRegistryStatus) {
+func (s *Statuses) Writing(name types.NamespacedName, uid types.UID, st v1beta1.ServiceRegistryStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.written[name] = writtenStatus{uid: uid, status: st}
@@ -124,7 +124,7 @@ func (s *Statuses) Forget(name types.NamespacedName) {
 // back: nothing but the status changed, and the status is the one last written to this
 // object. Any other change (spec, labels, annotations, finalizers, deletion, a status
 // written by somebody else) is not an echo.
-func (s *Statuses) IsEcho(old, new *v1alpha1.ServiceRegistry) bool {
+func (s *Statuses) IsEcho(old, new *v1beta1.ServiceRegistry) bool {
 	if !s.StatusOnly(old, new) {
 		return false
 	}
@@ -139,7 +139,7 @@ func (s *Statuses) IsEcho(old, new *v1alpha1.ServiceRegistry) bool {
 // operator: the reconciler's echo filter, its peer-registry watch and the gate releaser).
 // Two objects of one UID and resourceVersion are one version of one object as the API
 // server serves them; objects without a resourceVersion (built by hand) are compared anew.
-func (s *Statuses) StatusOnly(old, new *v1alpha1.ServiceRegistry) bool {
+func (s *Statuses) StatusOnly(old, new *v1beta1.ServiceRegistry) bool {
 	if old == nil || new == nil {
 		return false
 	}

@@ -7,42 +7,42 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
-func registry() *v1alpha1.ServiceRegistry {
-	return &v1alpha1.ServiceRegistry{
+func registry() *v1beta1.ServiceRegistry {
+	return &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1", ResourceVersion: "10",
 			Generation: 1, Labels: map[string]string{"a": "b"}, Finalizers: []string{"registrar.dev/store-cleanup"}},
-		Spec: v1alpha1.ServiceRegistrySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-		Status: v1alpha1.ServiceRegistryStatus{
+		Spec: v1beta1.ServiceRegistrySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: v1beta1.ServiceRegistryStatus{
 			ObservedGeneration: 1, Registered: 1,
 			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready",
 				LastTransitionTime: metav1.NewTime(t0)}},
-			Endpoints: []v1alpha1.EndpointStatus{{Pod: "web-0", State: v1alpha1.EndpointRegistered, Since: &metav1.Time{Time: t0}}},
+			Endpoints: []v1beta1.EndpointStatus{{Pod: "web-0", State: v1beta1.EndpointRegistered, Since: &metav1.Time{Time: t0}}},
 		},
 	}
 }
 
 // written is the status the operator computes: times to the nanosecond.
-func written() v1alpha1.ServiceRegistryStatus {
+func written() v1beta1.ServiceRegistryStatus {
 	st := registry().Status
 	st.Registered = 0
 	st.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(5*time.Second + 123456789))
-	st.Endpoints[0].State = v1alpha1.EndpointUnready
+	st.Endpoints[0].State = v1beta1.EndpointUnready
 	st.Endpoints[0].Since = &metav1.Time{Time: t0.Add(5*time.Second + 987654321)}
 	return st
 }
 
 // storedAs is st as the API server returns it: times to the second.
-func storedAs(st v1alpha1.ServiceRegistryStatus) v1alpha1.ServiceRegistryStatus {
+func storedAs(st v1beta1.ServiceRegistryStatus) v1beta1.ServiceRegistryStatus {
 	st.Conditions = append([]metav1.Condition(nil), st.Conditions...)
 	for i := range st.Conditions {
 		st.Conditions[i].LastTransitionTime = metav1.NewTime(st.Conditions[i].LastTransitionTime.Truncate(time.Second))
 	}
-	st.Endpoints = append([]v1alpha1.EndpointStatus(nil), st.Endpoints...)
+	st.Endpoints = append([]v1beta1.EndpointStatus(nil), st.Endpoints...)
 	for i := range st.Endpoints {
 		if st.Endpoints[i].Since != nil {
 			st.Endpoints[i].Since = &metav1.Time{Time: st.Endpoints[i].Since.Truncate(time.Second)}
@@ -56,48 +56,48 @@ func TestIsEcho(t *testing.T) {
 	cases := []struct {
 		name string
 		// wrote is the status remembered as written (nil: nothing written).
-		wrote  *v1alpha1.ServiceRegistryStatus
+		wrote  *v1beta1.ServiceRegistryStatus
 		uid    types.UID
-		mutate func(n *v1alpha1.ServiceRegistry)
+		mutate func(n *v1beta1.ServiceRegistry)
 		want   bool
 	}{
 		{name: "own status write, as stored (times to the second)", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()) }, want: true},
+			mutate: func(n *v1beta1.ServiceRegistry) { n.Status = storedAs(written()) }, want: true},
 		{name: "own status write, times identical", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = written() }, want: true},
+			mutate: func(n *v1beta1.ServiceRegistry) { n.Status = written() }, want: true},
 		{name: "nothing remembered", wrote: nil,
-			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()) }, want: false},
+			mutate: func(n *v1beta1.ServiceRegistry) { n.Status = storedAs(written()) }, want: false},
 		{name: "remembered for another object of the same name", wrote: ptr(written()), uid: "uid-0",
-			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()) }, want: false},
+			mutate: func(n *v1beta1.ServiceRegistry) { n.Status = storedAs(written()) }, want: false},
 		{name: "a status written by somebody else", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()); n.Status.Registered = 7 }, want: false},
+			mutate: func(n *v1beta1.ServiceRegistry) { n.Status = storedAs(written()); n.Status.Registered = 7 }, want: false},
 		{name: "a time a second off", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) {
+			mutate: func(n *v1beta1.ServiceRegistry) {
 				n.Status = storedAs(written())
 				n.Status.Endpoints[0].Since = &metav1.Time{Time: t0.Add(6 * time.Second)}
 			}, want: false},
 		{name: "own status, and the spec changed", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) {
+			mutate: func(n *v1beta1.ServiceRegistry) {
 				n.Status = storedAs(written())
 				n.Spec.Selector.MatchLabels = map[string]string{"app": "api"}
 				n.Generation = 2
 			}, want: false},
 		{name: "own status, and a label changed", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()); n.Labels["a"] = "c" }, want: false},
+			mutate: func(n *v1beta1.ServiceRegistry) { n.Status = storedAs(written()); n.Labels["a"] = "c" }, want: false},
 		{name: "own status, and an annotation added", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) {
+			mutate: func(n *v1beta1.ServiceRegistry) {
 				n.Status = storedAs(written())
-				n.Annotations = map[string]string{v1alpha1.AnnotationConfigError: "x"}
+				n.Annotations = map[string]string{v1beta1.AnnotationConfigError: "x"}
 			}, want: false},
 		{name: "own status, and deletion requested", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) {
+			mutate: func(n *v1beta1.ServiceRegistry) {
 				n.Status = storedAs(written())
 				n.DeletionTimestamp = &metav1.Time{Time: t0}
 			}, want: false},
 		{name: "own status, and a finalizer removed", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) { n.Status = storedAs(written()); n.Finalizers = nil }, want: false},
+			mutate: func(n *v1beta1.ServiceRegistry) { n.Status = storedAs(written()); n.Finalizers = nil }, want: false},
 		{name: "managedFields change with it (server-side bookkeeping)", wrote: ptr(written()), uid: "uid-1",
-			mutate: func(n *v1alpha1.ServiceRegistry) {
+			mutate: func(n *v1beta1.ServiceRegistry) {
 				n.Status = storedAs(written())
 				n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "registrar", Subresource: "status"}}
 			}, want: true},

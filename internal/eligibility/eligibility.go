@@ -9,18 +9,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
 // Verdict is the endpoint state a pod calls for, and why.
 type Verdict struct {
-	State  v1alpha1.EndpointState
+	State  v1beta1.EndpointState
 	Reason string
 }
 
 // Eligible reports whether the pod's endpoint belongs in the store.
-func (v Verdict) Eligible() bool { return v.State == v1alpha1.EndpointRegistered }
+func (v Verdict) Eligible() bool { return v.State == v1beta1.EndpointRegistered }
 
 // Classify applies the eligibility rule to a pod alone: a pod is eligible when it is not
 // terminating, its phase is Running, it has an IP and its ContainersReady condition is True;
@@ -33,21 +33,21 @@ func Classify(pod *corev1.Pod, warmupRequired bool) Verdict {
 func classifyContainers(pod *corev1.Pod) Verdict {
 	switch {
 	case pod.DeletionTimestamp != nil:
-		return Verdict{v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating}
+		return Verdict{v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating}
 	case pod.Status.Phase == corev1.PodFailed:
-		return Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonPodFailed}
+		return Verdict{v1beta1.EndpointUnready, v1beta1.ReasonPodFailed}
 	case pod.Status.Phase == corev1.PodSucceeded:
-		return Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonPodSucceeded}
+		return Verdict{v1beta1.EndpointUnready, v1beta1.ReasonPodSucceeded}
 	case pod.Status.Phase == corev1.PodUnknown:
-		return Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonPodPhaseUnknown}
+		return Verdict{v1beta1.EndpointUnready, v1beta1.ReasonPodPhaseUnknown}
 	case pod.Status.Phase != corev1.PodRunning:
-		return Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonPodNotRunning}
+		return Verdict{v1beta1.EndpointPending, v1beta1.ReasonPodNotRunning}
 	case pod.Status.PodIP == "":
-		return Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonNoPodIP}
+		return Verdict{v1beta1.EndpointPending, v1beta1.ReasonNoPodIP}
 	case !conditionTrue(pod, corev1.ContainersReady):
-		return Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady}
+		return Verdict{v1beta1.EndpointUnready, v1beta1.ReasonContainersNotReady}
 	}
-	return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
+	return Verdict{v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady}
 }
 
 // gated classifies a gated pod whose containers are ready. Its gate condition records warm-up
@@ -57,19 +57,19 @@ func classifyContainers(pod *corev1.Pod) Verdict {
 func gated(pod *corev1.Pod, warmupRequired bool) Verdict {
 	c := GateCondition(pod)
 	switch {
-	case warmupRequired && c != nil && (c.Status == corev1.ConditionTrue || c.Reason == v1alpha1.GateWarmedUp) &&
+	case warmupRequired && c != nil && (c.Status == corev1.ConditionTrue || c.Reason == v1beta1.GateWarmedUp) &&
 		restartedSince(pod, c.LastTransitionTime.Time):
-		return Verdict{v1alpha1.EndpointWarmingUp, v1alpha1.ReasonContainerRestarted}
+		return Verdict{v1beta1.EndpointWarmingUp, v1beta1.ReasonContainerRestarted}
 	case c != nil && c.Status == corev1.ConditionTrue:
-		return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
-	case c != nil && c.Reason == v1alpha1.GateWarmedUp:
-		return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonWarmedUp}
+		return Verdict{v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady}
+	case c != nil && c.Reason == v1beta1.GateWarmedUp:
+		return Verdict{v1beta1.EndpointRegistered, v1beta1.ReasonWarmedUp}
 	case !warmupRequired:
-		return Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
-	case c != nil && c.Reason == v1alpha1.GateWarmupFailed:
-		return Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonWarmupFailed}
+		return Verdict{v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady}
+	case c != nil && c.Reason == v1beta1.GateWarmupFailed:
+		return Verdict{v1beta1.EndpointPending, v1beta1.ReasonWarmupFailed}
 	}
-	return Verdict{v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp}
+	return Verdict{v1beta1.EndpointWarmingUp, v1beta1.ReasonWarmingUp}
 }
 
 // restartedSince reports whether a container of the pod restarted after t: it has restarted
@@ -90,7 +90,7 @@ func restartedSince(pod *corev1.Pod, t time.Time) bool {
 // HasGate reports whether the pod carries registrar's readiness gate.
 func HasGate(pod *corev1.Pod) bool {
 	for _, g := range pod.Spec.ReadinessGates {
-		if g.ConditionType == v1alpha1.ReadinessGate {
+		if g.ConditionType == v1beta1.ReadinessGate {
 			return true
 		}
 	}
@@ -100,7 +100,7 @@ func HasGate(pod *corev1.Pod) bool {
 // GateCondition returns the pod's registrar.dev/ready condition, or nil.
 func GateCondition(pod *corev1.Pod) *corev1.PodCondition {
 	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == v1alpha1.ReadinessGate {
+		if pod.Status.Conditions[i].Type == v1beta1.ReadinessGate {
 			return &pod.Status.Conditions[i]
 		}
 	}
@@ -126,14 +126,14 @@ func GateFor(pod *corev1.Pod, v Verdict, stored bool) (want GateWant, ok bool) {
 	cur := GateCondition(pod)
 	switch {
 	case v.Eligible() && stored:
-		want = GateWant{corev1.ConditionTrue, v1alpha1.GateRegistered}
-	case v.State == v1alpha1.EndpointWarmingUp:
-		want = GateWant{corev1.ConditionFalse, v1alpha1.GateWarmingUp}
-	case v.Reason == v1alpha1.ReasonServiceNameOwnedElsewhere && (cur == nil || cur.Status != corev1.ConditionTrue):
-		want = GateWant{corev1.ConditionFalse, v1alpha1.GateServiceNameOwnedElsewhere}
-	case v.State == v1alpha1.EndpointUnready && v.Reason == v1alpha1.ReasonContainersNotReady && cur != nil &&
-		(cur.Status == corev1.ConditionTrue || cur.Reason == v1alpha1.GateWarmedUp):
-		want = GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}
+		want = GateWant{corev1.ConditionTrue, v1beta1.GateRegistered}
+	case v.State == v1beta1.EndpointWarmingUp:
+		want = GateWant{corev1.ConditionFalse, v1beta1.GateWarmingUp}
+	case v.Reason == v1beta1.ReasonServiceNameOwnedElsewhere && (cur == nil || cur.Status != corev1.ConditionTrue):
+		want = GateWant{corev1.ConditionFalse, v1beta1.GateServiceNameOwnedElsewhere}
+	case v.State == v1beta1.EndpointUnready && v.Reason == v1beta1.ReasonContainersNotReady && cur != nil &&
+		(cur.Status == corev1.ConditionTrue || cur.Reason == v1beta1.GateWarmedUp):
+		want = GateWant{corev1.ConditionFalse, v1beta1.GateNotReady}
 	default:
 		return GateWant{}, false
 	}
@@ -174,7 +174,7 @@ type Placement struct {
 
 // Endpoint builds the store value for an eligible pod of reg. It fails when a port given by
 // targetPort names no container port of the pod.
-func Endpoint(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement) (store.Endpoint, error) {
+func Endpoint(reg *v1beta1.ServiceRegistry, pod *corev1.Pod, at Placement) (store.Endpoint, error) {
 	ports, err := resolvePorts(reg.Spec.Ports, pod)
 	if err != nil {
 		return store.Endpoint{}, err
@@ -184,7 +184,7 @@ func Endpoint(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement) (sto
 
 // EndpointWithPorts builds the store value for an eligible pod of reg whose ports were
 // resolved already (ResolvePorts, ResolvePortsLike).
-func EndpointWithPorts(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placement, ports map[string]int32) store.Endpoint {
+func EndpointWithPorts(reg *v1beta1.ServiceRegistry, pod *corev1.Pod, at Placement, ports map[string]int32) store.Endpoint {
 	return store.Endpoint{
 		Service:   reg.ResolvedServiceName(),
 		Namespace: pod.Namespace,
@@ -200,14 +200,14 @@ func EndpointWithPorts(reg *v1alpha1.ServiceRegistry, pod *corev1.Pod, at Placem
 }
 
 // ResolvePorts resolves the registry's ports on the pod: a targetPort names a container port.
-func ResolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
+func ResolvePorts(specs []v1beta1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
 	return resolvePorts(specs, pod)
 }
 
 // ResolvePortsLike is ResolvePorts, but returns like itself, allocating nothing, when the
 // pod's ports resolve to exactly what like holds (a registry's pods resolve the same ports
 // as a rule). like is only read; the caller must not modify what either returns.
-func ResolvePortsLike(specs []v1alpha1.ServicePort, pod *corev1.Pod, like map[string]int32) (map[string]int32, error) {
+func ResolvePortsLike(specs []v1beta1.ServicePort, pod *corev1.Pod, like map[string]int32) (map[string]int32, error) {
 	if like == nil || len(like) != len(specs) {
 		return resolvePorts(specs, pod)
 	}
@@ -223,7 +223,7 @@ func ResolvePortsLike(specs []v1alpha1.ServicePort, pod *corev1.Pod, like map[st
 	return like, nil
 }
 
-func resolvePorts(specs []v1alpha1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
+func resolvePorts(specs []v1beta1.ServicePort, pod *corev1.Pod) (map[string]int32, error) {
 	ports := make(map[string]int32, len(specs))
 	for _, p := range specs {
 		if p.Port != 0 {
@@ -352,13 +352,13 @@ func RenewalRevives(old, cur NodeLease, now time.Time, maxAge, margin time.Durat
 func DeregistrationLag(pod *corev1.Pod, v Verdict, now time.Time) (time.Duration, bool) {
 	var at time.Time
 	switch {
-	case pod.DeletionTimestamp != nil && v.Reason == v1alpha1.ReasonPodTerminating:
+	case pod.DeletionTimestamp != nil && v.Reason == v1beta1.ReasonPodTerminating:
 		var grace int64
 		if pod.DeletionGracePeriodSeconds != nil {
 			grace = *pod.DeletionGracePeriodSeconds
 		}
 		at = pod.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
-	case v.Reason == v1alpha1.ReasonContainersNotReady:
+	case v.Reason == v1beta1.ReasonContainersNotReady:
 		c := containersReady(pod)
 		if c == nil || c.Status == corev1.ConditionTrue || c.LastTransitionTime.IsZero() {
 			return 0, false

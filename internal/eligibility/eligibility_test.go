@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -73,100 +73,100 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name   string
 		pod    *corev1.Pod
-		state  v1alpha1.EndpointState
+		state  v1beta1.EndpointState
 		reason string
 	}{
 		{
 			name:  "eligible: running, IP, ContainersReady True",
 			pod:   readyPod(),
-			state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonContainersReady,
+			state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonContainersReady,
 		},
 		{
 			// The Ready condition waits on registrar's own readiness gate; only
 			// ContainersReady decides eligibility.
 			name:  "eligible even when Ready is False (readiness gate pending)",
 			pod:   readyPod(condition(corev1.PodReady, corev1.ConditionFalse)),
-			state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonContainersReady,
+			state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonContainersReady,
 		},
 		{
 			name:  "terminating and otherwise ready drains",
 			pod:   readyPod(deleting),
-			state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating,
+			state: v1beta1.EndpointDraining, reason: v1beta1.ReasonPodTerminating,
 		},
 		{
 			name:  "terminating wins over failed phase",
 			pod:   readyPod(deleting, phase(corev1.PodFailed)),
-			state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating,
+			state: v1beta1.EndpointDraining, reason: v1beta1.ReasonPodTerminating,
 		},
 		{
 			name:  "terminating wins over missing IP",
 			pod:   readyPod(deleting, noIP),
-			state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating,
+			state: v1beta1.EndpointDraining, reason: v1beta1.ReasonPodTerminating,
 		},
 		{
 			name:  "failed even with stale ContainersReady True",
 			pod:   readyPod(phase(corev1.PodFailed)),
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonPodFailed,
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonPodFailed,
 		},
 		{
 			name:  "succeeded",
 			pod:   readyPod(phase(corev1.PodSucceeded)),
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonPodSucceeded,
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonPodSucceeded,
 		},
 		{
 			name:  "unknown phase",
 			pod:   readyPod(phase(corev1.PodUnknown)),
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonPodPhaseUnknown,
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonPodPhaseUnknown,
 		},
 		{
 			name:  "pending phase",
 			pod:   readyPod(phase(corev1.PodPending)),
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonPodNotRunning,
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonPodNotRunning,
 		},
 		{
 			name:  "empty phase (not yet reported) is pending",
 			pod:   readyPod(phase("")),
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonPodNotRunning,
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonPodNotRunning,
 		},
 		{
 			name:  "pending phase without IP reports phase first",
 			pod:   readyPod(phase(corev1.PodPending), noIP),
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonPodNotRunning,
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonPodNotRunning,
 		},
 		{
 			name:  "running without IP",
 			pod:   readyPod(noIP),
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonNoPodIP,
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonNoPodIP,
 		},
 		{
 			name:  "running without IP and not ready reports IP first",
 			pod:   readyPod(noIP, condition(corev1.ContainersReady, corev1.ConditionFalse)),
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonNoPodIP,
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonNoPodIP,
 		},
 		{
 			name:  "ContainersReady False",
 			pod:   readyPod(condition(corev1.ContainersReady, corev1.ConditionFalse)),
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonContainersNotReady,
 		},
 		{
 			name:  "ContainersReady False even when Ready True",
 			pod:   readyPod(condition(corev1.ContainersReady, corev1.ConditionFalse), condition(corev1.PodReady, corev1.ConditionTrue)),
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonContainersNotReady,
 		},
 		{
 			name:  "ContainersReady Unknown",
 			pod:   readyPod(condition(corev1.ContainersReady, corev1.ConditionUnknown)),
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonContainersNotReady,
 		},
 		{
 			name:  "ContainersReady missing",
 			pod:   readyPod(condition(corev1.ContainersReady, "")),
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonContainersNotReady,
 		},
 		{
 			name:  "no conditions at all",
 			pod:   readyPod(func(p *corev1.Pod) { p.Status.Conditions = nil }),
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonContainersNotReady,
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonContainersNotReady,
 		},
 	}
 	for _, tc := range tests {
@@ -177,7 +177,7 @@ func TestClassify(t *testing.T) {
 			if got != want {
 				t.Errorf("Classify() = %+v, want %+v", got, want)
 			}
-			if wantEligible := tc.state == v1alpha1.EndpointRegistered; got.Eligible() != wantEligible {
+			if wantEligible := tc.state == v1beta1.EndpointRegistered; got.Eligible() != wantEligible {
 				t.Errorf("Eligible() = %v, want %v", got.Eligible(), wantEligible)
 			}
 			if !reflect.DeepEqual(before, tc.pod) {
@@ -188,11 +188,11 @@ func TestClassify(t *testing.T) {
 }
 
 func TestVerdictEligible(t *testing.T) {
-	for _, s := range []v1alpha1.EndpointState{
-		v1alpha1.EndpointPending, v1alpha1.EndpointWarmingUp, v1alpha1.EndpointRegistered,
-		v1alpha1.EndpointUnready, v1alpha1.EndpointDraining, "",
+	for _, s := range []v1beta1.EndpointState{
+		v1beta1.EndpointPending, v1beta1.EndpointWarmingUp, v1beta1.EndpointRegistered,
+		v1beta1.EndpointUnready, v1beta1.EndpointDraining, "",
 	} {
-		if got, want := (Verdict{State: s}).Eligible(), s == v1alpha1.EndpointRegistered; got != want {
+		if got, want := (Verdict{State: s}).Eligible(), s == v1beta1.EndpointRegistered; got != want {
 			t.Errorf("Verdict{State: %q}.Eligible() = %v, want %v", s, got, want)
 		}
 	}
@@ -200,10 +200,10 @@ func TestVerdictEligible(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func registry(name, serviceName string, ports ...v1alpha1.ServicePort) *v1alpha1.ServiceRegistry {
-	return &v1alpha1.ServiceRegistry{
+func registry(name, serviceName string, ports ...v1beta1.ServicePort) *v1beta1.ServiceRegistry {
+	return &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", UID: types.UID("reg-uid-1")},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			ServiceName: serviceName,
 			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			Ports:       ports,
@@ -241,7 +241,7 @@ func TestEndpoint(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		reg     *v1alpha1.ServiceRegistry
+		reg     *v1beta1.ServiceRegistry
 		pod     *corev1.Pod
 		at      Placement
 		want    store.Endpoint
@@ -249,28 +249,28 @@ func TestEndpoint(t *testing.T) {
 	}{
 		{
 			name: "literal port",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: 80}),
+			reg:  registry("web", "", v1beta1.ServicePort{Name: "http", Port: 80}),
 			pod:  readyPod(),
 			at:   at,
 			want: with(func(e *store.Endpoint) { e.Ports = map[string]int32{"http": 80} }),
 		},
 		{
 			name: "literal port wins even if a container port has the same name",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: 81}),
+			reg:  registry("web", "", v1beta1.ServicePort{Name: "http", Port: 81}),
 			pod:  readyPod(),
 			at:   at,
 			want: with(func(e *store.Endpoint) { e.Ports = map[string]int32{"http": 81} }),
 		},
 		{
 			name: "targetPort resolved from the first container",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "web", TargetPort: "http"}),
+			reg:  registry("web", "", v1beta1.ServicePort{Name: "web", TargetPort: "http"}),
 			pod:  readyPod(multiContainer),
 			at:   at,
 			want: with(func(e *store.Endpoint) { e.Ports = map[string]int32{"web": 8080} }),
 		},
 		{
 			name: "targetPort resolved from a later container and a later port",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "prom", TargetPort: "metrics"}),
+			reg:  registry("web", "", v1beta1.ServicePort{Name: "prom", TargetPort: "metrics"}),
 			pod:  readyPod(multiContainer),
 			at:   at,
 			want: with(func(e *store.Endpoint) { e.Ports = map[string]int32{"prom": 9090} }),
@@ -278,9 +278,9 @@ func TestEndpoint(t *testing.T) {
 		{
 			name: "mixed literal and named ports",
 			reg: registry("web", "",
-				v1alpha1.ServicePort{Name: "http", TargetPort: "http"},
-				v1alpha1.ServicePort{Name: "admin", TargetPort: "admin"},
-				v1alpha1.ServicePort{Name: "grpc", Port: 9000},
+				v1beta1.ServicePort{Name: "http", TargetPort: "http"},
+				v1beta1.ServicePort{Name: "admin", TargetPort: "admin"},
+				v1beta1.ServicePort{Name: "grpc", Port: 9000},
 			),
 			pod: readyPod(multiContainer),
 			at:  at,
@@ -297,7 +297,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name:    "missing targetPort names the port and the target",
-			reg:     registry("web", "", v1alpha1.ServicePort{Name: "web", TargetPort: "https"}),
+			reg:     registry("web", "", v1beta1.ServicePort{Name: "web", TargetPort: "https"}),
 			pod:     readyPod(),
 			at:      at,
 			wantErr: []string{`"web"`, `"https"`, "web-0"},
@@ -305,8 +305,8 @@ func TestEndpoint(t *testing.T) {
 		{
 			name: "missing targetPort after a resolvable one still fails",
 			reg: registry("web", "",
-				v1alpha1.ServicePort{Name: "http", TargetPort: "http"},
-				v1alpha1.ServicePort{Name: "debug", TargetPort: "pprof"},
+				v1beta1.ServicePort{Name: "http", TargetPort: "http"},
+				v1beta1.ServicePort{Name: "debug", TargetPort: "pprof"},
 			),
 			pod:     readyPod(multiContainer),
 			at:      at,
@@ -314,14 +314,14 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name:    "targetPort is not matched against container names",
-			reg:     registry("web", "", v1alpha1.ServicePort{Name: "x", TargetPort: "sidecar"}),
+			reg:     registry("web", "", v1beta1.ServicePort{Name: "x", TargetPort: "sidecar"}),
 			pod:     readyPod(multiContainer),
 			at:      at,
 			wantErr: []string{`"x"`, `"sidecar"`},
 		},
 		{
 			name: "targetPort resolves from a native sidecar (init container, restartPolicy Always)",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "proxy", TargetPort: "envoy"}),
+			reg:  registry("web", "", v1beta1.ServicePort{Name: "proxy", TargetPort: "envoy"}),
 			pod: readyPod(func(p *corev1.Pod) {
 				p.Spec.InitContainers = []corev1.Container{{
 					Name: "envoy", RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways),
@@ -333,7 +333,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "targetPort does not resolve from a plain init container",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "setup", TargetPort: "setup"}),
+			reg:  registry("web", "", v1beta1.ServicePort{Name: "setup", TargetPort: "setup"}),
 			pod: readyPod(func(p *corev1.Pod) {
 				p.Spec.InitContainers = []corev1.Container{{
 					Name: "init", Ports: []corev1.ContainerPort{{Name: "setup", ContainerPort: 7000}},
@@ -344,7 +344,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "explicit serviceName is used",
-			reg:  registry("web-registry", "storefront", v1alpha1.ServicePort{Name: "http", Port: 80}),
+			reg:  registry("web-registry", "storefront", v1beta1.ServicePort{Name: "http", Port: 80}),
 			pod:  readyPod(),
 			at:   at,
 			want: with(func(e *store.Endpoint) {
@@ -354,7 +354,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "serviceName defaults to metadata.name",
-			reg:  registry("checkout", "", v1alpha1.ServicePort{Name: "http", Port: 80}),
+			reg:  registry("checkout", "", v1beta1.ServicePort{Name: "http", Port: 80}),
 			pod:  readyPod(),
 			at:   at,
 			want: with(func(e *store.Endpoint) {
@@ -364,7 +364,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "empty placement and unscheduled pod leave fields empty",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: 80}),
+			reg:  registry("web", "", v1beta1.ServicePort{Name: "http", Port: 80}),
 			pod:  readyPod(func(p *corev1.Pod) { p.Spec.NodeName = "" }),
 			at:   Placement{},
 			want: with(func(e *store.Endpoint) {
@@ -374,7 +374,7 @@ func TestEndpoint(t *testing.T) {
 		},
 		{
 			name: "namespace, pod, uid and address come from the pod",
-			reg:  registry("web", "", v1alpha1.ServicePort{Name: "http", Port: 80}),
+			reg:  registry("web", "", v1beta1.ServicePort{Name: "http", Port: 80}),
 			pod: readyPod(func(p *corev1.Pod) {
 				p.Name, p.Namespace, p.UID = "web-9", "other-ns", "pod-uid-9"
 				p.Status.PodIP = "fd00::9"
@@ -428,7 +428,7 @@ func TestEndpoint(t *testing.T) {
 
 // checkResolvePortsLike: whatever like holds, ResolvePortsLike answers as ResolvePorts, and
 // returns like itself exactly when it holds the answer.
-func checkResolvePortsLike(t *testing.T, specs []v1alpha1.ServicePort, pod *corev1.Pod) {
+func checkResolvePortsLike(t *testing.T, specs []v1beta1.ServicePort, pod *corev1.Pod) {
 	t.Helper()
 	want, wantErr := ResolvePorts(specs, pod)
 	extra := maps.Clone(want)

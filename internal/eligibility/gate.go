@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Claimant is what the gate and overlap decisions need to know of one ServiceRegistry (or
@@ -28,15 +28,15 @@ type Claimant struct {
 }
 
 // ClaimantOf describes a ServiceRegistry.
-func ClaimantOf(reg *v1alpha1.ServiceRegistry) Claimant {
-	return ClaimantWith(reg, func(reg *v1alpha1.ServiceRegistry) (labels.Selector, error) {
+func ClaimantOf(reg *v1beta1.ServiceRegistry) Claimant {
+	return ClaimantWith(reg, func(reg *v1beta1.ServiceRegistry) (labels.Selector, error) {
 		return metav1.LabelSelectorAsSelector(&reg.Spec.Selector)
 	})
 }
 
 // ClaimantWith is ClaimantOf with the registry's selector parsed by parse, which must answer
 // as metav1.LabelSelectorAsSelector does (e.g. remembered: selindex.Parsed).
-func ClaimantWith(reg *v1alpha1.ServiceRegistry, parse func(*v1alpha1.ServiceRegistry) (labels.Selector, error)) Claimant {
+func ClaimantWith(reg *v1beta1.ServiceRegistry, parse func(*v1beta1.ServiceRegistry) (labels.Selector, error)) Claimant {
 	c := Claimant{
 		Name: reg.Name, UID: string(reg.UID), Created: reg.CreationTimestamp.Time,
 		Deleting: reg.DeletionTimestamp != nil, Warmup: reg.Spec.Warmup != nil,
@@ -146,7 +146,7 @@ func GateWaitsFor(gate GateWant, cur string, holders []Claimant, stored func(uid
 		return ""
 	}
 	for _, h := range holders {
-		if h.Warmup && cur != v1alpha1.GateWarmedUp {
+		if h.Warmup && cur != v1beta1.GateWarmedUp {
 			return h.Name
 		}
 		if !stored(h.UID) {

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 func TestGateHoldersAndWaits(t *testing.T) {
@@ -45,11 +45,11 @@ func TestGateHoldersAndWaits(t *testing.T) {
 		{name: "invalid selector manages nothing", regs: []Claimant{reg("a", 1, func(c *Claimant) { c.Selector = nil })}},
 		{name: "one, stored", regs: []Claimant{reg("a", 1)}, holders: []string{"a"}, stored: map[string]bool{"a": true}},
 		{name: "plain stored, warm-up not done", regs: []Claimant{reg("plain", 2), reg("web", 1, warm)},
-			holders: []string{"plain", "web"}, cur: v1alpha1.GateWarmingUp, stored: map[string]bool{"plain": true, "web": true}, waits: "web"},
+			holders: []string{"plain", "web"}, cur: v1beta1.GateWarmingUp, stored: map[string]bool{"plain": true, "web": true}, waits: "web"},
 		{name: "warmed up, other store not yet", regs: []Claimant{reg("plain", 2), reg("web", 1, warm)},
-			holders: []string{"plain", "web"}, cur: v1alpha1.GateWarmedUp, stored: map[string]bool{"web": true}, waits: "plain"},
+			holders: []string{"plain", "web"}, cur: v1beta1.GateWarmedUp, stored: map[string]bool{"web": true}, waits: "plain"},
 		{name: "warmed up, both stored", regs: []Claimant{reg("plain", 2), reg("web", 1, warm)},
-			holders: []string{"plain", "web"}, cur: v1alpha1.GateWarmedUp, stored: map[string]bool{"plain": true, "web": true}},
+			holders: []string{"plain", "web"}, cur: v1beta1.GateWarmedUp, stored: map[string]bool{"plain": true, "web": true}},
 		{name: "same service and store: the younger yields", regs: []Claimant{reg("b", 1, service("s")), reg("a", 2, service("s"))},
 			holders: []string{"a"}, stored: map[string]bool{"a": true}},
 		{name: "same service, disjoint stores: both hold", regs: []Claimant{reg("b", 1, service("s", "x")), reg("a", 2, service("s", "y"))},

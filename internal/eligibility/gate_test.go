@@ -7,17 +7,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 func withGate(p *corev1.Pod) {
-	p.Spec.ReadinessGates = append(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate})
+	p.Spec.ReadinessGates = append(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1beta1.ReadinessGate})
 }
 
 func gate(status corev1.ConditionStatus, reason string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
-			Type: v1alpha1.ReadinessGate, Status: status, Reason: reason,
+			Type: v1beta1.ReadinessGate, Status: status, Reason: reason,
 		})
 	}
 }
@@ -27,19 +27,19 @@ func TestClassifyGated(t *testing.T) {
 		name    string
 		pod     *corev1.Pod
 		warmup  bool
-		state   v1alpha1.EndpointState
+		state   v1beta1.EndpointState
 		reason  string
 		eligble bool
 	}{
-		{"ungated pod needs no warm-up", readyPod(), true, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, true},
-		{"gated, no gate condition yet: warming up", readyPod(withGate), true, v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp, false},
-		{"gated, warming up", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), true, v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp, false},
-		{"gated, warm-up recorded on the pod", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), true, v1alpha1.EndpointRegistered, v1alpha1.ReasonWarmedUp, true},
-		{"gated, gate already True (operator restart): not warmed again", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), true, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, true},
-		{"gated, warm-up failed under Block", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmupFailed)), true, v1alpha1.EndpointPending, v1alpha1.ReasonWarmupFailed, false},
-		{"gated, registry without warm-up", readyPod(withGate), false, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, true},
-		{"gated, containers not ready: the container rule decides", readyPod(withGate, condition(corev1.ContainersReady, corev1.ConditionFalse)), true, v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady, false},
-		{"gated, terminating", readyPod(withGate, deleting, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), true, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, false},
+		{"ungated pod needs no warm-up", readyPod(), true, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, true},
+		{"gated, no gate condition yet: warming up", readyPod(withGate), true, v1beta1.EndpointWarmingUp, v1beta1.ReasonWarmingUp, false},
+		{"gated, warming up", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmingUp)), true, v1beta1.EndpointWarmingUp, v1beta1.ReasonWarmingUp, false},
+		{"gated, warm-up recorded on the pod", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmedUp)), true, v1beta1.EndpointRegistered, v1beta1.ReasonWarmedUp, true},
+		{"gated, gate already True (operator restart): not warmed again", readyPod(withGate, gate(corev1.ConditionTrue, v1beta1.GateRegistered)), true, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, true},
+		{"gated, warm-up failed under Block", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmupFailed)), true, v1beta1.EndpointPending, v1beta1.ReasonWarmupFailed, false},
+		{"gated, registry without warm-up", readyPod(withGate), false, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, true},
+		{"gated, containers not ready: the container rule decides", readyPod(withGate, condition(corev1.ContainersReady, corev1.ConditionFalse)), true, v1beta1.EndpointUnready, v1beta1.ReasonContainersNotReady, false},
+		{"gated, terminating", readyPod(withGate, deleting, gate(corev1.ConditionTrue, v1beta1.GateRegistered)), true, v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,11 +52,11 @@ func TestClassifyGated(t *testing.T) {
 }
 
 func TestGateFor(t *testing.T) {
-	eligible := Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonWarmedUp}
-	warming := Verdict{v1alpha1.EndpointWarmingUp, v1alpha1.ReasonWarmingUp}
-	unready := Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady}
-	draining := Verdict{v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating}
-	refused := Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonServiceNameOwnedElsewhere}
+	eligible := Verdict{v1beta1.EndpointRegistered, v1beta1.ReasonWarmedUp}
+	warming := Verdict{v1beta1.EndpointWarmingUp, v1beta1.ReasonWarmingUp}
+	unready := Verdict{v1beta1.EndpointUnready, v1beta1.ReasonContainersNotReady}
+	draining := Verdict{v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating}
+	refused := Verdict{v1beta1.EndpointPending, v1beta1.ReasonServiceNameOwnedElsewhere}
 	tests := []struct {
 		name   string
 		pod    *corev1.Pod
@@ -65,26 +65,26 @@ func TestGateFor(t *testing.T) {
 		want   *GateWant
 	}{
 		{"ungated pod: never touched", readyPod(), eligible, true, nil},
-		{"eligible and stored: True", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), eligible, true,
-			&GateWant{corev1.ConditionTrue, v1alpha1.GateRegistered}},
-		{"eligible but not in the store yet: unchanged", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), eligible, false, nil},
-		{"already True: no write", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), eligible, true, nil},
+		{"eligible and stored: True", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmedUp)), eligible, true,
+			&GateWant{corev1.ConditionTrue, v1beta1.GateRegistered}},
+		{"eligible but not in the store yet: unchanged", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmedUp)), eligible, false, nil},
+		{"already True: no write", readyPod(withGate, gate(corev1.ConditionTrue, v1beta1.GateRegistered)), eligible, true, nil},
 		{"warming without condition: False/WarmingUp", readyPod(withGate), warming, false,
-			&GateWant{corev1.ConditionFalse, v1alpha1.GateWarmingUp}},
-		{"warming, already reported: no write", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), warming, false, nil},
+			&GateWant{corev1.ConditionFalse, v1beta1.GateWarmingUp}},
+		{"warming, already reported: no write", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmingUp)), warming, false, nil},
 		{"containers not ready after registration: False so the next start warms again",
-			readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), unready, false,
-			&GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}},
-		{"containers not ready after warm-up: False", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), unready, false,
-			&GateWant{corev1.ConditionFalse, v1alpha1.GateNotReady}},
-		{"containers not ready while warming: unchanged", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmingUp)), unready, false, nil},
+			readyPod(withGate, gate(corev1.ConditionTrue, v1beta1.GateRegistered)), unready, false,
+			&GateWant{corev1.ConditionFalse, v1beta1.GateNotReady}},
+		{"containers not ready after warm-up: False", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmedUp)), unready, false,
+			&GateWant{corev1.ConditionFalse, v1beta1.GateNotReady}},
+		{"containers not ready while warming: unchanged", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmingUp)), unready, false, nil},
 		{"service name refused, gate unset: False saying so", readyPod(withGate), refused, false,
-			&GateWant{corev1.ConditionFalse, v1alpha1.GateServiceNameOwnedElsewhere}},
-		{"service name refused, gate False: False saying so", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateWarmedUp)), refused, false,
-			&GateWant{corev1.ConditionFalse, v1alpha1.GateServiceNameOwnedElsewhere}},
-		{"service name refused, already reported: no write", readyPod(withGate, gate(corev1.ConditionFalse, v1alpha1.GateServiceNameOwnedElsewhere)), refused, false, nil},
-		{"service name refused, gate True: left True", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), refused, false, nil},
-		{"terminating: unchanged", readyPod(withGate, gate(corev1.ConditionTrue, v1alpha1.GateRegistered)), draining, false, nil},
+			&GateWant{corev1.ConditionFalse, v1beta1.GateServiceNameOwnedElsewhere}},
+		{"service name refused, gate False: False saying so", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateWarmedUp)), refused, false,
+			&GateWant{corev1.ConditionFalse, v1beta1.GateServiceNameOwnedElsewhere}},
+		{"service name refused, already reported: no write", readyPod(withGate, gate(corev1.ConditionFalse, v1beta1.GateServiceNameOwnedElsewhere)), refused, false, nil},
+		{"service name refused, gate True: left True", readyPod(withGate, gate(corev1.ConditionTrue, v1beta1.GateRegistered)), refused, false, nil},
+		{"terminating: unchanged", readyPod(withGate, gate(corev1.ConditionTrue, v1beta1.GateRegistered)), draining, false, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

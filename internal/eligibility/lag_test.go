@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 func TestDeregistrationLag(t *testing.T) {
@@ -29,17 +29,17 @@ func TestDeregistrationLag(t *testing.T) {
 		ok   bool
 	}{
 		{name: "deleted, 940ms after the recorded second: within the truncation", pod: deleted,
-			v: Verdict{v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating}, now: rec.Add(940 * time.Millisecond), want: 0, ok: true},
-		{name: "deleted, 2.5 s after", pod: deleted, v: Verdict{v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating},
+			v: Verdict{v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating}, now: rec.Add(940 * time.Millisecond), want: 0, ok: true},
+		{name: "deleted, 2.5 s after", pod: deleted, v: Verdict{v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating},
 			now: rec.Add(2500 * time.Millisecond), want: 1500 * time.Millisecond, ok: true},
-		{name: "containers not ready", pod: notReady(rec), v: Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady},
+		{name: "containers not ready", pod: notReady(rec), v: Verdict{v1beta1.EndpointUnready, v1beta1.ReasonContainersNotReady},
 			now: rec.Add(1200 * time.Millisecond), want: 200 * time.Millisecond, ok: true},
 		{name: "node Lease lapsed: no recorded trigger", pod: readyLongAgo,
-			v: Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonNodeLeaseExpired}, now: rec},
-		{name: "selector overlap: not measured", pod: readyLongAgo, v: Verdict{v1alpha1.EndpointPending, "SelectorOverlap"}, now: rec},
-		{name: "named port missing: not measured", pod: readyLongAgo, v: Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonNamedPortMissing}, now: rec},
+			v: Verdict{v1beta1.EndpointUnready, v1beta1.ReasonNodeLeaseExpired}, now: rec},
+		{name: "selector overlap: not measured", pod: readyLongAgo, v: Verdict{v1beta1.EndpointPending, "SelectorOverlap"}, now: rec},
+		{name: "named port missing: not measured", pod: readyLongAgo, v: Verdict{v1beta1.EndpointPending, v1beta1.ReasonNamedPortMissing}, now: rec},
 		{name: "not-ready verdict but condition True (stale)", pod: readyLongAgo,
-			v: Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady}, now: rec},
+			v: Verdict{v1beta1.EndpointUnready, v1beta1.ReasonContainersNotReady}, now: rec},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := DeregistrationLag(tt.pod, tt.v, tt.now)

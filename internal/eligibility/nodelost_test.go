@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Issue 34, defect 3: a node that is gone keeps its pods out; only a new Lease renewing
@@ -65,11 +65,11 @@ func TestDecideOnDeletedNodes(t *testing.T) {
 		lease  *NodeLease
 		reason string
 	}{
-		{name: "node never seen", reason: v1alpha1.ReasonContainersReady},
-		{name: "Node deleted", lease: &NodeLease{RenewTime: t0, DurationSecs: 40, NodeDeleted: true}, reason: v1alpha1.ReasonNodeLeaseExpired},
+		{name: "node never seen", reason: v1beta1.ReasonContainersReady},
+		{name: "Node deleted", lease: &NodeLease{RenewTime: t0, DurationSecs: 40, NodeDeleted: true}, reason: v1beta1.ReasonNodeLeaseExpired},
 		{name: "lapsed Lease deleted", lease: &NodeLease{RenewTime: t0.Add(-time.Minute), DurationSecs: 40, Deleted: true},
-			reason: v1alpha1.ReasonNodeLeaseExpired},
-		{name: "live Lease deleted", lease: &NodeLease{RenewTime: t0, DurationSecs: 40, Deleted: true}, reason: v1alpha1.ReasonContainersReady},
+			reason: v1beta1.ReasonNodeLeaseExpired},
+		{name: "live Lease deleted", lease: &NodeLease{RenewTime: t0, DurationSecs: 40, Deleted: true}, reason: v1beta1.ReasonContainersReady},
 	} {
 		d := Decide(Facts{Pod: pod, NodeLease: tt.lease, LeaseMaxAge: 20 * time.Second, Now: t0.Add(time.Second)})
 		if d.Reason != tt.reason {

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // LapsedLeaseRecheck is how often a registry with a pod on a lapsed node re-checks the
@@ -61,7 +61,7 @@ func Decide(f Facts) Decision {
 			return d
 		}
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady}
+	d.Verdict = Verdict{v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady}
 	return d
 }
 
@@ -69,7 +69,7 @@ func nameRefused(f Facts, d *Decision) bool {
 	if !f.NameRefused {
 		return false
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonServiceNameOwnedElsewhere}
+	d.Verdict = Verdict{v1beta1.EndpointPending, v1beta1.ReasonServiceNameOwnedElsewhere}
 	return true
 }
 
@@ -77,7 +77,7 @@ func olderClaim(f Facts, d *Decision) bool {
 	if f.OlderClaim == "" {
 		return false
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonSelectorOverlap}
+	d.Verdict = Verdict{v1beta1.EndpointPending, v1beta1.ReasonSelectorOverlap}
 	return true
 }
 
@@ -94,7 +94,7 @@ func ports(f Facts, d *Decision) bool {
 	if f.PortErr == nil {
 		return false
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointPending, v1alpha1.ReasonNamedPortMissing}
+	d.Verdict = Verdict{v1beta1.EndpointPending, v1beta1.ReasonNamedPortMissing}
 	return true
 }
 
@@ -107,7 +107,7 @@ func nodeLease(f Facts, d *Decision) bool {
 	if !lost {
 		return false
 	}
-	d.Verdict = Verdict{v1alpha1.EndpointUnready, v1alpha1.ReasonNodeLeaseExpired}
+	d.Verdict = Verdict{v1beta1.EndpointUnready, v1beta1.ReasonNodeLeaseExpired}
 	return true
 }
 

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // TestDecide walks the one verdict chain: older claim, containers, ports, node Lease,
@@ -25,9 +25,9 @@ func TestDecide(t *testing.T) {
 	}
 	gatedPod := func(reason string) func(*corev1.Pod) {
 		return func(p *corev1.Pod) {
-			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}}
+			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1beta1.ReadinessGate}}
 			if reason != "" {
-				p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: v1alpha1.ReadinessGate,
+				p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: v1beta1.ReadinessGate,
 					Status: corev1.ConditionFalse, Reason: reason})
 			}
 		}
@@ -39,34 +39,34 @@ func TestDecide(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		f       Facts
-		state   v1alpha1.EndpointState
+		state   v1beta1.EndpointState
 		reason  string
 		recheck time.Time
 	}{
-		{name: "ready", f: Facts{Pod: ready()}, state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonContainersReady},
+		{name: "ready", f: Facts{Pod: ready()}, state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonContainersReady},
 		{name: "service name refused first, before an older claim", f: Facts{Pod: ready(terminating), NameRefused: true, OlderClaim: "old"},
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonServiceNameOwnedElsewhere},
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonServiceNameOwnedElsewhere},
 		{name: "older claim first, even terminating", f: Facts{Pod: ready(terminating), OlderClaim: "old"},
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonSelectorOverlap},
-		{name: "terminating", f: Facts{Pod: ready(terminating)}, state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating},
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonSelectorOverlap},
+		{name: "terminating", f: Facts{Pod: ready(terminating)}, state: v1beta1.EndpointDraining, reason: v1beta1.ReasonPodTerminating},
 		{name: "terminating before port missing", f: Facts{Pod: ready(terminating), PortErr: portErr},
-			state: v1alpha1.EndpointDraining, reason: v1alpha1.ReasonPodTerminating},
-		{name: "port missing", f: Facts{Pod: ready(), PortErr: portErr}, state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonNamedPortMissing},
+			state: v1beta1.EndpointDraining, reason: v1beta1.ReasonPodTerminating},
+		{name: "port missing", f: Facts{Pod: ready(), PortErr: portErr}, state: v1beta1.EndpointPending, reason: v1beta1.ReasonNamedPortMissing},
 		{name: "port missing before lapsed lease", f: Facts{Pod: ready(), PortErr: portErr, NodeLease: lapsed, LeaseMaxAge: 20 * time.Second},
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonNamedPortMissing},
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonNamedPortMissing},
 		{name: "lease fresh: registered, re-checked when it would lapse",
 			f:     Facts{Pod: ready(), NodeLease: fresh, LeaseMaxAge: 20 * time.Second, Now: now},
-			state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonContainersReady, recheck: now.Add(15 * time.Second)},
+			state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonContainersReady, recheck: now.Add(15 * time.Second)},
 		{name: "lease lapsed: unready, re-checked", f: Facts{Pod: ready(), NodeLease: lapsed, LeaseMaxAge: 20 * time.Second, Now: now},
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonNodeLeaseExpired, recheck: now.Add(LapsedLeaseRecheck)},
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonNodeLeaseExpired, recheck: now.Add(LapsedLeaseRecheck)},
 		{name: "lapsed lease before warm-up", f: Facts{Pod: ready(gatedPod("")), WarmupRequired: true, NodeLease: lapsed, LeaseMaxAge: 20 * time.Second, Now: now},
-			state: v1alpha1.EndpointUnready, reason: v1alpha1.ReasonNodeLeaseExpired, recheck: now.Add(LapsedLeaseRecheck)},
-		{name: "gated, warming up", f: Facts{Pod: ready(gatedPod("")), WarmupRequired: true}, state: v1alpha1.EndpointWarmingUp, reason: v1alpha1.ReasonWarmingUp},
-		{name: "gated, warmed up", f: Facts{Pod: ready(gatedPod(v1alpha1.GateWarmedUp)), WarmupRequired: true},
-			state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonWarmedUp},
-		{name: "gated, warm-up failed", f: Facts{Pod: ready(gatedPod(v1alpha1.GateWarmupFailed)), WarmupRequired: true},
-			state: v1alpha1.EndpointPending, reason: v1alpha1.ReasonWarmupFailed},
-		{name: "gated, no warm-up asked", f: Facts{Pod: ready(gatedPod(""))}, state: v1alpha1.EndpointRegistered, reason: v1alpha1.ReasonContainersReady},
+			state: v1beta1.EndpointUnready, reason: v1beta1.ReasonNodeLeaseExpired, recheck: now.Add(LapsedLeaseRecheck)},
+		{name: "gated, warming up", f: Facts{Pod: ready(gatedPod("")), WarmupRequired: true}, state: v1beta1.EndpointWarmingUp, reason: v1beta1.ReasonWarmingUp},
+		{name: "gated, warmed up", f: Facts{Pod: ready(gatedPod(v1beta1.GateWarmedUp)), WarmupRequired: true},
+			state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonWarmedUp},
+		{name: "gated, warm-up failed", f: Facts{Pod: ready(gatedPod(v1beta1.GateWarmupFailed)), WarmupRequired: true},
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonWarmupFailed},
+		{name: "gated, no warm-up asked", f: Facts{Pod: ready(gatedPod(""))}, state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonContainersReady},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := Decide(tt.f)

@@ -19,7 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 const (
@@ -60,36 +60,36 @@ type Result struct {
 // DrainSeconds returns the registry's drain length, applying the CRD default when spec.drain
 // is nil (a ServiceRegistry read back from the API server always has the default applied;
 // one built in code may not).
-func DrainSeconds(reg *v1alpha1.ServiceRegistry) int32 {
+func DrainSeconds(reg *v1beta1.ServiceRegistry) int32 {
 	if reg.Spec.Drain == nil || reg.Spec.Drain.Seconds == nil {
-		return v1alpha1.DefaultDrainSeconds
+		return v1beta1.DefaultDrainSeconds
 	}
 	return *reg.Spec.Drain.Seconds
 }
 
 // Enabled reports whether the registry asks for injection.
-func Enabled(reg *v1alpha1.ServiceRegistry) bool {
+func Enabled(reg *v1beta1.ServiceRegistry) bool {
 	return reg.Spec.Injection != nil && ptr.Deref(reg.Spec.Injection.Enabled, false)
 }
 
 // Inject mutates pod in place for reg and returns what it did. It does not check that reg
 // selects pod or has injection enabled; the caller does. A pod that already carries the
 // registrar.dev/injected annotation is returned unchanged, so Inject(Inject(p)) == Inject(p).
-func Inject(pod *corev1.Pod, reg *v1alpha1.ServiceRegistry) Result {
+func Inject(pod *corev1.Pod, reg *v1beta1.ServiceRegistry) Result {
 	drain := DrainSeconds(reg)
 	res := Result{DrainSeconds: drain, GracePeriodBefore: copyInt64(pod.Spec.TerminationGracePeriodSeconds)}
 	res.GracePeriodAfter = res.GracePeriodBefore
-	if v, ok := pod.Annotations[v1alpha1.AnnotationInjected]; ok {
+	if v, ok := pod.Annotations[v1beta1.AnnotationInjected]; ok {
 		res.AlreadyInjected = true
-		res.Notes = append(res.Notes, fmt.Sprintf("pod already carries %s=%q; left unchanged", v1alpha1.AnnotationInjected, v))
+		res.Notes = append(res.Notes, fmt.Sprintf("pod already carries %s=%q; left unchanged", v1beta1.AnnotationInjected, v))
 		return res
 	}
 
 	// Readiness gate.
 	if !hasGate(pod) {
-		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate})
+		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1beta1.ReadinessGate})
 		res.GateAdded = true
-		res.Changes = append(res.Changes, fmt.Sprintf("added readiness gate %s", v1alpha1.ReadinessGate))
+		res.Changes = append(res.Changes, fmt.Sprintf("added readiness gate %s", v1beta1.ReadinessGate))
 	}
 
 	// preStop sleep on the serving containers.
@@ -145,15 +145,15 @@ func Inject(pod *corev1.Pod, reg *v1alpha1.ServiceRegistry) Result {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[v1alpha1.AnnotationInjected] = strconv.Itoa(int(drain))
-	res.Changes = append(res.Changes, fmt.Sprintf("set annotation %s=%q", v1alpha1.AnnotationInjected, strconv.Itoa(int(drain))))
+	pod.Annotations[v1beta1.AnnotationInjected] = strconv.Itoa(int(drain))
+	res.Changes = append(res.Changes, fmt.Sprintf("set annotation %s=%q", v1beta1.AnnotationInjected, strconv.Itoa(int(drain))))
 	res.Changed = true
 	return res
 }
 
 func hasGate(pod *corev1.Pod) bool {
 	for _, g := range pod.Spec.ReadinessGates {
-		if g.ConditionType == v1alpha1.ReadinessGate {
+		if g.ConditionType == v1beta1.ReadinessGate {
 			return true
 		}
 	}
@@ -164,7 +164,7 @@ func hasGate(pod *corev1.Pod) bool {
 // those declaring a port that matches spec.ports (by number for port, by name for
 // targetPort); failing that, every container that declares any port; failing that, the first
 // container. The second result explains a fallback, or is empty.
-func servingContainers(pod *corev1.Pod, reg *v1alpha1.ServiceRegistry) ([]int, string) {
+func servingContainers(pod *corev1.Pod, reg *v1beta1.ServiceRegistry) ([]int, string) {
 	var matched, withPorts []int
 	for i, c := range pod.Spec.Containers {
 		if len(c.Ports) == 0 {
@@ -187,7 +187,7 @@ func servingContainers(pod *corev1.Pod, reg *v1alpha1.ServiceRegistry) ([]int, s
 	}
 }
 
-func containerServes(c corev1.Container, ports []v1alpha1.ServicePort) bool {
+func containerServes(c corev1.Container, ports []v1beta1.ServicePort) bool {
 	for _, cp := range c.Ports {
 		for _, sp := range ports {
 			if sp.Port != 0 && cp.ContainerPort == sp.Port {

@@ -9,30 +9,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
-func registry(drain *int32, ports ...v1alpha1.ServicePort) *v1alpha1.ServiceRegistry {
-	r := &v1alpha1.ServiceRegistry{
+func registry(drain *int32, ports ...v1beta1.ServicePort) *v1beta1.ServiceRegistry {
+	r := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"app": "orders"}},
 			Ports:     ports,
-			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
+			Injection: &v1beta1.InjectionSpec{Enabled: ptr.To(true)},
 		},
 	}
 	if drain != nil {
-		r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To(*drain)}
+		r.Spec.Drain = &v1beta1.DrainSpec{Seconds: ptr.To(*drain)}
 	}
 	return r
 }
 
-func port(name string, n int32) v1alpha1.ServicePort {
-	return v1alpha1.ServicePort{Name: name, Port: n}
+func port(name string, n int32) v1beta1.ServicePort {
+	return v1beta1.ServicePort{Name: name, Port: n}
 }
 
-func target(name, target string) v1alpha1.ServicePort {
-	return v1alpha1.ServicePort{Name: name, TargetPort: target}
+func target(name, target string) v1beta1.ServicePort {
+	return v1beta1.ServicePort{Name: name, TargetPort: target}
 }
 
 func container(name string, ports ...corev1.ContainerPort) corev1.Container {
@@ -60,7 +60,7 @@ func sleepOf(c corev1.Container) int64 {
 func gates(p *corev1.Pod) int {
 	n := 0
 	for _, g := range p.Spec.ReadinessGates {
-		if g.ConditionType == v1alpha1.ReadinessGate {
+		if g.ConditionType == v1beta1.ReadinessGate {
 			n++
 		}
 	}
@@ -82,7 +82,7 @@ func TestInject(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		reg  *v1alpha1.ServiceRegistry
+		reg  *v1beta1.ServiceRegistry
 		pod  func() *corev1.Pod
 		want want
 	}{
@@ -117,7 +117,7 @@ func TestInject(t *testing.T) {
 			reg:  registry(nil, port("http", 8080)),
 			pod: func() *corev1.Pod {
 				p := pod(container("app", cport("http", 8080)))
-				p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "other/gate"}, {ConditionType: v1alpha1.ReadinessGate}}
+				p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "other/gate"}, {ConditionType: v1beta1.ReadinessGate}}
 				return p
 			},
 			want: want{changed: true, gates: 1, sleeps: map[string]int64{"app": 15}, grace: ptr.To[int64](45), annotation: "15"},
@@ -185,7 +185,7 @@ func TestInject(t *testing.T) {
 			reg:  registry(ptr.To[int32](15), port("http", 8080)),
 			pod: func() *corev1.Pod {
 				p := pod(container("app", cport("http", 8080)))
-				p.Annotations = map[string]string{v1alpha1.AnnotationInjected: "7"}
+				p.Annotations = map[string]string{v1beta1.AnnotationInjected: "7"}
 				return p
 			},
 			want: want{changed: false, gates: 0, sleeps: map[string]int64{"app": -1}, grace: nil, annotation: "7"},
@@ -230,7 +230,7 @@ func TestInject(t *testing.T) {
 				*p.Spec.TerminationGracePeriodSeconds < *before.Spec.TerminationGracePeriodSeconds {
 				t.Errorf("grace period lowered from %d to %d", *before.Spec.TerminationGracePeriodSeconds, *p.Spec.TerminationGracePeriodSeconds)
 			}
-			got, ok := p.Annotations[v1alpha1.AnnotationInjected]
+			got, ok := p.Annotations[v1beta1.AnnotationInjected]
 			if (tt.want.annotation != "") != ok || got != tt.want.annotation {
 				t.Errorf("annotation = %q (present %v), want %q", got, ok, tt.want.annotation)
 			}
@@ -284,7 +284,7 @@ func TestDrainSecondsAndEnabled(t *testing.T) {
 	if DrainSeconds(r) != 15 {
 		t.Errorf("default drain = %d", DrainSeconds(r))
 	}
-	r.Spec.Drain = &v1alpha1.DrainSpec{Seconds: ptr.To[int32](0)}
+	r.Spec.Drain = &v1beta1.DrainSpec{Seconds: ptr.To[int32](0)}
 	if DrainSeconds(r) != 0 {
 		t.Errorf("drain 0 = %d", DrainSeconds(r))
 	}
@@ -295,7 +295,7 @@ func TestDrainSecondsAndEnabled(t *testing.T) {
 	if Enabled(r) {
 		t.Errorf("Enabled = true without spec.injection")
 	}
-	r.Spec.Injection = &v1alpha1.InjectionSpec{Enabled: ptr.To(false)}
+	r.Spec.Injection = &v1beta1.InjectionSpec{Enabled: ptr.To(false)}
 	if Enabled(r) {
 		t.Errorf("Enabled = true with injection.enabled=false")
 	}

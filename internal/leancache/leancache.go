@@ -41,7 +41,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // AnnotationPrefix is the prefix of the pod annotations kept: registrar's own.
@@ -123,7 +123,7 @@ func containerPorts(cs []corev1.Container, sidecarsOnly bool) []corev1.Container
 func conditions(in []corev1.PodCondition) []corev1.PodCondition {
 	n := 0
 	for i := range in {
-		if in[i].Type == corev1.ContainersReady || in[i].Type == v1alpha1.ReadinessGate {
+		if in[i].Type == corev1.ContainersReady || in[i].Type == v1beta1.ReadinessGate {
 			n++
 		}
 	}
@@ -136,11 +136,11 @@ func conditions(in []corev1.PodCondition) []corev1.PodCondition {
 		switch c.Type {
 		case corev1.ContainersReady:
 			out = append(out, corev1.PodCondition{Type: corev1.ContainersReady, Status: status(c.Status),
-				Reason: constant(c.Reason, v1alpha1.ReasonContainersNotReady), LastTransitionTime: c.LastTransitionTime})
-		case v1alpha1.ReadinessGate:
-			c.Type, c.Status = v1alpha1.ReadinessGate, status(c.Status)
-			c.Reason = constant(c.Reason, v1alpha1.GateRegistered, v1alpha1.GateWarmingUp, v1alpha1.GateWarmedUp,
-				v1alpha1.GateWarmupFailed, v1alpha1.GateNotReady, v1alpha1.GateReleased)
+				Reason: constant(c.Reason, v1beta1.ReasonContainersNotReady), LastTransitionTime: c.LastTransitionTime})
+		case v1beta1.ReadinessGate:
+			c.Type, c.Status = v1beta1.ReadinessGate, status(c.Status)
+			c.Reason = constant(c.Reason, v1beta1.GateRegistered, v1beta1.GateWarmingUp, v1beta1.GateWarmedUp,
+				v1beta1.GateWarmupFailed, v1beta1.GateNotReady, v1beta1.GateReleased)
 			out = append(out, c)
 		}
 	}

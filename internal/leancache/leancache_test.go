@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -30,7 +30,7 @@ func TestPodKeepsExactlyWhatRegistrarReads(t *testing.T) {
 		},
 		Spec: corev1.PodSpec{
 			NodeName:       "node-007",
-			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1beta1.ReadinessGate}},
 			InitContainers: []corev1.Container{{Name: "mesh-proxy", RestartPolicy: &always,
 				Ports: []corev1.ContainerPort{{Name: "proxy-admin", ContainerPort: 15000}}}},
 			Containers: []corev1.Container{{Name: "checkout", Ports: []corev1.ContainerPort{
@@ -138,8 +138,8 @@ func TestRepeatedStringsAreConstants(t *testing.T) {
 	cr, gate := lean.Status.Conditions[0], lean.Status.Conditions[1]
 	for _, c := range []struct{ got, want string }{
 		{string(cr.Type), string(corev1.ContainersReady)}, {string(cr.Status), string(corev1.ConditionTrue)},
-		{string(gate.Type), v1alpha1.ReadinessGate}, {string(gate.Status), string(corev1.ConditionTrue)},
-		{gate.Reason, v1alpha1.GateRegistered},
+		{string(gate.Type), v1beta1.ReadinessGate}, {string(gate.Status), string(corev1.ConditionTrue)},
+		{gate.Reason, v1beta1.GateRegistered},
 	} {
 		if c.got != c.want || !same(c.got, c.want) {
 			t.Errorf("%q is a decoded copy, want the constant %q", c.got, c.want)
@@ -163,9 +163,9 @@ func TestDecisionsUnchanged(t *testing.T) {
 		"ready":              func(*corev1.Pod) {},
 		"containers unready": func(p *corev1.Pod) { setCond(p, corev1.ContainersReady, corev1.ConditionFalse, "") },
 		"gate warming": func(p *corev1.Pod) {
-			setCond(p, v1alpha1.ReadinessGate, corev1.ConditionFalse, v1alpha1.ReasonWarmingUp)
+			setCond(p, v1beta1.ReadinessGate, corev1.ConditionFalse, v1beta1.ReasonWarmingUp)
 		},
-		"gate warmed": func(p *corev1.Pod) { setCond(p, v1alpha1.ReadinessGate, corev1.ConditionFalse, v1alpha1.GateWarmedUp) },
+		"gate warmed": func(p *corev1.Pod) { setCond(p, v1beta1.ReadinessGate, corev1.ConditionFalse, v1beta1.GateWarmedUp) },
 		"terminating": func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &del, ptr.To[int64](50) },
 		"no IP":       func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "", nil },
 		"failed":      func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
@@ -176,13 +176,13 @@ func TestDecisionsUnchanged(t *testing.T) {
 			cs.RestartCount, cs.State.Running.StartedAt = 1, metav1.NewTime(now.Add(-time.Second))
 		},
 	}
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout", UID: "reg"},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}},
-			Ports: []v1alpha1.ServicePort{{Name: "http", TargetPort: "http"}, {Name: "admin", TargetPort: "proxy-admin"},
+			Ports: []v1beta1.ServicePort{{Name: "http", TargetPort: "http"}, {Name: "admin", TargetPort: "proxy-admin"},
 				{Name: "fixed", Port: 7000}},
-			Warmup: &v1alpha1.WarmupSpec{},
+			Warmup: &v1beta1.WarmupSpec{},
 		},
 	}
 	for name, mutate := range states {

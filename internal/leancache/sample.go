@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // SamplePod returns the i-th pod of a realistic Deployment as the API server serves it once
@@ -122,7 +122,7 @@ func SamplePod(i int) *corev1.Pod {
 				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
 				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
 			},
-			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1beta1.ReadinessGate}},
 		},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBurstable, StartTime: &t,
@@ -133,7 +133,7 @@ func SamplePod(i int) *corev1.Pod {
 				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: t},
 				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: t},
 				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: t},
-				{Type: v1alpha1.ReadinessGate, Status: corev1.ConditionTrue, Reason: v1alpha1.GateRegistered, Message: "registered in the store", LastTransitionTime: t},
+				{Type: v1beta1.ReadinessGate, Status: corev1.ConditionTrue, Reason: v1beta1.GateRegistered, Message: "registered in the store", LastTransitionTime: t},
 			},
 			InitContainerStatuses: []corev1.ContainerStatus{running("migrate", false), running("mesh-proxy", true)},
 			ContainerStatuses:     []corev1.ContainerStatus{running(app, true)},

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // DefaultQuotaBytes is etcd's default backend quota (--quota-backend-bytes 0).
@@ -75,7 +75,7 @@ const CanaryFailAfter = 2
 func Assess(store string, o Observation) Health {
 	h := Health{Store: store, Alarms: o.Alarms}
 	if o.ListErr != nil {
-		h.Reason = v1alpha1.ReasonStoreUnreachable
+		h.Reason = v1beta1.ReasonStoreUnreachable
 		h.Message = fmt.Sprintf("store %s: cannot list the etcd members: %v", store, o.ListErr)
 		return h
 	}
@@ -106,30 +106,30 @@ func Assess(store string, o Observation) Health {
 	slices.Sort(alarms)
 	switch {
 	case h.Tolerance < 0:
-		h.Reason = v1alpha1.ReasonQuorumLost
+		h.Reason = v1beta1.ReasonQuorumLost
 		h.Message = fmt.Sprintf("store %s: %d of %d etcd members answer, quorum needs %d (not answering: %s); writes fail until members return",
 			store, h.Healthy, h.Members, h.Quorum, strings.Join(down, ", "))
 	case !h.LeaderPresent:
-		h.Reason = v1alpha1.ReasonNoLeader
+		h.Reason = v1beta1.ReasonNoLeader
 		h.Message = fmt.Sprintf("store %s: no etcd member reports a leader (term %d); writes wait for an election", store, h.Term)
 	case len(alarms) > 0:
-		h.Reason = v1alpha1.ReasonStoreAlarm
+		h.Reason = v1beta1.ReasonStoreAlarm
 		h.Message = fmt.Sprintf("store %s: etcd alarm %s raised; NOSPACE refuses every write until the database is compacted, defragmented and the alarm disarmed",
 			store, strings.Join(alarms, ", "))
 	case o.Canary != nil && o.Canary.ConsecutiveFailures >= CanaryFailAfter:
-		h.Reason = v1alpha1.ReasonCanaryFailing
+		h.Reason = v1beta1.ReasonCanaryFailing
 		h.Message = fmt.Sprintf("store %s: the last %d canary rounds failed (callers may not see changes): %v",
 			store, o.Canary.ConsecutiveFailures, o.Canary.LastErr)
 	case h.Members > 1 && h.Tolerance == 0:
-		h.Reason = v1alpha1.ReasonQuorumAtRisk
+		h.Reason = v1beta1.ReasonQuorumAtRisk
 		h.Message = fmt.Sprintf("store %s: %d of %d etcd members answer (not answering: %s); one more failure loses quorum: restore them",
 			store, h.Healthy, h.Members, strings.Join(down, ", "))
 	case float64(h.MaxDBSize) >= NearQuota*float64(h.Quota):
-		h.Reason = v1alpha1.ReasonDatabaseNearQuota
+		h.Reason = v1beta1.ReasonDatabaseNearQuota
 		h.Message = fmt.Sprintf("store %s: etcd database %d of %d bytes (%.0f%%); compact and defragment, or raise --quota-backend-bytes",
 			store, h.MaxDBSize, h.Quota, 100*float64(h.MaxDBSize)/float64(h.Quota))
 	default:
-		h.OK, h.Reason = true, v1alpha1.ReasonStoreHealthy
+		h.OK, h.Reason = true, v1beta1.ReasonStoreHealthy
 		h.Message = fmt.Sprintf("store %s: %d of %d etcd members healthy, leader present, database %.0f%% of quota",
 			store, h.Healthy, h.Members, 100*float64(h.MaxDBSize)/float64(h.Quota))
 	}
@@ -164,7 +164,7 @@ func Summarise(healths []Health) Verdict {
 		}
 	}
 	if v.OK {
-		v.Reason = v1alpha1.ReasonStoreHealthy
+		v.Reason = v1beta1.ReasonStoreHealthy
 		for _, h := range healths {
 			msgs = append(msgs, h.Message)
 		}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 func up(name string, leader, term uint64) MemberStatus {
@@ -26,20 +26,20 @@ func TestAssess(t *testing.T) {
 		tolerance int
 		inMessage string
 	}{
-		{"three healthy", Observation{Members: []MemberStatus{up("m0", 1, 2), up("m1", 1, 2), up("m2", 1, 2)}}, true, v1alpha1.ReasonStoreHealthy, 1, "3 of 3"},
-		{"single member", Observation{Members: []MemberStatus{up("m0", 1, 2)}}, true, v1alpha1.ReasonStoreHealthy, 0, "1 of 1"},
-		{"one of three down", Observation{Members: []MemberStatus{down("m0"), up("m1", 2, 3), up("m2", 2, 3)}}, false, v1alpha1.ReasonQuorumAtRisk, 0, "not answering: m0"},
-		{"two of three down", Observation{Members: []MemberStatus{down("m0"), down("m1"), up("m2", 0, 3)}}, false, v1alpha1.ReasonQuorumLost, -1, "quorum needs 2"},
-		{"no leader", Observation{Members: []MemberStatus{up("m0", 0, 4), up("m1", 0, 4), up("m2", 0, 4)}}, false, v1alpha1.ReasonNoLeader, 1, "term 4"},
-		{"unreachable", Observation{ListErr: errors.New("context deadline exceeded")}, false, v1alpha1.ReasonStoreUnreachable, 0, "cannot list"},
-		{"alarm", Observation{Members: []MemberStatus{up("m0", 1, 2)}, Alarms: map[string]int{"NOSPACE": 1}}, false, v1alpha1.ReasonStoreAlarm, 0, "NOSPACE"},
-		{"cleared alarm", Observation{Members: []MemberStatus{up("m0", 1, 2)}, Alarms: map[string]int{"NOSPACE": 0}}, true, v1alpha1.ReasonStoreHealthy, 0, ""},
-		{"canary failed once", Observation{Members: []MemberStatus{up("m0", 1, 2)}, Canary: &CanaryState{ConsecutiveFailures: 1, LastErr: errors.New("x")}}, true, v1alpha1.ReasonStoreHealthy, 0, ""},
-		{"canary failing", Observation{Members: []MemberStatus{up("m0", 1, 2)}, Canary: &CanaryState{ConsecutiveFailures: 2, LastErr: errors.New("not visible")}}, false, v1alpha1.ReasonCanaryFailing, 0, "not visible"},
-		{"near quota", Observation{Members: []MemberStatus{full(1 << 30 * 96 / 100)}}, false, v1alpha1.ReasonDatabaseNearQuota, 0, "96%"},
-		{"below near quota", Observation{Members: []MemberStatus{full(1 << 30 * 80 / 100)}}, true, v1alpha1.ReasonStoreHealthy, 0, "80%"},
-		{"quota unreported: etcd's default", Observation{Members: []MemberStatus{{Name: "m0", Leader: 1, Term: 1, DBSize: 1 << 20}}}, true, v1alpha1.ReasonStoreHealthy, 0, ""},
-		{"quorum lost beats canary", Observation{Members: []MemberStatus{down("m0"), down("m1"), up("m2", 0, 3)}, Canary: &CanaryState{ConsecutiveFailures: 5}}, false, v1alpha1.ReasonQuorumLost, -1, ""},
+		{"three healthy", Observation{Members: []MemberStatus{up("m0", 1, 2), up("m1", 1, 2), up("m2", 1, 2)}}, true, v1beta1.ReasonStoreHealthy, 1, "3 of 3"},
+		{"single member", Observation{Members: []MemberStatus{up("m0", 1, 2)}}, true, v1beta1.ReasonStoreHealthy, 0, "1 of 1"},
+		{"one of three down", Observation{Members: []MemberStatus{down("m0"), up("m1", 2, 3), up("m2", 2, 3)}}, false, v1beta1.ReasonQuorumAtRisk, 0, "not answering: m0"},
+		{"two of three down", Observation{Members: []MemberStatus{down("m0"), down("m1"), up("m2", 0, 3)}}, false, v1beta1.ReasonQuorumLost, -1, "quorum needs 2"},
+		{"no leader", Observation{Members: []MemberStatus{up("m0", 0, 4), up("m1", 0, 4), up("m2", 0, 4)}}, false, v1beta1.ReasonNoLeader, 1, "term 4"},
+		{"unreachable", Observation{ListErr: errors.New("context deadline exceeded")}, false, v1beta1.ReasonStoreUnreachable, 0, "cannot list"},
+		{"alarm", Observation{Members: []MemberStatus{up("m0", 1, 2)}, Alarms: map[string]int{"NOSPACE": 1}}, false, v1beta1.ReasonStoreAlarm, 0, "NOSPACE"},
+		{"cleared alarm", Observation{Members: []MemberStatus{up("m0", 1, 2)}, Alarms: map[string]int{"NOSPACE": 0}}, true, v1beta1.ReasonStoreHealthy, 0, ""},
+		{"canary failed once", Observation{Members: []MemberStatus{up("m0", 1, 2)}, Canary: &CanaryState{ConsecutiveFailures: 1, LastErr: errors.New("x")}}, true, v1beta1.ReasonStoreHealthy, 0, ""},
+		{"canary failing", Observation{Members: []MemberStatus{up("m0", 1, 2)}, Canary: &CanaryState{ConsecutiveFailures: 2, LastErr: errors.New("not visible")}}, false, v1beta1.ReasonCanaryFailing, 0, "not visible"},
+		{"near quota", Observation{Members: []MemberStatus{full(1 << 30 * 96 / 100)}}, false, v1beta1.ReasonDatabaseNearQuota, 0, "96%"},
+		{"below near quota", Observation{Members: []MemberStatus{full(1 << 30 * 80 / 100)}}, true, v1beta1.ReasonStoreHealthy, 0, "80%"},
+		{"quota unreported: etcd's default", Observation{Members: []MemberStatus{{Name: "m0", Leader: 1, Term: 1, DBSize: 1 << 20}}}, true, v1beta1.ReasonStoreHealthy, 0, ""},
+		{"quorum lost beats canary", Observation{Members: []MemberStatus{down("m0"), down("m1"), up("m2", 0, 3)}, Canary: &CanaryState{ConsecutiveFailures: 5}}, false, v1beta1.ReasonQuorumLost, -1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := Assess("etcd", tc.o)
@@ -65,11 +65,11 @@ func TestSummarise(t *testing.T) {
 	if v := Summarise([]Health{ok, {Store: "x"}}); v.Known {
 		t.Errorf("one store not probed yet: %+v, want unknown", v)
 	}
-	if v := Summarise([]Health{ok}); !v.Known || !v.OK || v.Reason != v1alpha1.ReasonStoreHealthy {
+	if v := Summarise([]Health{ok}); !v.Known || !v.OK || v.Reason != v1beta1.ReasonStoreHealthy {
 		t.Errorf("healthy: %+v", v)
 	}
 	v := Summarise([]Health{ok, bad})
-	if !v.Known || v.OK || v.Reason != v1alpha1.ReasonStoreUnreachable || !strings.Contains(v.Message, "store coredns") || strings.Contains(v.Message, "store etcd") {
+	if !v.Known || v.OK || v.Reason != v1beta1.ReasonStoreUnreachable || !strings.Contains(v.Message, "store coredns") || strings.Contains(v.Message, "store etcd") {
 		t.Errorf("one unhealthy: %+v", v)
 	}
 }

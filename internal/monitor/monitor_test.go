@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/monitor"
 	"github.com/registrar-dev/registrar/pkg/discovery"
@@ -203,7 +203,7 @@ func TestCanaryPathBroken(t *testing.T) {
 		t.Errorf("registrar_canary_up = %v, want 0", got)
 	}
 	h := p.ProbeOnce(ctx)
-	if h.OK || h.Reason != v1alpha1.ReasonCanaryFailing || testutil.ToFloat64(metrics.StoreHealthy.WithLabelValues(store)) != 0 {
+	if h.OK || h.Reason != v1beta1.ReasonCanaryFailing || testutil.ToFloat64(metrics.StoreHealthy.WithLabelValues(store)) != 0 {
 		t.Fatalf("verdict with the canary failing: %+v", h)
 	}
 	proxy.Restore()
@@ -253,7 +253,7 @@ func TestProberUnreachable(t *testing.T) {
 	p := &monitor.Prober{Store: "etcd-" + t.Name(), Cluster: cli, Timeout: 500 * time.Millisecond, Log: testr.New(t)}
 	start := time.Now()
 	h := p.ProbeOnce(context.Background())
-	if h.OK || h.Reason != v1alpha1.ReasonStoreUnreachable {
+	if h.OK || h.Reason != v1beta1.ReasonStoreUnreachable {
 		t.Fatalf("health = %+v", h)
 	}
 	if took := time.Since(start); took > 10*time.Second {

@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/monitor"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
@@ -45,9 +45,9 @@ func TestProberDatabaseQuota(t *testing.T) {
 		_, err := cli.Put(pctx, fmt.Sprintf("/fill/%d", i), value)
 		cancel()
 		h = p.ProbeOnce(ctx)
-		sawNear = sawNear || h.Reason == v1alpha1.ReasonDatabaseNearQuota
-		if err != nil || h.Reason == v1alpha1.ReasonStoreAlarm {
-			if h.Reason != v1alpha1.ReasonStoreAlarm {
+		sawNear = sawNear || h.Reason == v1beta1.ReasonDatabaseNearQuota
+		if err != nil || h.Reason == v1beta1.ReasonStoreAlarm {
+			if h.Reason != v1beta1.ReasonStoreAlarm {
 				h = p.ProbeOnce(ctx)
 			}
 			break
@@ -56,7 +56,7 @@ func TestProberDatabaseQuota(t *testing.T) {
 			t.Fatalf("no alarm after %d puts of 256 KiB into a %d-byte quota: %+v", i, quota, h)
 		}
 	}
-	if h.OK || h.Reason != v1alpha1.ReasonStoreAlarm || !strings.Contains(h.Message, "NOSPACE") {
+	if h.OK || h.Reason != v1beta1.ReasonStoreAlarm || !strings.Contains(h.Message, "NOSPACE") {
 		t.Fatalf("full store: %+v", h)
 	}
 	if a := testutil.ToFloat64(metrics.StoreAlarms.WithLabelValues(store, "NOSPACE")); a != 1 {

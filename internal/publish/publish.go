@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -19,7 +19,7 @@ type Pod struct {
 	Name string
 	// State is the verdict: Registered pods are in the store; WarmingUp, Pending and Unready
 	// pods are not; Draining pods are terminating (they left the store).
-	State v1alpha1.EndpointState
+	State v1beta1.EndpointState
 	// Endpoint is the store value of a Registered pod (also set for WarmingUp pods, whose
 	// ports serve the warm-up); zero otherwise. Its Weight is the slow-start weight (0:
 	// none, full weight).

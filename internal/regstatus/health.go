@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // DefaultStoreStallAfter is how long the store may stay unreachable before a registry
@@ -26,14 +26,14 @@ type health struct {
 // cannot make progress without a change by a person, Reconciling=True while it is still
 // converging. Each is removed when it would be False, as kstatus recommends, so a healthy
 // registry carries neither; with neither, kstatus falls back to the Ready condition.
-func healthConditions(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRegistryStatus, in Input) {
+func healthConditions(st *v1beta1.ServiceRegistryStatus, old v1beta1.ServiceRegistryStatus, in Input) {
 	h := judge(st, old, in)
-	removeCondition(&st.Conditions, v1alpha1.ConditionStalled)
-	removeCondition(&st.Conditions, v1alpha1.ConditionReconciling)
-	typ := v1alpha1.ConditionReconciling
+	removeCondition(&st.Conditions, v1beta1.ConditionStalled)
+	removeCondition(&st.Conditions, v1beta1.ConditionReconciling)
+	typ := v1beta1.ConditionReconciling
 	switch {
 	case h.stalled:
-		typ = v1alpha1.ConditionStalled
+		typ = v1beta1.ConditionStalled
 	case !h.reconciling:
 		return
 	}
@@ -45,26 +45,26 @@ func healthConditions(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRe
 }
 
 // judge decides between stalled, reconciling and neither, most severe first.
-func judge(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRegistryStatus, in Input) health {
+func judge(st *v1beta1.ServiceRegistryStatus, old v1beta1.ServiceRegistryStatus, in Input) health {
 	switch {
 	case in.Refused != "":
-		return health{stalled: true, reason: v1alpha1.ReasonServiceNameOwnedElsewhere, message: in.Refused}
+		return health{stalled: true, reason: v1beta1.ReasonServiceNameOwnedElsewhere, message: in.Refused}
 	case in.SelectorErr != nil:
-		return health{stalled: true, reason: v1alpha1.ReasonInvalidSelector,
+		return health{stalled: true, reason: v1beta1.ReasonInvalidSelector,
 			message: fmt.Sprintf("fix spec.selector: %v", in.SelectorErr)}
 	case in.StoreErr != nil:
 		return storeHealth(old, in)
 	case len(in.Conflicts) > 0:
-		return health{stalled: true, reason: v1alpha1.ReasonKeyConflict,
+		return health{stalled: true, reason: v1beta1.ReasonKeyConflict,
 			message: "another ServiceRegistry or installation owns the store keys of some pods; give this registry a distinct spec.serviceName (see the Ready condition)"}
 	case in.Config.Generated && in.Config.Problems != "":
-		return health{stalled: true, reason: v1alpha1.ReasonInvalidAnnotation,
+		return health{stalled: true, reason: v1beta1.ReasonInvalidAnnotation,
 			message: "fix the Deployment's registrar.dev/ annotations: " + in.Config.Problems}
 	case st.Warming > 0:
-		return health{reconciling: true, reason: v1alpha1.ReasonWarmingUp,
+		return health{reconciling: true, reason: v1beta1.ReasonWarmingUp,
 			message: fmt.Sprintf("%d pods are warming up before they are registered", st.Warming)}
 	case notInStore(st.Endpoints) > 0:
-		return health{reconciling: true, reason: v1alpha1.ReasonNotInStore,
+		return health{reconciling: true, reason: v1beta1.ReasonNotInStore,
 			message: fmt.Sprintf("%d eligible pods are not in the store yet", notInStore(st.Endpoints))}
 	}
 	return health{}
@@ -73,9 +73,9 @@ func judge(st *v1alpha1.ServiceRegistryStatus, old v1alpha1.ServiceRegistryStatu
 // storeHealth is Reconciling while the store has been unreachable for less than
 // StoreStallAfter (the reconciler retries with backoff), Stalled after that. The outage
 // starts at the transition time of the StoreSynced=False condition the last status carried.
-func storeHealth(old v1alpha1.ServiceRegistryStatus, in Input) health {
+func storeHealth(old v1beta1.ServiceRegistryStatus, in Input) health {
 	since := in.Now
-	if c := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionStoreSynced); c != nil && c.Status == metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(old.Conditions, v1beta1.ConditionStoreSynced); c != nil && c.Status == metav1.ConditionFalse {
 		since = c.LastTransitionTime.Time
 	}
 	limit := in.StoreStallAfter
@@ -86,9 +86,9 @@ func storeHealth(old v1alpha1.ServiceRegistryStatus, in Input) health {
 	// changed on every retry would write the status, and so trigger a reconcile, each time.
 	start := since.UTC().Format(time.RFC3339)
 	if in.Now.Sub(since) >= limit {
-		return health{stalled: true, reason: v1alpha1.ReasonStoreUnreachable,
+		return health{stalled: true, reason: v1beta1.ReasonStoreUnreachable,
 			message: fmt.Sprintf("store %s has been unreachable since %s (more than %s); check its endpoints, TLS and network policy: %v", in.StoreName, start, limit, in.StoreErr)}
 	}
-	return health{reconciling: true, reason: v1alpha1.ReasonStoreUnreachable,
+	return health{reconciling: true, reason: v1beta1.ReasonStoreUnreachable,
 		message: fmt.Sprintf("retrying store %s with backoff (unreachable since %s): %v", in.StoreName, start, in.StoreErr)}
 }

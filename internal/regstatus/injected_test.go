@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 func TestPodsInjectedCondition(t *testing.T) {
@@ -26,15 +26,15 @@ func TestPodsInjectedCondition(t *testing.T) {
 		contains []string
 	}{
 		{name: "injection not enabled: no condition", in: nil},
-		{name: "all injected", in: &Injection{}, want: metav1.ConditionTrue, reason: v1alpha1.ReasonAllPodsInjected},
+		{name: "all injected", in: &Injection{}, want: metav1.ConditionTrue, reason: v1beta1.ReasonAllPodsInjected},
 		{name: "one bypassed", in: &Injection{Unmutated: []Unmutated{{Pod: "web-1", Lacks: "the preStop drain"}}},
-			want: metav1.ConditionFalse, reason: v1alpha1.ReasonPodsNotInjected, contains: []string{"web-1 (lacks the preStop drain)", "rollout restart"}},
-		{name: "many: five named", in: &Injection{Unmutated: many}, want: metav1.ConditionFalse, reason: v1alpha1.ReasonPodsNotInjected,
+			want: metav1.ConditionFalse, reason: v1beta1.ReasonPodsNotInjected, contains: []string{"web-1 (lacks the preStop drain)", "rollout restart"}},
+		{name: "many: five named", in: &Injection{Unmutated: many}, want: metav1.ConditionFalse, reason: v1beta1.ReasonPodsNotInjected,
 			contains: []string{"7 selected pod(s)", "web-4", "and 2 more"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			st := Build(v1alpha1.ServiceRegistryStatus{}, Input{Generation: 1, ServiceName: "web", Stored: nil, Injection: tt.in, Now: now})
-			c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionPodsInjected)
+			st := Build(v1beta1.ServiceRegistryStatus{}, Input{Generation: 1, ServiceName: "web", Stored: nil, Injection: tt.in, Now: now})
+			c := meta.FindStatusCondition(st.Conditions, v1beta1.ConditionPodsInjected)
 			if tt.in == nil {
 				if c != nil {
 					t.Fatalf("condition %+v, want none", c)

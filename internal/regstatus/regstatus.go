@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/store"
 )
@@ -96,8 +96,8 @@ type Unmutated struct {
 }
 
 // Build returns the new status; old supplies the transition times to keep.
-func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistryStatus {
-	st := v1alpha1.ServiceRegistryStatus{
+func Build(old v1beta1.ServiceRegistryStatus, in Input) v1beta1.ServiceRegistryStatus {
+	st := v1beta1.ServiceRegistryStatus{
 		// The status, including a failure, always describes the generation just evaluated,
 		// so that kstatus reads the Reconciling and Stalled conditions rather than
 		// "generation not observed" (see health.go).
@@ -111,7 +111,7 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 		if in.Stored != nil {
 			st.Registered = int32(len(in.Stored))
 		}
-		setCondition(&st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSelector,
+		setCondition(&st, in.Generation, in.Now, v1beta1.ConditionReady, false, v1beta1.ReasonInvalidSelector,
 			fmt.Sprintf("spec.selector is invalid: no new pod is registered, and only endpoints of pods still eligible are kept; fix the selector: %v", in.SelectorErr))
 		healthConditions(&st, old, in)
 		return st
@@ -130,8 +130,8 @@ func Build(old v1alpha1.ServiceRegistryStatus, in Input) v1alpha1.ServiceRegistr
 	return st
 }
 
-func endpoints(old []v1alpha1.EndpointStatus, in Input) (eps []v1alpha1.EndpointStatus, desired, warming, draining int32) {
-	prev := make(map[string]v1alpha1.EndpointStatus, len(old))
+func endpoints(old []v1beta1.EndpointStatus, in Input) (eps []v1beta1.EndpointStatus, desired, warming, draining int32) {
+	prev := make(map[string]v1beta1.EndpointStatus, len(old))
 	for _, e := range old {
 		prev[e.Pod] = e
 	}
@@ -142,20 +142,20 @@ func endpoints(old []v1alpha1.EndpointStatus, in Input) (eps []v1alpha1.Endpoint
 	pods := append([]Pod(nil), in.Pods...)
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	for _, p := range pods {
-		e := v1alpha1.EndpointStatus{Pod: p.Name, UID: p.UID, IP: p.IP, State: p.Verdict.State, Reason: p.Verdict.Reason}
+		e := v1beta1.EndpointStatus{Pod: p.Name, UID: p.UID, IP: p.IP, State: p.Verdict.State, Reason: p.Verdict.Reason}
 		switch {
 		case !p.Verdict.Eligible():
 		case conflicts[p.Name]:
-			e.State, e.Reason = v1alpha1.EndpointPending, v1alpha1.ReasonKeyConflict
-		case in.Stored == nil && prev[p.Name].UID == p.UID && prev[p.Name].State == v1alpha1.EndpointRegistered:
+			e.State, e.Reason = v1beta1.EndpointPending, v1beta1.ReasonKeyConflict
+		case in.Stored == nil && prev[p.Name].UID == p.UID && prev[p.Name].State == v1beta1.EndpointRegistered:
 			e.State, e.Reason = prev[p.Name].State, prev[p.Name].Reason // store unreadable: last known
 		case !storedFor(in.Stored, p):
-			e.State, e.Reason = v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore
+			e.State, e.Reason = v1beta1.EndpointPending, v1beta1.ReasonNotInStore
 		}
 		desired += count(p.Verdict.Eligible())
-		warming += count(e.State == v1alpha1.EndpointWarmingUp)
-		draining += count(e.State == v1alpha1.EndpointDraining)
-		if p.DrainUntil != nil && e.State == v1alpha1.EndpointDraining {
+		warming += count(e.State == v1beta1.EndpointWarmingUp)
+		draining += count(e.State == v1beta1.EndpointDraining)
+		if p.DrainUntil != nil && e.State == v1beta1.EndpointDraining {
 			until := metav1.NewTime(*p.DrainUntil)
 			e.DrainUntil = &until
 		}
@@ -183,50 +183,50 @@ func count(b bool) int32 {
 	return 0
 }
 
-func storeCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+func storeCondition(st *v1beta1.ServiceRegistryStatus, in Input) {
 	if in.StoreErr != nil && errors.Is(in.StoreErr, store.ErrClusterClaimed) {
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, false, v1alpha1.ReasonClusterIdentityClash,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionStoreSynced, false, v1beta1.ReasonClusterIdentityClash,
 			fmt.Sprintf("refusing to write store %s: %v", in.StoreName, in.StoreErr))
 		return
 	}
 	if in.StoreErr != nil {
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, false, v1alpha1.ReasonStoreUnreachable,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionStoreSynced, false, v1beta1.ReasonStoreUnreachable,
 			fmt.Sprintf("cannot read or write store %s: %v; retrying with backoff, existing endpoints are left in place", in.StoreName, in.StoreErr))
 		return
 	}
-	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionStoreSynced, true, v1alpha1.ReasonSynced,
+	setCondition(st, in.Generation, in.Now, v1beta1.ConditionStoreSynced, true, v1beta1.ReasonSynced,
 		fmt.Sprintf("%d endpoints of service %q in store %s match the eligible pods", len(in.Stored), in.ServiceName, in.StoreName))
 }
 
-func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+func readyCondition(st *v1beta1.ServiceRegistryStatus, in Input) {
 	var missing []string
 	for _, p := range in.Pods {
-		if p.Verdict.Reason == v1alpha1.ReasonNamedPortMissing {
+		if p.Verdict.Reason == v1beta1.ReasonNamedPortMissing {
 			missing = append(missing, p.Name)
 		}
 	}
 	sort.Strings(missing)
 	switch {
 	case in.Refused != "":
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonServiceNameOwnedElsewhere, in.Refused)
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionReady, false, v1beta1.ReasonServiceNameOwnedElsewhere, in.Refused)
 	case in.StoreErr != nil:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonStoreNotSynced,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionReady, false, v1beta1.ReasonStoreNotSynced,
 			"the store could not be updated; see the StoreSynced condition")
 	case len(in.Overlaps) > 0:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonSelectorOverlap, overlapMessage(in))
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionReady, false, v1beta1.ReasonSelectorOverlap, overlapMessage(in))
 	case len(in.Conflicts) > 0:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonKeyConflict,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionReady, false, v1beta1.ReasonKeyConflict,
 			fmt.Sprintf("the store keys of pods %s are owned by another ServiceRegistry or installation; give this registry a distinct spec.serviceName",
 				strings.Join(first(in.Conflicts, 5), ", ")))
 	case notInStore(st.Endpoints) > 0:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonNotInStore,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionReady, false, v1beta1.ReasonNotInStore,
 			fmt.Sprintf("%d eligible pods are not in the store yet; see status.endpoints", notInStore(st.Endpoints)))
 	case len(missing) > 0:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, false, v1alpha1.ReasonNamedPortMissing,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionReady, false, v1beta1.ReasonNamedPortMissing,
 			fmt.Sprintf("pods %s have no container port named by spec.ports[].targetPort and are not registered",
 				strings.Join(first(missing, 5), ", ")))
 	default:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionReady, true, v1alpha1.ReasonAllRegistered,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionReady, true, v1beta1.ReasonAllRegistered,
 			fmt.Sprintf("%d of %d eligible pods are registered (%d pods selected)", st.Desired, st.Desired, len(in.Pods)))
 	}
 }
@@ -235,7 +235,7 @@ func readyCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 // longer of the callers' cache TTL and the measured xDS push lag (xDS clients keep no
 // cache, store readers get no push: the drain must cover the slower of the two kinds),
 // rounded up to a second — and the DrainSufficient condition.
-func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainStatus {
+func drainAdvice(st *v1beta1.ServiceRegistryStatus, in Input) *v1beta1.DrainStatus {
 	lag := in.Drain.DeregistrationLag.Round(10 * time.Millisecond)
 	push := in.Drain.XDSPushLag.Round(10 * time.Millisecond)
 	if push == 0 && in.Drain.XDSPushLag > 0 {
@@ -244,7 +244,7 @@ func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainSt
 	cache := time.Duration(in.Drain.CallerCacheSeconds) * time.Second
 	staleness := lag + max(cache, push)
 	recommended := int32((staleness + time.Second - 1) / time.Second)
-	d := &v1alpha1.DrainStatus{
+	d := &v1beta1.DrainStatus{
 		Seconds: in.Drain.Seconds, CallerCacheSeconds: in.Drain.CallerCacheSeconds,
 		DeregistrationLagMillis: positiveMillis(lag), XDSPushLagMillis: positiveMillis(push), RecommendedSeconds: recommended,
 	}
@@ -253,12 +253,12 @@ func drainAdvice(st *v1alpha1.ServiceRegistryStatus, in Input) *v1alpha1.DrainSt
 		why = fmt.Sprintf("deregistration lag %s + xDS push lag %s, longer than the callers' cache of %ds", lag, push, in.Drain.CallerCacheSeconds)
 	}
 	if in.Drain.Seconds < recommended {
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, false, v1alpha1.ReasonDrainTooShort,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionDrainSufficient, false, v1beta1.ReasonDrainTooShort,
 			fmt.Sprintf("spec.drain.seconds is %d but callers may hold a terminating pod for %s (%s): set spec.drain.seconds to at least %d",
 				in.Drain.Seconds, staleness, why, recommended))
 		return d
 	}
-	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionDrainSufficient, true, v1alpha1.ReasonDrainCoversCallers,
+	setCondition(st, in.Generation, in.Now, v1beta1.ConditionDrainSufficient, true, v1beta1.ReasonDrainCoversCallers,
 		fmt.Sprintf("terminating pods keep serving for %ds after deregistration; callers may hold them for %s (%s)",
 			in.Drain.Seconds, staleness, why))
 	return d
@@ -278,14 +278,14 @@ const maxNamed = 5
 
 // injectedCondition sets PodsInjected on a registry with injection enabled, and removes it
 // otherwise.
-func injectedCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+func injectedCondition(st *v1beta1.ServiceRegistryStatus, in Input) {
 	if in.Injection == nil {
-		removeCondition(&st.Conditions, v1alpha1.ConditionPodsInjected)
+		removeCondition(&st.Conditions, v1beta1.ConditionPodsInjected)
 		return
 	}
 	un := in.Injection.Unmutated
 	if len(un) == 0 {
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionPodsInjected, true, v1alpha1.ReasonAllPodsInjected,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionPodsInjected, true, v1beta1.ReasonAllPodsInjected,
 			"every selected pod carries the readiness gate and the preStop drain the webhook injects")
 		return
 	}
@@ -297,20 +297,20 @@ func injectedCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
 	if len(un) > maxNamed {
 		more = fmt.Sprintf(" and %d more", len(un)-maxNamed)
 	}
-	setCondition(st, in.Generation, in.Now, v1alpha1.ConditionPodsInjected, false, v1alpha1.ReasonPodsNotInjected,
+	setCondition(st, in.Generation, in.Now, v1beta1.ConditionPodsInjected, false, v1beta1.ReasonPodsNotInjected,
 		fmt.Sprintf("%d selected pod(s) were admitted without registrar's webhook (it was unreachable, or they predate the registry): %s%s; they register without warm-up and exit without a drain; restart their rollout (kubectl rollout restart) once the webhook is up",
 			len(un), strings.Join(named, ", "), more))
 }
 
-func configuredCondition(st *v1alpha1.ServiceRegistryStatus, in Input) {
+func configuredCondition(st *v1beta1.ServiceRegistryStatus, in Input) {
 	switch {
 	case !in.Config.Generated:
-		removeCondition(&st.Conditions, v1alpha1.ConditionConfigured)
+		removeCondition(&st.Conditions, v1beta1.ConditionConfigured)
 	case in.Config.Problems != "":
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, false, v1alpha1.ReasonInvalidAnnotation,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionConfigured, false, v1beta1.ReasonInvalidAnnotation,
 			"the Deployment's registrar.dev/ annotations have problems; the valid ones apply: "+in.Config.Problems)
 	default:
-		setCondition(st, in.Generation, in.Now, v1alpha1.ConditionConfigured, true, v1alpha1.ReasonAnnotationsValid,
+		setCondition(st, in.Generation, in.Now, v1beta1.ConditionConfigured, true, v1beta1.ReasonAnnotationsValid,
 			"generated from the Deployment's registrar.dev/ annotations")
 	}
 }
@@ -334,10 +334,10 @@ func overlapMessage(in Input) string {
 		strings.Join(first(pods, 5), ", "), strings.Join(first(names, 3), ", "), in.ServiceName)
 }
 
-func notInStore(eps []v1alpha1.EndpointStatus) int {
+func notInStore(eps []v1beta1.EndpointStatus) int {
 	n := 0
 	for _, e := range eps {
-		if e.Reason == v1alpha1.ReasonNotInStore {
+		if e.Reason == v1beta1.ReasonNotInStore {
 			n++
 		}
 	}
@@ -351,7 +351,7 @@ func first(s []string, n int) []string {
 	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
 }
 
-func setCondition(st *v1alpha1.ServiceRegistryStatus, gen int64, now time.Time, typ string, ok bool, reason, msg string) {
+func setCondition(st *v1beta1.ServiceRegistryStatus, gen int64, now time.Time, typ string, ok bool, reason, msg string) {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/store"
 )
@@ -33,13 +33,13 @@ var (
 
 // Verdicts as eligibility.Classify (or the reconciler, for the missing port) gives them.
 var (
-	vEligible    = eligibility.Verdict{State: v1alpha1.EndpointRegistered, Reason: v1alpha1.ReasonContainersReady}
-	vUnready     = eligibility.Verdict{State: v1alpha1.EndpointUnready, Reason: v1alpha1.ReasonContainersNotReady}
-	vDraining    = eligibility.Verdict{State: v1alpha1.EndpointDraining, Reason: v1alpha1.ReasonPodTerminating}
-	vNotRunning  = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonPodNotRunning}
-	vNoIP        = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNoPodIP}
-	vWarming     = eligibility.Verdict{State: v1alpha1.EndpointWarmingUp, Reason: "WarmupInProgress"}
-	vPortMissing = eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonNamedPortMissing}
+	vEligible    = eligibility.Verdict{State: v1beta1.EndpointRegistered, Reason: v1beta1.ReasonContainersReady}
+	vUnready     = eligibility.Verdict{State: v1beta1.EndpointUnready, Reason: v1beta1.ReasonContainersNotReady}
+	vDraining    = eligibility.Verdict{State: v1beta1.EndpointDraining, Reason: v1beta1.ReasonPodTerminating}
+	vNotRunning  = eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonPodNotRunning}
+	vNoIP        = eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonNoPodIP}
+	vWarming     = eligibility.Verdict{State: v1beta1.EndpointWarmingUp, Reason: "WarmupInProgress"}
+	vPortMissing = eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonNamedPortMissing}
 )
 
 // pod is a selected pod with UID "uid-<name>" and the given IP.
@@ -69,15 +69,15 @@ func stored(pods ...Pod) map[string]store.Record {
 }
 
 // ep is the EndpointStatus expected for p in state/reason since the given time.
-func ep(p Pod, state v1alpha1.EndpointState, reason string, since time.Time) v1alpha1.EndpointStatus {
-	return v1alpha1.EndpointStatus{Pod: p.Name, UID: p.UID, IP: p.IP, State: state, Reason: reason, Since: ptr.To(metav1.NewTime(since))}
+func ep(p Pod, state v1beta1.EndpointState, reason string, since time.Time) v1beta1.EndpointStatus {
+	return v1beta1.EndpointStatus{Pod: p.Name, UID: p.UID, IP: p.IP, State: state, Reason: reason, Since: ptr.To(metav1.NewTime(since))}
 }
 
 func cond(typ string, status metav1.ConditionStatus, reason, msg string, og int64, ltt time.Time) metav1.Condition {
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: og, LastTransitionTime: metav1.NewTime(ltt)}
 }
 
-func findCond(t *testing.T, st v1alpha1.ServiceRegistryStatus, typ string) metav1.Condition {
+func findCond(t *testing.T, st v1beta1.ServiceRegistryStatus, typ string) metav1.Condition {
 	t.Helper()
 	var found []metav1.Condition
 	for _, c := range st.Conditions {
@@ -99,7 +99,7 @@ type condWant struct {
 	excludes []string // substrings the message must not contain
 }
 
-func checkCond(t *testing.T, st v1alpha1.ServiceRegistryStatus, typ string, want condWant) {
+func checkCond(t *testing.T, st v1beta1.ServiceRegistryStatus, typ string, want condWant) {
 	t.Helper()
 	c := findCond(t, st, typ)
 	if want.status != "" && c.Status != want.status {
@@ -120,7 +120,7 @@ func checkCond(t *testing.T, st v1alpha1.ServiceRegistryStatus, typ string, want
 	}
 }
 
-func checkEndpoints(t *testing.T, got, want []v1alpha1.EndpointStatus) {
+func checkEndpoints(t *testing.T, got, want []v1beta1.EndpointStatus) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("got %d endpoints, want %d:\n got  %+v\n want %+v", len(got), len(want), got, want)
@@ -135,27 +135,27 @@ func checkEndpoints(t *testing.T, got, want []v1alpha1.EndpointStatus) {
 
 type counts struct{ desired, registered, warming, draining int32 }
 
-func countsOf(st v1alpha1.ServiceRegistryStatus) counts {
+func countsOf(st v1beta1.ServiceRegistryStatus) counts {
 	return counts{st.Desired, st.Registered, st.Warming, st.Draining}
 }
 
 // oldStatus is a status a previous reconcile of generation oldGen wrote: web-a registered,
 // web-b pending, both conditions True since t0.
-func oldStatus() v1alpha1.ServiceRegistryStatus {
+func oldStatus() v1beta1.ServiceRegistryStatus {
 	a := pod("web-a", "10.0.0.1", vEligible)
 	b := pod("web-b", "10.0.0.2", vEligible)
-	return v1alpha1.ServiceRegistryStatus{
+	return v1beta1.ServiceRegistryStatus{
 		ObservedGeneration: oldGen,
 		Conditions: []metav1.Condition{
-			cond(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllRegistered, "1 of 2 selected pods are eligible and registered", oldGen, t0),
-			cond(v1alpha1.ConditionStoreSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, "1 endpoints match", oldGen, t0),
+			cond(v1beta1.ConditionReady, metav1.ConditionTrue, v1beta1.ReasonAllRegistered, "1 of 2 selected pods are eligible and registered", oldGen, t0),
+			cond(v1beta1.ConditionStoreSynced, metav1.ConditionTrue, v1beta1.ReasonSynced, "1 endpoints match", oldGen, t0),
 		},
 		ServiceName: "old-web",
 		Desired:     2,
 		Registered:  1,
-		Endpoints: []v1alpha1.EndpointStatus{
-			ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
-			ep(b, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
+		Endpoints: []v1beta1.EndpointStatus{
+			ep(a, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0),
+			ep(b, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, t0),
 		},
 	}
 }
@@ -165,13 +165,13 @@ func TestBuildSelectorError(t *testing.T) {
 	pods := []Pod{pod("web-a", "10.0.0.1", vEligible), pod("web-c", "10.0.0.3", vEligible)}
 	tests := []struct {
 		name    string
-		old     v1alpha1.ServiceRegistryStatus
+		old     v1beta1.ServiceRegistryStatus
 		in      Input
 		wantLTT time.Time // of the Ready condition
 	}{
 		{
 			name:    "first reconcile",
-			old:     v1alpha1.ServiceRegistryStatus{},
+			old:     v1beta1.ServiceRegistryStatus{},
 			in:      Input{Generation: 1, ServiceName: "web", SelectorErr: selErr, StoreName: storeName, Now: now},
 			wantLTT: now,
 		},
@@ -184,9 +184,9 @@ func TestBuildSelectorError(t *testing.T) {
 		},
 		{
 			name: "selector still invalid",
-			old: func() v1alpha1.ServiceRegistryStatus {
+			old: func() v1beta1.ServiceRegistryStatus {
 				st := oldStatus()
-				st.Conditions[0] = cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector, "old error", oldGen, t0)
+				st.Conditions[0] = cond(v1beta1.ConditionReady, metav1.ConditionFalse, v1beta1.ReasonInvalidSelector, "old error", oldGen, t0)
 				st.Endpoints = nil
 				return st
 			}(),
@@ -198,10 +198,10 @@ func TestBuildSelectorError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Build(tt.old, tt.in)
 
-			checkCond(t, got, v1alpha1.ConditionReady, condWant{
-				status: metav1.ConditionFalse, reason: v1alpha1.ReasonInvalidSelector, contains: []string{selErr.Error()},
+			checkCond(t, got, v1beta1.ConditionReady, condWant{
+				status: metav1.ConditionFalse, reason: v1beta1.ReasonInvalidSelector, contains: []string{selErr.Error()},
 			})
-			ready := findCond(t, got, v1alpha1.ConditionReady)
+			ready := findCond(t, got, v1beta1.ConditionReady)
 			if ready.ObservedGeneration != tt.in.Generation {
 				t.Errorf("Ready observedGeneration = %d, want %d", ready.ObservedGeneration, tt.in.Generation)
 			}
@@ -228,8 +228,8 @@ func TestBuildSelectorError(t *testing.T) {
 			}
 			// Nothing was read or written: StoreSynced is left as it was.
 			for _, c := range tt.old.Conditions {
-				if c.Type == v1alpha1.ConditionStoreSynced {
-					if s := findCond(t, got, v1alpha1.ConditionStoreSynced); !reflect.DeepEqual(s, c) {
+				if c.Type == v1beta1.ConditionStoreSynced {
+					if s := findCond(t, got, v1beta1.ConditionStoreSynced); !reflect.DeepEqual(s, c) {
 						t.Errorf("StoreSynced = %+v, want unchanged %+v", s, c)
 					}
 				}
@@ -259,17 +259,17 @@ func TestBuildEndpointStates(t *testing.T) {
 		pods   []Pod
 		stored map[string]store.Record
 		confl  []string
-		want   []v1alpha1.EndpointStatus
+		want   []v1beta1.EndpointStatus
 		counts counts
 	}{
 		{
 			name:   "all eligible pods stored",
 			pods:   []Pod{a, b, c},
 			stored: stored(a, b, c),
-			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
-				ep(b, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
-				ep(c, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
+			want: []v1beta1.EndpointStatus{
+				ep(a, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
+				ep(b, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
+				ep(c, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
 			},
 			counts: counts{desired: 3, registered: 3},
 		},
@@ -282,13 +282,13 @@ func TestBuildEndpointStates(t *testing.T) {
 			name:   "ineligible pods keep their verdict",
 			pods:   []Pod{a, unready, draining, notRunning, noIP, warming},
 			stored: stored(a, draining), // a draining pod's record may not be gone yet
-			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
-				ep(draining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now),
-				ep(noIP, v1alpha1.EndpointPending, v1alpha1.ReasonNoPodIP, now),
-				ep(notRunning, v1alpha1.EndpointPending, v1alpha1.ReasonPodNotRunning, now),
-				ep(unready, v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady, now),
-				ep(warming, v1alpha1.EndpointWarmingUp, "WarmupInProgress", now),
+			want: []v1beta1.EndpointStatus{
+				ep(a, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
+				ep(draining, v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating, now),
+				ep(noIP, v1beta1.EndpointPending, v1beta1.ReasonNoPodIP, now),
+				ep(notRunning, v1beta1.EndpointPending, v1beta1.ReasonPodNotRunning, now),
+				ep(unready, v1beta1.EndpointUnready, v1beta1.ReasonContainersNotReady, now),
+				ep(warming, v1beta1.EndpointWarmingUp, "WarmupInProgress", now),
 			},
 			counts: counts{desired: 1, registered: 2, warming: 1, draining: 1},
 		},
@@ -296,9 +296,9 @@ func TestBuildEndpointStates(t *testing.T) {
 			name:   "eligible but not stored",
 			pods:   []Pod{a, b},
 			stored: stored(a),
-			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
-				ep(b, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+			want: []v1beta1.EndpointStatus{
+				ep(a, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
+				ep(b, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
 			},
 			counts: counts{desired: 2, registered: 1},
 		},
@@ -306,10 +306,10 @@ func TestBuildEndpointStates(t *testing.T) {
 			name:   "stored for another UID or another address",
 			pods:   []Pod{a, b, c},
 			stored: map[string]store.Record{a.Name: rec(a), b.Name: otherUID, c.Name: otherAddr},
-			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
-				ep(b, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
-				ep(c, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+			want: []v1beta1.EndpointStatus{
+				ep(a, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
+				ep(b, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
+				ep(c, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
 			},
 			counts: counts{desired: 3, registered: 3},
 		},
@@ -318,9 +318,9 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{a, b},
 			stored: stored(a),
 			confl:  []string{b.Name},
-			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
-				ep(b, v1alpha1.EndpointPending, v1alpha1.ReasonKeyConflict, now),
+			want: []v1beta1.EndpointStatus{
+				ep(a, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
+				ep(b, v1beta1.EndpointPending, v1beta1.ReasonKeyConflict, now),
 			},
 			counts: counts{desired: 2, registered: 1},
 		},
@@ -329,7 +329,7 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{a},
 			stored: stored(a),
 			confl:  []string{a.Name},
-			want:   []v1alpha1.EndpointStatus{ep(a, v1alpha1.EndpointPending, v1alpha1.ReasonKeyConflict, now)},
+			want:   []v1beta1.EndpointStatus{ep(a, v1beta1.EndpointPending, v1beta1.ReasonKeyConflict, now)},
 			counts: counts{desired: 1, registered: 1},
 		},
 		{
@@ -337,23 +337,23 @@ func TestBuildEndpointStates(t *testing.T) {
 			pods:   []Pod{draining},
 			stored: stored(),
 			confl:  []string{draining.Name},
-			want:   []v1alpha1.EndpointStatus{ep(draining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now)},
+			want:   []v1beta1.EndpointStatus{ep(draining, v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating, now)},
 			counts: counts{draining: 1},
 		},
 		{
 			name:   "named port missing",
 			pods:   []Pod{a, noPort},
 			stored: stored(a),
-			want: []v1alpha1.EndpointStatus{
-				ep(a, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
-				ep(noPort, v1alpha1.EndpointPending, v1alpha1.ReasonNamedPortMissing, now),
+			want: []v1beta1.EndpointStatus{
+				ep(a, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
+				ep(noPort, v1beta1.EndpointPending, v1beta1.ReasonNamedPortMissing, now),
 			},
 			counts: counts{desired: 1, registered: 1},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Build(v1alpha1.ServiceRegistryStatus{}, Input{
+			got := Build(v1beta1.ServiceRegistryStatus{}, Input{
 				Generation: gen, ServiceName: "web", Pods: tt.pods, Stored: tt.stored,
 				Conflicts: tt.confl, StoreName: storeName, Now: now,
 			})
@@ -389,15 +389,15 @@ func TestBuildConditions(t *testing.T) {
 	// Unsorted on purpose: the message lists the missing pods by name.
 	manyNoPort[0], manyNoPort[7] = manyNoPort[7], manyNoPort[0]
 
-	refused := pod("web-refused", "10.0.4.2", eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonServiceNameOwnedElsewhere})
-	overlapped := pod("web-shared", "10.0.4.1", eligibility.Verdict{State: v1alpha1.EndpointPending, Reason: v1alpha1.ReasonSelectorOverlap})
-	synced := condWant{status: metav1.ConditionTrue, reason: v1alpha1.ReasonSynced, contains: []string{storeName}}
-	unreachable := condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonStoreUnreachable, contains: []string{errStore.Error(), storeName}}
-	notSynced := condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonStoreNotSynced}
+	refused := pod("web-refused", "10.0.4.2", eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonServiceNameOwnedElsewhere})
+	overlapped := pod("web-shared", "10.0.4.1", eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonSelectorOverlap})
+	synced := condWant{status: metav1.ConditionTrue, reason: v1beta1.ReasonSynced, contains: []string{storeName}}
+	unreachable := condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonStoreUnreachable, contains: []string{errStore.Error(), storeName}}
+	notSynced := condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonStoreNotSynced}
 
 	tests := []struct {
 		name           string
-		old            v1alpha1.ServiceRegistryStatus
+		old            v1beta1.ServiceRegistryStatus
 		in             Input
 		ready, synced  condWant
 		wantRegistered int32
@@ -405,7 +405,7 @@ func TestBuildConditions(t *testing.T) {
 		{
 			name:           "all registered",
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a, b)},
-			ready:          condWant{status: metav1.ConditionTrue, reason: v1alpha1.ReasonAllRegistered, contains: []string{"2 of 2"}},
+			ready:          condWant{status: metav1.ConditionTrue, reason: v1beta1.ReasonAllRegistered, contains: []string{"2 of 2"}},
 			synced:         synced,
 			wantRegistered: 2,
 		},
@@ -413,35 +413,35 @@ func TestBuildConditions(t *testing.T) {
 			name:           "all registered over an older status",
 			old:            oldStatus(),
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a, b)},
-			ready:          condWant{status: metav1.ConditionTrue, reason: v1alpha1.ReasonAllRegistered, contains: []string{"2 of 2"}},
+			ready:          condWant{status: metav1.ConditionTrue, reason: v1beta1.ReasonAllRegistered, contains: []string{"2 of 2"}},
 			synced:         synced,
 			wantRegistered: 2,
 		},
 		{
 			name:           "an eligible pod is not in the store",
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a)},
-			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonNotInStore, contains: []string{"1 eligible pods"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonNotInStore, contains: []string{"1 eligible pods"}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
 		{
 			name:           "key conflict",
 			in:             Input{Pods: []Pod{a, b}, Stored: stored(a), Conflicts: []string{b.Name}},
-			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonKeyConflict, contains: []string{b.Name}, excludes: []string{"more"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonKeyConflict, contains: []string{b.Name}, excludes: []string{"more"}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
 		{
 			name:           "five conflicts are all named",
 			in:             Input{Pods: many[:5], Stored: stored(), Conflicts: manyNames[:5]},
-			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonKeyConflict, contains: manyNames[:5], excludes: []string{"more"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonKeyConflict, contains: manyNames[:5], excludes: []string{"more"}},
 			synced:         synced,
 			wantRegistered: 0,
 		},
 		{
 			name: "more than five conflicts",
 			in:   Input{Pods: many, Stored: stored(), Conflicts: manyNames},
-			ready: condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonKeyConflict,
+			ready: condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonKeyConflict,
 				contains: append(slices.Clone(manyNames[:5]), "and 2 more"), excludes: manyNames[5:]},
 			synced:         synced,
 			wantRegistered: 0,
@@ -450,7 +450,7 @@ func TestBuildConditions(t *testing.T) {
 			name: "service name owned by another namespace: nothing published, the leftover record counted",
 			in: Input{Pods: []Pod{refused}, Stored: stored(a), Overlaps: map[string]string{overlapped.Name: "web-stable"},
 				Refused: "service name \"web\" belongs to namespace ns-a"},
-			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonServiceNameOwnedElsewhere, contains: []string{"ns-a"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonServiceNameOwnedElsewhere, contains: []string{"ns-a"}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
@@ -458,7 +458,7 @@ func TestBuildConditions(t *testing.T) {
 			name: "selector overlaps an older registry",
 			in: Input{ServiceName: "web", Pods: []Pod{a, overlapped}, Stored: stored(a),
 				Overlaps: map[string]string{overlapped.Name: "web-stable"}},
-			ready: condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonSelectorOverlap,
+			ready: condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonSelectorOverlap,
 				contains: []string{overlapped.Name, "older ServiceRegistry web-stable", `service "web"`, "writes nothing"}},
 			synced:         synced,
 			wantRegistered: 1,
@@ -467,21 +467,21 @@ func TestBuildConditions(t *testing.T) {
 			name: "an overlap is reported before a key conflict",
 			in: Input{Pods: []Pod{a, b, overlapped}, Stored: stored(a), Conflicts: []string{b.Name},
 				Overlaps: map[string]string{overlapped.Name: "web-stable"}},
-			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonSelectorOverlap, contains: []string{"web-stable"}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonSelectorOverlap, contains: []string{"web-stable"}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
 		{
 			name:           "named port missing",
 			in:             Input{Pods: []Pod{a, noPort}, Stored: stored(a)},
-			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonNamedPortMissing, contains: []string{noPort.Name}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonNamedPortMissing, contains: []string{noPort.Name}},
 			synced:         synced,
 			wantRegistered: 1,
 		},
 		{
 			name: "named port missing on many pods",
 			in:   Input{Pods: manyNoPort, Stored: stored()},
-			ready: condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonNamedPortMissing,
+			ready: condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonNamedPortMissing,
 				contains: []string{"web-np-0, web-np-1, web-np-2, web-np-3, web-np-4", "and 3 more"},
 				excludes: []string{"web-np-5", "web-np-6", "web-np-7"}},
 			synced:         synced,
@@ -490,7 +490,7 @@ func TestBuildConditions(t *testing.T) {
 		{
 			name:           "conflict reported before missing port",
 			in:             Input{Pods: []Pod{a, noPort}, Stored: stored(), Conflicts: []string{a.Name}},
-			ready:          condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonKeyConflict, contains: []string{a.Name}, excludes: []string{noPort.Name}},
+			ready:          condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonKeyConflict, contains: []string{a.Name}, excludes: []string{noPort.Name}},
 			synced:         synced,
 			wantRegistered: 0,
 		},
@@ -529,7 +529,7 @@ func TestBuildConditions(t *testing.T) {
 			name:  "cluster ID claimed by another installation",
 			in:    Input{Pods: []Pod{a, b}, Stored: map[string]store.Record{}, StoreErr: fmt.Errorf("write: %w", store.ErrClusterClaimed)},
 			ready: notSynced,
-			synced: condWant{status: metav1.ConditionFalse, reason: v1alpha1.ReasonClusterIdentityClash,
+			synced: condWant{status: metav1.ConditionFalse, reason: v1beta1.ReasonClusterIdentityClash,
 				contains: []string{"refusing to write", storeName}},
 			wantRegistered: 0,
 		},
@@ -547,8 +547,8 @@ func TestBuildConditions(t *testing.T) {
 			in.Generation, in.ServiceName, in.StoreName, in.Now = gen, "web", storeName, now
 			got := Build(tt.old, in)
 
-			checkCond(t, got, v1alpha1.ConditionReady, tt.ready)
-			checkCond(t, got, v1alpha1.ConditionStoreSynced, tt.synced)
+			checkCond(t, got, v1beta1.ConditionReady, tt.ready)
+			checkCond(t, got, v1beta1.ConditionStoreSynced, tt.synced)
 			if n := len(baseConditions(got)); n != 3 {
 				t.Errorf("got %d conditions besides Reconciling and Stalled, want Ready, StoreSynced and DrainSufficient: %+v", n, got.Conditions)
 			}
@@ -578,18 +578,18 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 	fresh := pod("web-fresh", "10.0.0.5", vEligible) // not in the old status
 	nowDraining := pod("web-nowdraining", "10.0.0.6", vDraining)
 
-	old := v1alpha1.ServiceRegistryStatus{
+	old := v1beta1.ServiceRegistryStatus{
 		ObservedGeneration: oldGen,
 		ServiceName:        "web",
 		Desired:            5,
 		Registered:         3,
-		Endpoints: []v1alpha1.EndpointStatus{
-			ep(kept, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
-			ep(nowDraining, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
-			ep(pending, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
-			{Pod: recreated.Name, UID: "uid-previous", IP: "10.0.9.9", State: v1alpha1.EndpointRegistered,
-				Reason: v1alpha1.ReasonContainersReady, Since: ptr.To(metav1.NewTime(t0))},
-			ep(wasUnready, v1alpha1.EndpointUnready, v1alpha1.ReasonContainersNotReady, t0),
+		Endpoints: []v1beta1.EndpointStatus{
+			ep(kept, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0),
+			ep(nowDraining, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0),
+			ep(pending, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, t0),
+			{Pod: recreated.Name, UID: "uid-previous", IP: "10.0.9.9", State: v1beta1.EndpointRegistered,
+				Reason: v1beta1.ReasonContainersReady, Since: ptr.To(metav1.NewTime(t0))},
+			ep(wasUnready, v1beta1.EndpointUnready, v1beta1.ReasonContainersNotReady, t0),
 		},
 	}
 	pods := []Pod{kept, recreated, pending, wasUnready, fresh, nowDraining}
@@ -597,19 +597,19 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 	tests := []struct {
 		name           string
 		stored         map[string]store.Record
-		want           []v1alpha1.EndpointStatus
+		want           []v1beta1.EndpointStatus
 		wantRegistered int32
 	}{
 		{
 			name:   "store unreadable",
 			stored: nil,
-			want: []v1alpha1.EndpointStatus{
-				ep(fresh, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
-				ep(kept, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
-				ep(nowDraining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now),
-				ep(pending, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
-				ep(recreated, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
-				ep(wasUnready, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+			want: []v1beta1.EndpointStatus{
+				ep(fresh, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
+				ep(kept, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0),
+				ep(nowDraining, v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating, now),
+				ep(pending, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, t0),
+				ep(recreated, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
+				ep(wasUnready, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
 			},
 			wantRegistered: old.Registered,
 		},
@@ -617,26 +617,26 @@ func TestBuildStoreUnreadableKeepsLastKnownEndpoints(t *testing.T) {
 			// The list succeeded, so it is the truth: no last-known shortcut.
 			name:   "write failed after listing an empty store",
 			stored: map[string]store.Record{},
-			want: []v1alpha1.EndpointStatus{
-				ep(fresh, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
-				ep(kept, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
-				ep(nowDraining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now),
-				ep(pending, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0),
-				ep(recreated, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
-				ep(wasUnready, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+			want: []v1beta1.EndpointStatus{
+				ep(fresh, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
+				ep(kept, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
+				ep(nowDraining, v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating, now),
+				ep(pending, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, t0),
+				ep(recreated, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
+				ep(wasUnready, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
 			},
 			wantRegistered: 0,
 		},
 		{
 			name:   "write failed after listing some records",
 			stored: stored(kept, pending),
-			want: []v1alpha1.EndpointStatus{
-				ep(fresh, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
-				ep(kept, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0),
-				ep(nowDraining, v1alpha1.EndpointDraining, v1alpha1.ReasonPodTerminating, now),
-				ep(pending, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, now),
-				ep(recreated, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
-				ep(wasUnready, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, now),
+			want: []v1beta1.EndpointStatus{
+				ep(fresh, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
+				ep(kept, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0),
+				ep(nowDraining, v1beta1.EndpointDraining, v1beta1.ReasonPodTerminating, now),
+				ep(pending, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, now),
+				ep(recreated, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
+				ep(wasUnready, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, now),
 			},
 			wantRegistered: 2,
 		},
@@ -665,7 +665,7 @@ func TestBuildSince(t *testing.T) {
 	p := pod("web-a", "10.0.0.1", vEligible)
 	tests := []struct {
 		name  string
-		old   []v1alpha1.EndpointStatus
+		old   []v1beta1.EndpointStatus
 		pod   Pod
 		sto   map[string]store.Record
 		confl []string
@@ -673,63 +673,63 @@ func TestBuildSince(t *testing.T) {
 	}{
 		{
 			name: "same pod, same state",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
+			old:  []v1beta1.EndpointStatus{ep(p, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0)},
 			pod:  p, sto: stored(p),
 			want: t0,
 		},
 		{
 			name: "same pod, still pending",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0)},
+			old:  []v1beta1.EndpointStatus{ep(p, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, t0)},
 			pod:  p, sto: stored(),
 			want: t0,
 		},
 		{
 			name: "same state, another reason",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, v1alpha1.ReasonPodNotRunning, t0)},
+			old:  []v1beta1.EndpointStatus{ep(p, v1beta1.EndpointPending, v1beta1.ReasonPodNotRunning, t0)},
 			pod:  pod(p.Name, "", vNoIP), sto: stored(),
 			want: t0,
 		},
 		{
 			name: "same state, new IP",
-			old:  []v1alpha1.EndpointStatus{ep(pod(p.Name, "10.0.9.9", vEligible), v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
+			old:  []v1beta1.EndpointStatus{ep(pod(p.Name, "10.0.9.9", vEligible), v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0)},
 			pod:  p, sto: stored(p),
 			want: t0,
 		},
 		{
 			name: "pending to registered",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointPending, v1alpha1.ReasonNotInStore, t0)},
+			old:  []v1beta1.EndpointStatus{ep(p, v1beta1.EndpointPending, v1beta1.ReasonNotInStore, t0)},
 			pod:  p, sto: stored(p),
 			want: now,
 		},
 		{
 			name: "registered to draining",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
+			old:  []v1beta1.EndpointStatus{ep(p, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0)},
 			pod:  pod(p.Name, p.IP, vDraining), sto: stored(p),
 			want: now,
 		},
 		{
 			name: "registered to key conflict",
-			old:  []v1alpha1.EndpointStatus{ep(p, v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
+			old:  []v1beta1.EndpointStatus{ep(p, v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0)},
 			pod:  p, sto: stored(), confl: []string{p.Name},
 			want: now,
 		},
 		{
 			name: "same state, pod recreated under a new UID",
-			old: []v1alpha1.EndpointStatus{{Pod: p.Name, UID: "uid-previous", IP: p.IP, State: v1alpha1.EndpointRegistered,
-				Reason: v1alpha1.ReasonContainersReady, Since: ptr.To(metav1.NewTime(t0))}},
+			old: []v1beta1.EndpointStatus{{Pod: p.Name, UID: "uid-previous", IP: p.IP, State: v1beta1.EndpointRegistered,
+				Reason: v1beta1.ReasonContainersReady, Since: ptr.To(metav1.NewTime(t0))}},
 			pod: p, sto: stored(p),
 			want: now,
 		},
 		{
 			name: "new pod",
-			old:  []v1alpha1.EndpointStatus{ep(pod("web-other", "10.0.0.2", vEligible), v1alpha1.EndpointRegistered, v1alpha1.ReasonContainersReady, t0)},
+			old:  []v1beta1.EndpointStatus{ep(pod("web-other", "10.0.0.2", vEligible), v1beta1.EndpointRegistered, v1beta1.ReasonContainersReady, t0)},
 			pod:  p, sto: stored(p),
 			want: now,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Build(v1alpha1.ServiceRegistryStatus{Endpoints: tt.old}, Input{
+			got := Build(v1beta1.ServiceRegistryStatus{Endpoints: tt.old}, Input{
 				Generation: gen, ServiceName: "web", Pods: []Pod{tt.pod}, Stored: tt.sto,
 				Conflicts: tt.confl, StoreName: storeName, Now: now,
 			})
@@ -746,23 +746,23 @@ func TestBuildSince(t *testing.T) {
 func TestBuildConditionTransitionTime(t *testing.T) {
 	a := pod("web-a", "10.0.0.1", vEligible)
 	b := pod("web-b", "10.0.0.2", vEligible)
-	withConds := func(conds ...metav1.Condition) v1alpha1.ServiceRegistryStatus {
-		return v1alpha1.ServiceRegistryStatus{ObservedGeneration: oldGen, ServiceName: "web", Conditions: conds}
+	withConds := func(conds ...metav1.Condition) v1beta1.ServiceRegistryStatus {
+		return v1beta1.ServiceRegistryStatus{ObservedGeneration: oldGen, ServiceName: "web", Conditions: conds}
 	}
-	readyTrue := cond(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllRegistered, "1 of 1 selected pods are eligible and registered", oldGen, t0)
-	readyConflict := cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonKeyConflict, "conflict", oldGen, t0)
-	syncedTrue := cond(v1alpha1.ConditionStoreSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, "1 endpoints", oldGen, t0)
-	syncedFalse := cond(v1alpha1.ConditionStoreSynced, metav1.ConditionFalse, v1alpha1.ReasonStoreUnreachable, "old error", oldGen, t0)
+	readyTrue := cond(v1beta1.ConditionReady, metav1.ConditionTrue, v1beta1.ReasonAllRegistered, "1 of 1 selected pods are eligible and registered", oldGen, t0)
+	readyConflict := cond(v1beta1.ConditionReady, metav1.ConditionFalse, v1beta1.ReasonKeyConflict, "conflict", oldGen, t0)
+	syncedTrue := cond(v1beta1.ConditionStoreSynced, metav1.ConditionTrue, v1beta1.ReasonSynced, "1 endpoints", oldGen, t0)
+	syncedFalse := cond(v1beta1.ConditionStoreSynced, metav1.ConditionFalse, v1beta1.ReasonStoreUnreachable, "old error", oldGen, t0)
 
 	tests := []struct {
 		name                string
-		old                 v1alpha1.ServiceRegistryStatus
+		old                 v1beta1.ServiceRegistryStatus
 		in                  Input
 		wantReady, wantSync time.Time
 	}{
 		{
 			name:      "no previous conditions",
-			old:       v1alpha1.ServiceRegistryStatus{},
+			old:       v1beta1.ServiceRegistryStatus{},
 			in:        Input{Pods: []Pod{a}, Stored: stored(a)},
 			wantReady: now, wantSync: now,
 		},
@@ -814,7 +814,7 @@ func TestBuildConditionTransitionTime(t *testing.T) {
 			in := tt.in
 			in.Generation, in.ServiceName, in.StoreName, in.Now = gen, "web", storeName, now
 			got := Build(tt.old, in)
-			for typ, want := range map[string]time.Time{v1alpha1.ConditionReady: tt.wantReady, v1alpha1.ConditionStoreSynced: tt.wantSync} {
+			for typ, want := range map[string]time.Time{v1beta1.ConditionReady: tt.wantReady, v1beta1.ConditionStoreSynced: tt.wantSync} {
 				c := findCond(t, got, typ)
 				if !c.LastTransitionTime.Time.Equal(want) {
 					t.Errorf("%s lastTransitionTime = %v, want %v (status %s, reason %s)", typ, c.LastTransitionTime, want, c.Status, c.Reason)
@@ -900,7 +900,7 @@ func TestBuildEndpointsSortedAndCapped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pods := slices.Clone(tt.pods)
-			got := Build(v1alpha1.ServiceRegistryStatus{}, Input{
+			got := Build(v1beta1.ServiceRegistryStatus{}, Input{
 				Generation: gen, ServiceName: "web", Pods: tt.pods, Stored: tt.stored, StoreName: storeName, Now: now,
 			})
 			var gotNames []string
@@ -968,7 +968,7 @@ func TestBuildDoesNotMutateOld(t *testing.T) {
 				got.Conditions[i].LastTransitionTime = metav1.NewTime(now.Add(time.Hour))
 			}
 			for i := range got.Endpoints {
-				got.Endpoints[i].State = v1alpha1.EndpointUnready
+				got.Endpoints[i].State = v1beta1.EndpointUnready
 				got.Endpoints[i].Since = ptr.To(metav1.NewTime(now.Add(time.Hour)))
 			}
 			if !reflect.DeepEqual(old, before) {
@@ -989,30 +989,30 @@ func TestBuildDrainAdvice(t *testing.T) {
 		wantPushMillis  int64
 	}{
 		{"drain covers cache and lag", Drain{Seconds: 15, CallerCacheSeconds: 5, DeregistrationLag: 40 * time.Millisecond},
-			metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 6, 40, 0},
+			metav1.ConditionTrue, v1beta1.ReasonDrainCoversCallers, 6, 40, 0},
 		{"lag rounds the recommendation up", Drain{Seconds: 5, CallerCacheSeconds: 5, DeregistrationLag: 1200 * time.Millisecond},
-			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 7, 1200, 0},
-		{"exactly enough", Drain{Seconds: 5, CallerCacheSeconds: 5}, metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 5, 0, 0},
+			metav1.ConditionFalse, v1beta1.ReasonDrainTooShort, 7, 1200, 0},
+		{"exactly enough", Drain{Seconds: 5, CallerCacheSeconds: 5}, metav1.ConditionTrue, v1beta1.ReasonDrainCoversCallers, 5, 0, 0},
 		{"no drain at all", Drain{Seconds: 0, CallerCacheSeconds: 30, DeregistrationLag: time.Millisecond},
-			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 30, 0, 0},
+			metav1.ConditionFalse, v1beta1.ReasonDrainTooShort, 30, 0, 0},
 		{"xDS push lag within the callers' cache: the cache decides", Drain{Seconds: 6, CallerCacheSeconds: 5, DeregistrationLag: 40 * time.Millisecond, XDSPushLag: 900 * time.Millisecond},
-			metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 6, 40, 900},
+			metav1.ConditionTrue, v1beta1.ReasonDrainCoversCallers, 6, 40, 900},
 		{"a quick xDS push is still shown as measured", Drain{Seconds: 5, CallerCacheSeconds: 5, XDSPushLag: 400 * time.Microsecond},
-			metav1.ConditionTrue, v1alpha1.ReasonDrainCoversCallers, 5, 0, 1},
+			metav1.ConditionTrue, v1beta1.ReasonDrainCoversCallers, 5, 0, 1},
 		{"xDS push lag beyond the callers' cache: it decides", Drain{Seconds: 2, CallerCacheSeconds: 0, DeregistrationLag: 300 * time.Millisecond, XDSPushLag: 2500 * time.Millisecond},
-			metav1.ConditionFalse, v1alpha1.ReasonDrainTooShort, 3, 300, 2500},
+			metav1.ConditionFalse, v1beta1.ReasonDrainTooShort, 3, 300, 2500},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Build(v1alpha1.ServiceRegistryStatus{}, Input{Generation: gen, ServiceName: "web", Stored: map[string]store.Record{}, Drain: tt.drain, Now: now})
-			c := findCond(t, got, v1alpha1.ConditionDrainSufficient)
+			got := Build(v1beta1.ServiceRegistryStatus{}, Input{Generation: gen, ServiceName: "web", Stored: map[string]store.Record{}, Drain: tt.drain, Now: now})
+			c := findCond(t, got, v1beta1.ConditionDrainSufficient)
 			if c.Status != tt.wantStatus || c.Reason != tt.wantReason {
 				t.Errorf("DrainSufficient = %s/%s, want %s/%s", c.Status, c.Reason, tt.wantStatus, tt.wantReason)
 			}
 			if tt.wantStatus == metav1.ConditionFalse && !strings.Contains(c.Message, fmt.Sprintf("at least %d", tt.wantRecommended)) {
 				t.Errorf("message %q does not tell the user the drain to set (%d)", c.Message, tt.wantRecommended)
 			}
-			want := v1alpha1.DrainStatus{Seconds: tt.drain.Seconds, CallerCacheSeconds: tt.drain.CallerCacheSeconds,
+			want := v1beta1.DrainStatus{Seconds: tt.drain.Seconds, CallerCacheSeconds: tt.drain.CallerCacheSeconds,
 				RecommendedSeconds: tt.wantRecommended}
 			if tt.wantLagMillis > 0 { // unset while no lag was measured (or it rounded to 0)
 				want.DeregistrationLagMillis = &tt.wantLagMillis
@@ -1042,10 +1042,10 @@ func TestBuildConfigured(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Build(v1alpha1.ServiceRegistryStatus{}, Input{Generation: gen, Stored: map[string]store.Record{}, Config: tt.config, Now: now})
+			got := Build(v1beta1.ServiceRegistryStatus{}, Input{Generation: gen, Stored: map[string]store.Record{}, Config: tt.config, Now: now})
 			var c *metav1.Condition
 			for i := range got.Conditions {
-				if got.Conditions[i].Type == v1alpha1.ConditionConfigured {
+				if got.Conditions[i].Type == v1beta1.ConditionConfigured {
 					c = &got.Conditions[i]
 				}
 			}

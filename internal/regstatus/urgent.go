@@ -1,7 +1,7 @@
 package regstatus
 
 import (
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Urgent reports whether a new status must reach the API server at once rather than within
@@ -9,7 +9,7 @@ import (
 // a condition appeared, went, or changed its status or reason. Everything else — counts,
 // status.endpoints, messages, drain advice, store details — only refines what the
 // conditions already say, and a busy registry's writes of it are paced.
-func Urgent(old, cur v1alpha1.ServiceRegistryStatus) bool {
+func Urgent(old, cur v1beta1.ServiceRegistryStatus) bool {
 	if old.ObservedGeneration != cur.ObservedGeneration || len(old.Conditions) != len(cur.Conditions) {
 		return true
 	}

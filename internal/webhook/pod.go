@@ -22,7 +22,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/annotations"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -121,7 +121,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 		log.Error(err, "decoding pod")
 		return allowWithWarning(fmt.Sprintf("registrar: could not decode the pod (%v); admitted without injection", err))
 	}
-	if _, done := pod.Annotations[v1alpha1.AnnotationInjected]; done {
+	if _, done := pod.Annotations[v1beta1.AnnotationInjected]; done {
 		return admission.Allowed("registrar: already injected")
 	}
 	ns := req.Namespace // pod.Namespace may be empty at admission
@@ -139,7 +139,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 	if err != nil && regs == nil {
 		log.Error(err, "listing ServiceRegistries; pod admitted without injection")
 		return allowWithWarning(fmt.Sprintf("registrar: could not list ServiceRegistries in %s (%v); pod admitted without the %s readiness gate and preStop drain",
-			ns, err, v1alpha1.ReadinessGate))
+			ns, err, v1beta1.ReadinessGate))
 	}
 	if err != nil {
 		log.Error(err, "reading ServiceRegistries of annotated Deployments; only ServiceRegistries are considered")
@@ -181,7 +181,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 			podDesc, strings.Join(quote(res.PreStopKept), ", "), res.DrainSeconds)
 		warnings = append(warnings, "registrar: "+note)
 		if h.Recorder != nil && reg.UID != "" && (req.DryRun == nil || !*req.DryRun) {
-			h.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1alpha1.EventPreStopKept, ActionInject, "%s", note)
+			h.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1beta1.EventPreStopKept, ActionInject, "%s", note)
 		}
 	}
 	log.V(1).Info("injected pod", "serviceRegistry", reg.Name, "changes", res.Changes, "notes", res.Notes)
@@ -212,7 +212,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) (resp a
 // the API server (one GET, only for pods of Deployments the cache has not seen). It returns
 // the Deployment when it is annotated, usable, has no registry yet and owns the ReplicaSet;
 // nil otherwise.
-func (h *PodInjector) liveDeployment(ctx context.Context, ns string, pod *corev1.Pod, regs []v1alpha1.ServiceRegistry) (*appsv1.Deployment, error) {
+func (h *PodInjector) liveDeployment(ctx context.Context, ns string, pod *corev1.Pod, regs []v1beta1.ServiceRegistry) (*appsv1.Deployment, error) {
 	if h.APIReader == nil {
 		return nil, nil
 	}
@@ -253,8 +253,8 @@ func (h *PodInjector) liveDeployment(ctx context.Context, ns string, pod *corev1
 // matching returns the registries with injection enabled whose selector matches podLabels,
 // oldest first (ties broken by name), and a reason for each registry skipped for an invalid
 // selector.
-func matching(regs []v1alpha1.ServiceRegistry, podLabels map[string]string) ([]*v1alpha1.ServiceRegistry, []string) {
-	var out []*v1alpha1.ServiceRegistry
+func matching(regs []v1beta1.ServiceRegistry, podLabels map[string]string) ([]*v1beta1.ServiceRegistry, []string) {
+	var out []*v1beta1.ServiceRegistry
 	var skipped []string
 	set := labels.Set(podLabels)
 	for i := range regs {

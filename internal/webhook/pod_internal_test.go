@@ -21,16 +21,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 )
 
-func reg(name string, created time.Time, inject bool, sel map[string]string) v1alpha1.ServiceRegistry {
-	return v1alpha1.ServiceRegistry{
+func reg(name string, created time.Time, inject bool, sel map[string]string) v1beta1.ServiceRegistry {
+	return v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: sel},
-			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(inject)},
+			Injection: &v1beta1.InjectionSpec{Enabled: ptr.To(inject)},
 		},
 	}
 }
@@ -40,7 +40,7 @@ func TestMatchingOldestFirstThenName(t *testing.T) {
 	app := map[string]string{"app": "orders"}
 	bad := reg("bad", t0, true, nil)
 	bad.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}
-	regs := []v1alpha1.ServiceRegistry{
+	regs := []v1beta1.ServiceRegistry{
 		reg("newest", t0.Add(2*time.Second), true, app),
 		reg("b-tie", t0.Add(time.Second), true, app),
 		reg("a-tie", t0.Add(time.Second), true, app),
@@ -142,13 +142,13 @@ func TestHandleInjectsAPodOfADeploymentTheCacheHasNotSeen(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	if err := v1beta1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	labels := map[string]string{"app": "orders"}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "d-uid", Annotations: map[string]string{
-			v1alpha1.AnnotationService: "orders", v1alpha1.AnnotationPort: "8080", v1alpha1.AnnotationDrainSeconds: "7"}},
+			v1beta1.AnnotationService: "orders", v1beta1.AnnotationPort: "8080", v1beta1.AnnotationDrainSeconds: "7"}},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}},
 	}
 	pod := &corev1.Pod{
@@ -169,12 +169,12 @@ func TestHandleInjectsAPodOfADeploymentTheCacheHasNotSeen(t *testing.T) {
 	}
 	gate := false
 	for _, p := range resp.Patches {
-		if strings.Contains(fmt.Sprint(p.Value), string(v1alpha1.ReadinessGate)) {
+		if strings.Contains(fmt.Sprint(p.Value), string(v1beta1.ReadinessGate)) {
 			gate = true
 		}
 	}
 	if !gate {
-		t.Errorf("no %s readiness gate in the patch %v", v1alpha1.ReadinessGate, resp.Patches)
+		t.Errorf("no %s readiness gate in the patch %v", v1beta1.ReadinessGate, resp.Patches)
 	}
 
 	// A pod whose Deployment the cache holds without annotations costs no API call and is
@@ -206,6 +206,6 @@ func (f failingGetter) Get(_ context.Context, key client.ObjectKey, _ client.Obj
 // cacheBuilder is a fake client with the manager cache's claimant index (internal/claimindex).
 func cacheBuilder(scheme *runtime.Scheme) *fake.ClientBuilder {
 	return fake.NewClientBuilder().WithScheme(scheme).
-		WithIndex(&v1alpha1.ServiceRegistry{}, claimindex.Field, claimindex.RegistryAnchors).
+		WithIndex(&v1beta1.ServiceRegistry{}, claimindex.Field, claimindex.RegistryAnchors).
 		WithIndex(&appsv1.Deployment{}, claimindex.Field, claimindex.DeploymentAnchors)
 }

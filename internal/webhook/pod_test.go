@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 )
@@ -34,7 +34,7 @@ func create(pod *corev1.Pod) *corev1.Pod {
 func gateCount(p *corev1.Pod) int {
 	n := 0
 	for _, g := range p.Spec.ReadinessGates {
-		if g.ConditionType == v1alpha1.ReadinessGate {
+		if g.ConditionType == v1beta1.ReadinessGate {
 			n++
 		}
 	}
@@ -51,7 +51,7 @@ func preStopSleep(c corev1.Container) *int64 {
 // expectUntouched asserts that the stored pod shows no trace of injection.
 func expectUntouched(p *corev1.Pod) {
 	GinkgoHelper()
-	Expect(p.Annotations).NotTo(HaveKey(v1alpha1.AnnotationInjected))
+	Expect(p.Annotations).NotTo(HaveKey(v1beta1.AnnotationInjected))
 	Expect(gateCount(p)).To(BeZero())
 	for _, c := range p.Spec.Containers {
 		Expect(c.Lifecycle).To(BeNil(), "container %s", c.Name)
@@ -70,7 +70,7 @@ var _ = Describe("Pod webhook", func() {
 		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](40)
 		got := create(p)
 
-		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "20"))
+		Expect(got.Annotations).To(HaveKeyWithValue(v1beta1.AnnotationInjected, "20"))
 		Expect(gateCount(got)).To(Equal(1))
 		Expect(preStopSleep(got.Spec.Containers[1])).To(Equal(ptr.To[int64](20)), "serving container app")
 		Expect(got.Spec.Containers[0].Lifecycle).To(BeNil(), "sidecar does not serve port 8080")
@@ -84,7 +84,7 @@ var _ = Describe("Pod webhook", func() {
 		got := create(newPod(ns, "orders-", labels, container("app", 8080)))
 		Expect(preStopSleep(got.Spec.Containers[0])).To(Equal(ptr.To[int64](15)))
 		Expect(got.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](45)))
-		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "15"))
+		Expect(got.Annotations).To(HaveKeyWithValue(v1beta1.AnnotationInjected, "15"))
 	})
 
 	It("leaves pods alone that no injecting registry selects", func() {
@@ -105,7 +105,7 @@ var _ = Describe("Pod webhook", func() {
 		ns := newNamespace()
 		newRegistry(ns, "orders", labels, 15, true)
 		first := create(newPod(ns, "orders-", labels, container("app", 8080)))
-		Expect(first.Annotations).To(HaveKey(v1alpha1.AnnotationInjected))
+		Expect(first.Annotations).To(HaveKey(v1beta1.AnnotationInjected))
 
 		// Submit the output of the first injection again, as a new pod.
 		again := &corev1.Pod{
@@ -139,7 +139,7 @@ var _ = Describe("Pod webhook", func() {
 
 		Expect(got.Spec.Containers[0].Lifecycle).To(Equal(want), "existing preStop replaced")
 		Expect(gateCount(got)).To(Equal(1), "the gate is still added")
-		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "15"))
+		Expect(got.Annotations).To(HaveKeyWithValue(v1beta1.AnnotationInjected, "15"))
 		Expect(got.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](30)), "no sleep added, so the budget is unchanged")
 
 		Eventually(func(g Gomega) {
@@ -147,7 +147,7 @@ var _ = Describe("Pod webhook", func() {
 			g.Expect(k8sClient.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
 			var found []eventsv1.Event
 			for _, e := range list.Items {
-				if e.Regarding.Kind == "ServiceRegistry" && e.Regarding.Name == reg.Name && e.Reason == v1alpha1.EventPreStopKept {
+				if e.Regarding.Kind == "ServiceRegistry" && e.Regarding.Name == reg.Name && e.Reason == v1beta1.EventPreStopKept {
 					found = append(found, e)
 				}
 			}
@@ -170,7 +170,7 @@ var _ = Describe("Pod webhook", func() {
 		Expect(gateCount(got)).To(Equal(1))
 		Expect(got.Spec.Containers[0].Lifecycle).To(BeNil())
 		Expect(got.Spec.TerminationGracePeriodSeconds).To(Equal(ptr.To[int64](30)))
-		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "0"))
+		Expect(got.Annotations).To(HaveKeyWithValue(v1beta1.AnnotationInjected, "0"))
 	})
 })
 
@@ -211,7 +211,7 @@ var _ = Describe("Pod webhook before the operator created the Deployment's regis
 		labels := map[string]string{"app": "fresh"}
 		d := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh", Annotations: map[string]string{
-				v1alpha1.AnnotationService: "fresh", v1alpha1.AnnotationPort: "8080", v1alpha1.AnnotationDrainSeconds: "7",
+				v1beta1.AnnotationService: "fresh", v1beta1.AnnotationPort: "8080", v1beta1.AnnotationDrainSeconds: "7",
 			}},
 			Spec: appsv1.DeploymentSpec{
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -228,7 +228,7 @@ var _ = Describe("Pod webhook before the operator created the Deployment's regis
 		got := create(newPod(ns, "fresh-", labels, container("app", 8080)))
 		Expect(gateCount(got)).To(Equal(1))
 		Expect(preStopSleep(got.Spec.Containers[0])).To(Equal(ptr.To[int64](7)))
-		Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationInjected, "7"))
+		Expect(got.Annotations).To(HaveKeyWithValue(v1beta1.AnnotationInjected, "7"))
 
 		other := create(newPod(ns, "other-", map[string]string{"app": "other"}, container("app", 8080)))
 		Expect(gateCount(other)).To(BeZero(), "a pod the Deployment does not select was injected")
@@ -259,7 +259,7 @@ var _ = Describe("Pod webhook scope", func() {
 	It("does not mutate a kube-system pod an injecting registry selects", func() {
 		newRegistry("kube-system", "scoped", labels, 15, true)
 		DeferCleanup(func() {
-			_ = k8sClient.Delete(context.Background(), &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "scoped"}})
+			_ = k8sClient.Delete(context.Background(), &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "scoped"}})
 		})
 		ns := newNamespace()
 		newRegistry(ns, "scoped", labels, 15, true)
@@ -302,7 +302,7 @@ var _ = Describe("Pod webhook racing a new annotated Deployment", func() {
 			labels := map[string]string{"app": name}
 			d := &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-					v1alpha1.AnnotationService: name, v1alpha1.AnnotationPort: "8080"}},
+					v1beta1.AnnotationService: name, v1beta1.AnnotationPort: "8080"}},
 				Spec: appsv1.DeploymentSpec{
 					Selector: &metav1.LabelSelector{MatchLabels: labels},
 					Template: corev1.PodTemplateSpec{

@@ -21,7 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 	"github.com/registrar-dev/registrar/test/support/testenv"
@@ -91,7 +91,7 @@ var _ = BeforeSuite(func() {
 		p := newPod(ns, "probe-", map[string]string{"app": "probe"}, container("app", 8080))
 		g.Expect(k8sClient.Create(context.Background(), p)).To(Succeed())
 		defer func() { _ = k8sClient.Delete(context.Background(), p) }()
-		g.Expect(p.Annotations).To(HaveKey(v1alpha1.AnnotationInjected))
+		g.Expect(p.Annotations).To(HaveKey(v1beta1.AnnotationInjected))
 	}).WithTimeout(timeout).WithPolling(100*time.Millisecond).Should(Succeed(), "the API server never called the webhook")
 	Expect(k8sClient.Delete(context.Background(), reg)).To(Succeed())
 })
@@ -116,16 +116,16 @@ func newNamespace() string {
 
 // newRegistry creates a ServiceRegistry selecting podLabels with port http=8080 and the given
 // drain, and waits until the webhook's (cached) client sees it as created.
-func newRegistry(ns, name string, podLabels map[string]string, drain int32, inject bool) *v1alpha1.ServiceRegistry {
+func newRegistry(ns, name string, podLabels map[string]string, drain int32, inject bool) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
 	port := int32(8080)
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: podLabels},
-			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: port}},
-			Drain:     &v1alpha1.DrainSpec{Seconds: ptr.To(drain)},
-			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(inject)},
+			Ports:     []v1beta1.ServicePort{{Name: "http", Port: port}},
+			Drain:     &v1beta1.DrainSpec{Seconds: ptr.To(drain)},
+			Injection: &v1beta1.InjectionSpec{Enabled: ptr.To(inject)},
 		},
 	}
 	// Created unstructured: drain.seconds is `omitempty` with a CRD default of 15, so a typed
@@ -133,14 +133,14 @@ func newRegistry(ns, name string, podLabels map[string]string, drain int32, inje
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(reg)
 	Expect(err).NotTo(HaveOccurred())
 	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ServiceRegistry"))
+	u.SetGroupVersionKind(v1beta1.GroupVersion.WithKind("ServiceRegistry"))
 	Expect(unstructured.SetNestedField(u.Object, int64(drain), "spec", "drain", "seconds")).To(Succeed())
 	Expect(k8sClient.Create(context.Background(), u)).To(Succeed())
 	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), reg)).To(Succeed())
 	Expect(reg.Spec.Drain).NotTo(BeNil())
 	Expect(reg.Spec.Drain.Seconds).To(HaveValue(Equal(drain)))
 	Eventually(func(g Gomega) {
-		var seen v1alpha1.ServiceRegistry
+		var seen v1beta1.ServiceRegistry
 		g.Expect(mgrClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &seen)).To(Succeed())
 		g.Expect(seen.Generation).To(Equal(reg.Generation))
 	}).WithTimeout(timeout).Should(Succeed(), "the webhook's cache never saw ServiceRegistry %s/%s", ns, name)

@@ -10,7 +10,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/store"
 )
@@ -18,7 +18,7 @@ import (
 func reg(i int) publish.Registry {
 	name := fmt.Sprintf("r%d", i)
 	return publish.Registry{Key: ktypes.NamespacedName{Namespace: "ns", Name: name}, UID: ktypes.UID(name), Service: name,
-		Ports: []string{"grpc"}, Pods: []publish.Pod{{Name: "p", State: v1alpha1.EndpointRegistered,
+		Ports: []string{"grpc"}, Pods: []publish.Pod{{Name: "p", State: v1beta1.EndpointRegistered,
 			Endpoint: store.Endpoint{Pod: "p", Address: "10.0.0.1", Ports: map[string]int32{"grpc": 9090}}}}}
 }
 

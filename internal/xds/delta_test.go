@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/xds"
 )
 
@@ -45,7 +45,7 @@ func TestDeltaACKs(t *testing.T) {
 	var acks []xds.Ack
 	s := startServer(t, xds.Config{OnAck: func(a xds.Ack) { mu.Lock(); acks = append(acks, a); mu.Unlock() }})
 	key := types.NamespacedName{Namespace: "ns1", Name: "orders"}
-	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a")))
+	s.Publish(registry("ns1", "orders", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a")))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(dial(t, s)).DeltaAggregatedResources(ctx)
@@ -77,8 +77,8 @@ func TestDeltaACKs(t *testing.T) {
 	}
 
 	// A change, rejected: counted as a NACK with its message, and the gate keeps waiting.
-	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"),
-		pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a")))
+	s.Publish(registry("ns1", "orders", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a"),
+		pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-a")))
 	resp = deltaRecv(t, st)
 	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResponseNonce: resp.GetNonce(),
 		ErrorDetail: status.New(codes.InvalidArgument, "no thanks").Proto()}); err != nil {

@@ -13,7 +13,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	grpcxds "google.golang.org/grpc/xds"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/xds"
@@ -116,9 +116,9 @@ func TestDuplicateAddressIsPublishedOnce(t *testing.T) {
 		}
 	}})
 	port := startHostBackends(t, "127.0.0.1", "127.0.0.2")
-	at := func(name string, state v1alpha1.EndpointState, ip string) publish.Pod {
+	at := func(name string, state v1beta1.EndpointState, ip string) publish.Pod {
 		p := publish.Pod{Name: name, State: state}
-		if state == v1alpha1.EndpointRegistered {
+		if state == v1beta1.EndpointRegistered {
 			p.Endpoint = store.Endpoint{Pod: name, Address: ip, Ports: map[string]int32{"grpc": port}}
 		}
 		return p
@@ -128,15 +128,15 @@ func TestDuplicateAddressIsPublishedOnce(t *testing.T) {
 		r.Ports = []string{"grpc"}
 		return r
 	}
-	s.Publish(reg(at("old", v1alpha1.EndpointRegistered, "127.0.0.1")))
+	s.Publish(reg(at("old", v1beta1.EndpointRegistered, "127.0.0.1")))
 	c := grpcXDSClient(t, s, "dup-client", "orders.ns1")
 	one := fmt.Sprintf("127.0.0.1:%d", port)
 	two := fmt.Sprintf("127.0.0.2:%d", port)
 	waitFor(t, func() bool { return reached(c, 1)[one] == 1 }, "the client to reach "+one)
 
 	// old terminates (DRAINING at 127.0.0.1), new reuses its address, other starts on .2.
-	s.Publish(reg(at("old", v1alpha1.EndpointDraining, ""), at("new", v1alpha1.EndpointRegistered, "127.0.0.1"),
-		at("other", v1alpha1.EndpointRegistered, "127.0.0.2")))
+	s.Publish(reg(at("old", v1beta1.EndpointDraining, ""), at("new", v1beta1.EndpointRegistered, "127.0.0.1"),
+		at("other", v1beta1.EndpointRegistered, "127.0.0.2")))
 	want := fmt.Sprintf("map[new:HEALTHY %s zone= w=1 other:HEALTHY %s zone= w=1]", one, two)
 	if got := fmt.Sprint(health(s.LoadAssignment("orders.ns1"))); got != want {
 		t.Errorf("published %s, want %s (the address once, for the live pod)", got, want)

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/xds"
 )
 
@@ -45,7 +45,7 @@ func recvErr(t *testing.T, st discoveryv3.AggregatedDiscoveryService_StreamAggre
 // are served.
 func TestRequestLimits(t *testing.T) {
 	s := startServer(t, xds.Config{})
-	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")))
+	s.Publish(registry("ns1", "orders", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "")))
 	for _, tc := range []struct {
 		name  string
 		names []string
@@ -83,7 +83,7 @@ func TestRequestLimits(t *testing.T) {
 // number of connections); the next is refused, and a stream closed makes room.
 func TestStreamsPerPeer(t *testing.T) {
 	s := startServer(t, xds.Config{})
-	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")))
+	s.Publish(registry("ns1", "orders", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "")))
 	open := func(cc *grpc.ClientConn) (discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient, context.CancelFunc) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())

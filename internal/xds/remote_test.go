@@ -8,7 +8,7 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/xds"
 	"github.com/registrar-dev/registrar/internal/xds/remote"
 	"github.com/registrar-dev/registrar/pkg/wire"
@@ -55,7 +55,7 @@ func TestRemoteRecordsAtPriorityOne(t *testing.T) {
 	s.SetRemote("web", "shop", []remote.Record{westRecord("web-0", "10.1.0.1", "w1")})
 	expect("remote only, no registry", 0)
 
-	s.Publish(registry("shop", "web", pod("web-0", v1alpha1.EndpointRegistered, "10.0.0.1", "e1")))
+	s.Publish(registry("shop", "web", pod("web-0", v1beta1.EndpointRegistered, "10.0.0.1", "e1")))
 	expect("registry published", 1, "p0 /e1: web-0@10.0.0.1", "p1 west/w1: web-0@10.1.0.1")
 
 	s.SetRemote("web", "shop", []remote.Record{westRecord("web-0", "10.1.0.1", "w1"), westRecord("web-1", "10.1.0.2", "w2")})
@@ -64,10 +64,10 @@ func TestRemoteRecordsAtPriorityOne(t *testing.T) {
 	s.SetRemote("web", "shop", []remote.Record{westRecord("web-0", "10.1.0.1", "w1"), westRecord("web-1", "10.1.0.2", "w2")})
 	expect("the same records again: no push", 2, "p0 /e1: web-0@10.0.0.1", "p1 west/w1: web-0@10.1.0.1", "p1 west/w2: web-1@10.1.0.2")
 
-	s.Publish(registry("shop", "web", pod("web-0", v1alpha1.EndpointUnready, "", "")))
+	s.Publish(registry("shop", "web", pod("web-0", v1beta1.EndpointUnready, "", "")))
 	expect("local set empty: placeholder at priority 0", 3, "p0 /:", "p1 west/w1: web-0@10.1.0.1", "p1 west/w2: web-1@10.1.0.2")
 
-	s.Publish(registry("shop", "web", pod("web-0", v1alpha1.EndpointRegistered, "10.0.0.1", "e1")))
+	s.Publish(registry("shop", "web", pod("web-0", v1beta1.EndpointRegistered, "10.0.0.1", "e1")))
 	expect("local back", 4, "p0 /e1: web-0@10.0.0.1", "p1 west/w1: web-0@10.1.0.1", "p1 west/w2: web-1@10.1.0.2")
 
 	s.SetRemote("web", "shop", nil)

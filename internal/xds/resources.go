@@ -13,7 +13,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/xds/locality"
 	"github.com/registrar-dev/registrar/pkg/wire"
@@ -79,7 +79,7 @@ func buildEndpoints(reg publish.Registry, port string, before map[string]endpoin
 	out := make(map[string]endpointState, len(reg.Pods))
 	for _, p := range reg.Pods {
 		switch p.State {
-		case v1alpha1.EndpointRegistered:
+		case v1beta1.EndpointRegistered:
 			num, ok := p.Endpoint.Ports[port]
 			if !ok || p.Endpoint.Address == "" || num <= 0 {
 				continue
@@ -87,7 +87,7 @@ func buildEndpoints(reg publish.Registry, port string, before map[string]endpoin
 			out[p.Name] = endpointState{pod: p.Name, address: p.Endpoint.Address, port: uint32(num),
 				zone: p.Endpoint.Zone, health: corev3.HealthStatus_HEALTHY, weight: weightOf(p.Endpoint.Weight),
 				slowStart: p.Endpoint.Weight > 0}
-		case v1alpha1.EndpointDraining:
+		case v1beta1.EndpointDraining:
 			if was, ok := before[p.Name]; ok {
 				was.health = corev3.HealthStatus_DRAINING
 				out[p.Name] = was

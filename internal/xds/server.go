@@ -39,7 +39,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/xds/locality"
 	"github.com/registrar-dev/registrar/internal/xds/remote"
@@ -157,17 +157,17 @@ func (s *Server) Publish(reg publish.Registry) publish.Result {
 	name := ResourceName(reg.Service, reg.Key.Namespace)
 	if err := validName(reg.Service, reg.Key.Namespace); err != nil {
 		s.unpublishLocked(reg.Key)
-		return publish.Result{Reason: v1alpha1.ReasonInvalidXDSResourceName, Message: err.Error() + "; it is not served over xDS"}
+		return publish.Result{Reason: v1beta1.ReasonInvalidXDSResourceName, Message: err.Error() + "; it is not served over xDS"}
 	}
 	if owner, ok := s.owners[name]; ok && owner != reg.Key {
 		s.unpublishLocked(reg.Key)
-		return publish.Result{Reason: v1alpha1.ReasonXDSResourceNameConflict, Message: fmt.Sprintf(
+		return publish.Result{Reason: v1beta1.ReasonXDSResourceNameConflict, Message: fmt.Sprintf(
 			"xDS resource %q is already served for ServiceRegistry %s; give one of them another spec.serviceName", name, owner.Name)}
 	}
 	port, ok := pickPort(reg.Ports)
 	if !ok {
 		s.unpublishLocked(reg.Key)
-		return publish.Result{Reason: v1alpha1.ReasonNoPorts, Message: "spec.ports is empty: no port to publish over xDS"}
+		return publish.Result{Reason: v1beta1.ReasonNoPorts, Message: "spec.ports is empty: no port to publish over xDS"}
 	}
 	st := s.regs[reg.Key]
 	if st != nil && (st.uid != reg.UID || st.name != name) {
@@ -177,7 +177,7 @@ func (s *Server) Publish(reg publish.Registry) publish.Result {
 	if st == nil {
 		st = &registryState{uid: reg.UID, name: name}
 		if err := s.addStatic(name); err != nil {
-			return publish.Result{Reason: v1alpha1.ReasonXDSBuildFailed, Message: err.Error()}
+			return publish.Result{Reason: v1beta1.ReasonXDSBuildFailed, Message: err.Error()}
 		}
 		s.regs[reg.Key] = st
 		s.owners[name] = reg.Key

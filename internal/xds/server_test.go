@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/xds"
@@ -82,9 +82,9 @@ func dial(t *testing.T, s *xds.Server) *grpc.ClientConn {
 	return cc
 }
 
-func pod(name string, state v1alpha1.EndpointState, ip, zone string) publish.Pod {
+func pod(name string, state v1beta1.EndpointState, ip, zone string) publish.Pod {
 	p := publish.Pod{Name: name, State: state}
-	if state == v1alpha1.EndpointRegistered || state == v1alpha1.EndpointWarmingUp {
+	if state == v1beta1.EndpointRegistered || state == v1beta1.EndpointWarmingUp {
 		p.Endpoint = store.Endpoint{Pod: name, Address: ip, Zone: zone, Ports: map[string]int32{"http": 8080, "grpc": 9090}}
 	}
 	return p
@@ -145,10 +145,10 @@ func TestADSClientFollowsVerdicts(t *testing.T) {
 	var acks []xds.Ack
 	s := startServer(t, xds.Config{OnAck: func(a xds.Ack) { mu.Lock(); acks = append(acks, a); mu.Unlock() }})
 	s.Publish(registry("ns1", "orders",
-		pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"),
-		pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-b"),
-		pod("c", v1alpha1.EndpointWarmingUp, "10.0.0.3", "zone-a"),
-		pod("d", v1alpha1.EndpointUnready, "", "")))
+		pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a"),
+		pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-b"),
+		pod("c", v1beta1.EndpointWarmingUp, "10.0.0.3", "zone-a"),
+		pod("d", v1beta1.EndpointUnready, "", "")))
 
 	c := adsclient.NewADSClient(context.Background(), &corev3.Node{Id: "ads-1"}, resourcev3.EndpointType)
 	if err := c.InitConnect(dial(t, s)); err != nil {
@@ -165,9 +165,9 @@ func TestADSClientFollowsVerdicts(t *testing.T) {
 
 	// a terminates: DRAINING at the address it had; c finishes warming up.
 	s.Publish(registry("ns1", "orders",
-		pod("a", v1alpha1.EndpointDraining, "", ""),
-		pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-b"),
-		pod("c", v1alpha1.EndpointRegistered, "10.0.0.3", "zone-a")))
+		pod("a", v1beta1.EndpointDraining, "", ""),
+		pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-b"),
+		pod("c", v1beta1.EndpointRegistered, "10.0.0.3", "zone-a")))
 	want = map[string]string{"a": "DRAINING 10.0.0.1:9090 zone=zone-a w=1", "b": "HEALTHY 10.0.0.2:9090 zone=zone-b w=1",
 		"c": "HEALTHY 10.0.0.3:9090 zone=zone-a w=1"}
 	if got := health(fetchCLA(t, c)); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -175,9 +175,9 @@ func TestADSClientFollowsVerdicts(t *testing.T) {
 	}
 	// a is gone; a pod that starts out Draining (never published) stays absent.
 	s.Publish(registry("ns1", "orders",
-		pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-b"),
-		pod("c", v1alpha1.EndpointRegistered, "10.0.0.3", "zone-a"),
-		pod("e", v1alpha1.EndpointDraining, "", "")))
+		pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-b"),
+		pod("c", v1beta1.EndpointRegistered, "10.0.0.3", "zone-a"),
+		pod("e", v1beta1.EndpointDraining, "", "")))
 	want = map[string]string{"b": "HEALTHY 10.0.0.2:9090 zone=zone-b w=1", "c": "HEALTHY 10.0.0.3:9090 zone=zone-a w=1"}
 	if got := health(fetchCLA(t, c)); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -185,8 +185,8 @@ func TestADSClientFollowsVerdicts(t *testing.T) {
 	// An identical publish sends nothing.
 	before := s.LoadAssignment("orders.ns1")
 	s.Publish(registry("ns1", "orders",
-		pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-b"),
-		pod("c", v1alpha1.EndpointRegistered, "10.0.0.3", "zone-a")))
+		pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-b"),
+		pod("c", v1beta1.EndpointRegistered, "10.0.0.3", "zone-a")))
 	if s.LoadAssignment("orders.ns1") != before {
 		t.Fatal("an unchanged publish replaced the ClusterLoadAssignment")
 	}
@@ -241,13 +241,13 @@ func TestNackIsCountedAndNotResent(t *testing.T) {
 			mu.Unlock()
 		}
 	}})
-	s.Publish(registry("ns1", "pay", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")))
+	s.Publish(registry("ns1", "pay", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "")))
 	c := adsclient.NewADSClient(context.Background(), &corev3.Node{Id: "nacker"}, resourcev3.EndpointType)
 	if err := c.InitConnect(dial(t, s)); err != nil {
 		t.Fatal(err)
 	}
 	fetchCLA(t, c) // acknowledged
-	s.Publish(registry("ns1", "pay", pod("a", v1alpha1.EndpointRegistered, "10.0.0.9", "")))
+	s.Publish(registry("ns1", "pay", pod("a", v1beta1.EndpointRegistered, "10.0.0.9", "")))
 	if _, err := c.Fetch(); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestNackIsCountedAndNotResent(t *testing.T) {
 		t.Fatalf("a response followed the NACK without a change (err %v)", err)
 	case <-time.After(500 * time.Millisecond):
 	}
-	s.Publish(registry("ns1", "pay", pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "")))
+	s.Publish(registry("ns1", "pay", pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "")))
 	select {
 	case err := <-got:
 		if err != nil {
@@ -291,7 +291,7 @@ func TestNackIsCountedAndNotResent(t *testing.T) {
 // the same content back at once (and again on every NACK).
 func TestFirstResponseNackIsNotResent(t *testing.T) {
 	s := startServer(t, xds.Config{})
-	s.Publish(registry("ns1", "pay", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")))
+	s.Publish(registry("ns1", "pay", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "")))
 	c := adsclient.NewADSClient(context.Background(), &corev3.Node{Id: "first-nacker"}, resourcev3.EndpointType)
 	if err := c.InitConnect(dial(t, s)); err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestFirstResponseNackIsNotResent(t *testing.T) {
 		t.Fatalf("the rejected content was sent again (err %v)", err)
 	case <-time.After(500 * time.Millisecond):
 	}
-	s.Publish(registry("ns1", "pay", pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "")))
+	s.Publish(registry("ns1", "pay", pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "")))
 	select {
 	case err := <-got:
 		if err != nil {
@@ -354,7 +354,7 @@ func recvWithin(t *testing.T, st discoveryv3.AggregatedDiscoveryService_StreamAg
 
 func TestUnknownNamesGetEmptyAnswers(t *testing.T) {
 	s := startServer(t, xds.Config{})
-	s.Publish(registry("ns1", "known", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")))
+	s.Publish(registry("ns1", "known", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "")))
 	st := rawStream(t, s)
 	node := &corev3.Node{Id: "curious"}
 	last := map[string]*discoveryv3.DiscoveryResponse{}
@@ -389,7 +389,7 @@ func TestStuckClientDoesNotDelayOthers(t *testing.T) {
 	big := func(gen int) publish.Registry {
 		pods := make([]publish.Pod, 0, 2000)
 		for i := range 2000 {
-			pods = append(pods, pod(fmt.Sprintf("p-%d-%d", gen, i), v1alpha1.EndpointRegistered,
+			pods = append(pods, pod(fmt.Sprintf("p-%d-%d", gen, i), v1beta1.EndpointRegistered,
 				fmt.Sprintf("10.%d.%d.%d", gen%200, i/250, i%250), fmt.Sprintf("z%d", i%3)))
 		}
 		return registry("ns1", "big", pods...)
@@ -436,16 +436,16 @@ func TestStuckClientDoesNotDelayOthers(t *testing.T) {
 func TestInvalidAndConflictingNamesAreNotPublished(t *testing.T) {
 	s := xds.New(xds.Config{Log: testr.New(t)})
 	res := s.Publish(publish.Registry{Key: types.NamespacedName{Namespace: "ns1", Name: "api.v2"}, UID: "u1", Service: "api.v2",
-		Ports: []string{"grpc"}, Pods: []publish.Pod{pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")}})
-	if res.Reason != v1alpha1.ReasonInvalidXDSResourceName || s.LoadAssignment("api.v2.ns1") != nil {
+		Ports: []string{"grpc"}, Pods: []publish.Pod{pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "")}})
+	if res.Reason != v1beta1.ReasonInvalidXDSResourceName || s.LoadAssignment("api.v2.ns1") != nil {
 		t.Fatalf("dotted service name: %+v", res)
 	}
-	if res := s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", ""))); !res.OK() {
+	if res := s.Publish(registry("ns1", "orders", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", ""))); !res.OK() {
 		t.Fatalf("valid registry: %+v", res)
 	}
-	second := registry("ns1", "orders-v2", pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", ""))
+	second := registry("ns1", "orders-v2", pod("b", v1beta1.EndpointRegistered, "10.0.0.2", ""))
 	second.Service = "orders"
-	if res := s.Publish(second); res.Reason != v1alpha1.ReasonXDSResourceNameConflict {
+	if res := s.Publish(second); res.Reason != v1beta1.ReasonXDSResourceNameConflict {
 		t.Fatalf("second registry of the same service: %+v", res)
 	}
 	if got := health(s.LoadAssignment("orders.ns1")); len(got) != 1 || got["a"] == "" {
@@ -456,7 +456,7 @@ func TestInvalidAndConflictingNamesAreNotPublished(t *testing.T) {
 	}
 	np := registry("ns1", "noports2")
 	np.Ports = nil
-	if res := s.Publish(np); res.Reason != v1alpha1.ReasonNoPorts {
+	if res := s.Publish(np); res.Reason != v1beta1.ReasonNoPorts {
 		t.Fatalf("no ports: %+v", res)
 	}
 }
@@ -478,9 +478,9 @@ func TestSlowStartWeights(t *testing.T) {
 	s := xds.New(xds.Config{Log: testr.New(t), OnPublished: func(p xds.Published) { published = append(published, p) }})
 	weighted := func(p publish.Pod, w int32) publish.Pod { p.Endpoint.Weight = w; return p }
 	reg := registry("ns1", "orders",
-		weighted(pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"), 100),
-		weighted(pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a"), 10),
-		pod("c", v1alpha1.EndpointRegistered, "10.0.0.3", "zone-b"))
+		weighted(pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a"), 100),
+		weighted(pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-a"), 10),
+		pod("c", v1beta1.EndpointRegistered, "10.0.0.3", "zone-b"))
 	s.Publish(reg)
 	weights := func() (map[string]uint32, map[string]uint32) {
 		eps, locs := map[string]uint32{}, map[string]uint32{}
@@ -506,7 +506,7 @@ func TestSlowStartWeights(t *testing.T) {
 		t.Errorf("%d ClusterLoadAssignments published, want 2 (initial, one step)", len(published))
 	}
 	// Without slow start (no weights): one locality per zone, every weight 1.
-	plain := registry("ns1", "plain", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"), pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a"))
+	plain := registry("ns1", "plain", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a"), pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-a"))
 	s.Publish(plain)
 	cla := s.LoadAssignment("plain.ns1")
 	if len(cla.GetEndpoints()) != 1 || cla.GetEndpoints()[0].GetLoadBalancingWeight().GetValue() != 2 || cla.GetEndpoints()[0].GetLocality().GetSubZone() != "" {
@@ -521,7 +521,7 @@ func TestSlowStartWeights(t *testing.T) {
 func TestAcknowledged(t *testing.T) {
 	s := startServer(t, xds.Config{})
 	key := types.NamespacedName{Namespace: "ns1", Name: "orders"}
-	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a")))
+	s.Publish(registry("ns1", "orders", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a")))
 	if ok, n := s.Acknowledged(key, "a", time.Hour); !ok || n != 0 {
 		t.Fatalf("no client connected: Acknowledged = %v, %d; want true, 0", ok, n)
 	}
@@ -545,8 +545,8 @@ func TestAcknowledged(t *testing.T) {
 	waitFor(t, func() bool { ok, _ := s.Acknowledged(key, "a", time.Hour); return ok }, "the ACK of pod a")
 
 	// A new pod: the client has an older version; it waits until the client ACKs the next.
-	s.Publish(registry("ns1", "orders", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a"),
-		pod("b", v1alpha1.EndpointRegistered, "10.0.0.2", "zone-a")))
+	s.Publish(registry("ns1", "orders", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a"),
+		pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-a")))
 	if ok, n := s.Acknowledged(key, "b", time.Hour); ok || n != 1 {
 		t.Fatalf("pod b pushed, not ACKed: Acknowledged = %v, %d; want false, 1", ok, n)
 	}
@@ -575,7 +575,7 @@ func TestAcknowledged(t *testing.T) {
 // a client that acknowledges every push at once must not throttle its own next push.
 func TestRateLimitCountsNewRequestsNotAcks(t *testing.T) {
 	s := startServer(t, xds.Config{RequestRate: 1, RequestBurst: 3})
-	s.Publish(registry("ns1", "r", pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "")))
+	s.Publish(registry("ns1", "r", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "")))
 	st := rawStream(t, s)
 	names := []string{"r.ns1"}
 	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "fast-acker"}, TypeUrl: resourcev3.EndpointType, ResourceNames: names}); err != nil {
@@ -589,7 +589,7 @@ func TestRateLimitCountsNewRequestsNotAcks(t *testing.T) {
 			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}); err != nil {
 			t.Fatal(err)
 		}
-		s.Publish(registry("ns1", "r", pod("a", v1alpha1.EndpointRegistered, fmt.Sprintf("10.0.1.%d", i+1), "")))
+		s.Publish(registry("ns1", "r", pod("a", v1beta1.EndpointRegistered, fmt.Sprintf("10.0.1.%d", i+1), "")))
 		resp = recvWithin(t, st)
 		if len(resp.GetResources()) != 1 {
 			t.Fatalf("push %d: %d resources, want 1", i+1, len(resp.GetResources()))

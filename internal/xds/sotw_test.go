@@ -12,7 +12,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/xds"
 )
 
@@ -112,7 +112,7 @@ func TestStateOfTheWorldEDS(t *testing.T) {
 	s := startServer(t, xds.Config{})
 	pub := func(name, ip string) {
 		t.Helper()
-		if res := s.Publish(registry("ns1", name, pod("p-"+name, v1alpha1.EndpointRegistered, ip, ""))); !res.OK() {
+		if res := s.Publish(registry("ns1", name, pod("p-"+name, v1beta1.EndpointRegistered, ip, ""))); !res.OK() {
 			t.Fatalf("publish %s: %+v", name, res)
 		}
 	}
@@ -192,8 +192,8 @@ func TestStateOfTheWorldEDS(t *testing.T) {
 // every later change.
 func TestStateOfTheWorldEDSWildcard(t *testing.T) {
 	s := startServer(t, xds.Config{})
-	s.Publish(registry("ns1", "a", pod("p-a", v1alpha1.EndpointRegistered, "10.0.0.1", "")))
-	s.Publish(registry("ns2", "b", pod("p-b", v1alpha1.EndpointRegistered, "10.0.0.2", "")))
+	s.Publish(registry("ns1", "a", pod("p-a", v1beta1.EndpointRegistered, "10.0.0.1", "")))
+	s.Publish(registry("ns2", "b", pod("p-b", v1beta1.EndpointRegistered, "10.0.0.2", "")))
 	e := newEDSStream(t, s)
 	e.ask(nil, "", "")
 	if got := names(e.next()); got != "a.ns1,b.ns2" {
@@ -201,7 +201,7 @@ func TestStateOfTheWorldEDSWildcard(t *testing.T) {
 	}
 	e.ack()
 	e.none("a wildcard ACK with nothing changed")
-	s.Publish(registry("ns3", "c", pod("p-c", v1alpha1.EndpointRegistered, "10.0.0.3", "")))
+	s.Publish(registry("ns3", "c", pod("p-c", v1beta1.EndpointRegistered, "10.0.0.3", "")))
 	if got := names(e.next()); got != "c.ns3" {
 		t.Fatalf("a new registry under a wildcard: %s", got)
 	}

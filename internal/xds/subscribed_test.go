@@ -11,7 +11,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/xds"
 )
@@ -30,10 +30,10 @@ func TestGateWaitsForWhatIsServed(t *testing.T) {
 	// serve starts a server publishing orders.ns1 with pod a; publishPod adds a pod.
 	serve := func(t *testing.T) (*xds.Server, func(string)) {
 		s := startServer(t, xds.Config{})
-		pods := []publish.Pod{pod("a", v1alpha1.EndpointRegistered, "10.0.0.1", "zone-a")}
+		pods := []publish.Pod{pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a")}
 		s.Publish(registry("ns1", "orders", pods...))
 		return s, func(name string) {
-			pods = append(pods, pod(name, v1alpha1.EndpointRegistered, fmt.Sprintf("10.0.0.%d", len(pods)+1), "zone-a"))
+			pods = append(pods, pod(name, v1beta1.EndpointRegistered, fmt.Sprintf("10.0.0.%d", len(pods)+1), "zone-a"))
 			s.Publish(registry("ns1", "orders", pods...))
 		}
 	}

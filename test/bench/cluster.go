@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 	"github.com/registrar-dev/registrar/test/support/ports"
 )
@@ -102,7 +102,7 @@ func (cl *cluster) startAPIServer(noFsync bool) error {
 	cfg.QPS, cfg.Burst = -1, 0 // the harness paces itself
 	cfg.Timeout = 30 * time.Second
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1beta1.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
 	// The ServiceRegistries (a CRD: JSON only) go through the controller-runtime client; pods,

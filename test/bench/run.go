@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/benchfmt"
 )
 
@@ -176,7 +176,7 @@ func (r *runner) settled(ctx context.Context) (bool, string, error) {
 	if err := r.cl.operator.Exited(); err != nil {
 		return false, "", err
 	}
-	var regs v1alpha1.ServiceRegistryList
+	var regs v1beta1.ServiceRegistryList
 	if err := r.cl.client.List(ctx, &regs); err != nil {
 		return false, "", fmt.Errorf("list ServiceRegistries: %w", err)
 	}

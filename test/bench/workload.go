@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // benchPod is one pod of the workload.
@@ -139,11 +139,11 @@ const (
 
 func (cl *cluster) createService(ctx context.Context, s benchPod, withService bool) error {
 	sel := map[string]string{appLabel: s.Service}
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Service},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: sel},
-			Ports:    []v1alpha1.ServicePort{{Name: portName, Port: 8080}},
+			Ports:    []v1beta1.ServicePort{{Name: portName, Port: 8080}},
 		},
 	}
 	if err := cl.client.Create(ctx, reg); err != nil {

@@ -25,7 +25,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/test/e2e/install"
 )
 
@@ -53,16 +53,16 @@ var _ = Describe("Annotated Deployment on a real kubelet", Ordered, func() {
 		Expect(gates.flipped()).To(Equal(replicas), "the pod watch did not see every gate turn True")
 
 		Eventually(func(g Gomega) {
-			reg := &v1alpha1.ServiceRegistry{}
+			reg := &v1beta1.ServiceRegistry{}
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, reg)).To(Succeed())
 			g.Expect(reg.Status.Registered).To(Equal(int32(replicas)))
 			g.Expect(reg.Status.Desired).To(Equal(int32(replicas)))
-			g.Expect(meta.IsStatusConditionTrue(reg.Status.Conditions, v1alpha1.ConditionReady)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(reg.Status.Conditions, v1beta1.ConditionReady)).To(BeTrue())
 		}).Should(Succeed(), "the ServiceRegistry's status does not show the registered pods")
 		pods := podsOf(ctx, d)
 		Expect(pods).To(HaveLen(replicas))
 		for _, p := range pods {
-			Expect(p.Spec.ReadinessGates).To(ContainElement(corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate}))
+			Expect(p.Spec.ReadinessGates).To(ContainElement(corev1.PodReadinessGate{ConditionType: v1beta1.ReadinessGate}))
 			Expect(p.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds).To(Equal(int64(5)))
 			st := demoStats(p.Status.PodIP)
 			Expect(st.WarmupHits).To(BeNumerically(">=", 5), "pod %s Ready after %d warm-up requests", p.Name, st.WarmupHits)
@@ -86,7 +86,7 @@ func newNamespace(ctx context.Context) string {
 		// has marked this namespace's registries deleted, they own the name and the next spec's
 		// registry would wait for the hand-over (docs/security.md, Tenancy).
 		Eventually(func(g Gomega) {
-			var regs v1alpha1.ServiceRegistryList
+			var regs v1beta1.ServiceRegistryList
 			g.Expect(k8s.List(context.Background(), &regs, client.InNamespace(ns.Name))).To(Succeed())
 			for _, r := range regs.Items {
 				g.Expect(r.DeletionTimestamp).NotTo(BeNil(), "registry %s/%s not yet being deleted", ns.Name, r.Name)
@@ -270,9 +270,9 @@ func (gw *gateWatch) verifyGates(ctx context.Context, d *appsv1.Deployment) {
 		var problems []string
 		for _, p := range pods {
 			switch {
-			case !slices.Contains(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate}):
+			case !slices.Contains(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1beta1.ReadinessGate}):
 				problems = append(problems, fmt.Sprintf("pod %s (created %s) has no %s readiness gate (admitted without the webhook's injection; annotations %v; %s)",
-					p.Name, p.CreationTimestamp.Format(time.RFC3339), v1alpha1.ReadinessGate, p.Annotations, managerState(ctx)))
+					p.Name, p.CreationTimestamp.Format(time.RFC3339), v1beta1.ReadinessGate, p.Annotations, managerState(ctx)))
 			case !gateTrue(&p):
 				problems = append(problems, fmt.Sprintf("pod %s: gate not True", p.Name))
 			case !gw.checked[p.Name]:
@@ -313,7 +313,7 @@ func managerState(ctx context.Context) string {
 
 func gateTrue(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == v1alpha1.ReadinessGate && c.Status == corev1.ConditionTrue {
+		if c.Type == v1beta1.ReadinessGate && c.Status == corev1.ConditionTrue {
 			return true
 		}
 	}

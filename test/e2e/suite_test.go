@@ -27,7 +27,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/test/e2e/install"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
@@ -71,7 +71,7 @@ func TestE2E(t *testing.T) {
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	Expect(v1beta1.AddToScheme(scheme)).To(Succeed())
 	var err error
 	restCfg, err = clientcmd.BuildConfigFromFlags("", kubeconfigPath)
 	Expect(err).NotTo(HaveOccurred(), "no cluster: run `make cluster-up` (or `make test-e2e`, which does)")
@@ -121,12 +121,12 @@ func waitWebhookServing(ctx context.Context) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-probe-"}}
 	Expect(k8s.Create(ctx, ns)).To(Succeed())
 	DeferCleanup(func() { _ = k8s.Delete(context.Background(), ns) })
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "probe"},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
-			Ports:     []v1alpha1.ServicePort{{Name: "http", Port: install.DemoPort}},
-			Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
+			Ports:     []v1beta1.ServicePort{{Name: "http", Port: install.DemoPort}},
+			Injection: &v1beta1.InjectionSpec{Enabled: ptr.To(true)},
 		},
 	}
 	Expect(k8s.Create(ctx, reg)).To(Succeed())
@@ -137,7 +137,7 @@ func waitWebhookServing(ctx context.Context) {
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: install.DemoImage}}},
 		}
 		g.Expect(k8s.Create(ctx, p, client.DryRunAll)).To(Succeed())
-		g.Expect(p.Annotations).To(HaveKey(v1alpha1.AnnotationInjected))
+		g.Expect(p.Annotations).To(HaveKey(v1beta1.AnnotationInjected))
 	}).WithTimeout(2*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed(), "the API server never called the pod webhook")
 	fmt.Fprintf(GinkgoWriter, "pod webhook serving %s after the install was available\n", time.Since(start).Round(time.Millisecond))
 }

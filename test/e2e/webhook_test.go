@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 	"github.com/registrar-dev/registrar/test/e2e/install"
 )
@@ -29,12 +29,12 @@ var _ = Describe("Pod webhook scope", Ordered, func() {
 	// injectingRegistry creates a ServiceRegistry with injection on that selects app=<name>.
 	injectingRegistry := func(ctx context.Context, ns, name string) {
 		GinkgoHelper()
-		reg := &v1alpha1.ServiceRegistry{
+		reg := &v1beta1.ServiceRegistry{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: v1alpha1.ServiceRegistrySpec{
+			Spec: v1beta1.ServiceRegistrySpec{
 				Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-				Ports:     []v1alpha1.ServicePort{{Name: "http", Port: demoPort}},
-				Injection: &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
+				Ports:     []v1beta1.ServicePort{{Name: "http", Port: demoPort}},
+				Injection: &v1beta1.InjectionSpec{Enabled: ptr.To(true)},
 			},
 		}
 		Expect(k8s.Create(ctx, reg)).To(Succeed())
@@ -42,7 +42,7 @@ var _ = Describe("Pod webhook scope", Ordered, func() {
 	}
 	dryRunPod := func(ctx context.Context, ns, app string) *corev1.Pod { return dryRun(ctx, k8s, ns, app) }
 	injected := func(p *corev1.Pod) bool {
-		return slices.Contains(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate})
+		return slices.Contains(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1beta1.ReadinessGate})
 	}
 
 	It("does not mutate pods in kube-system, and does mutate the same pod in an ordinary namespace", func() {
@@ -56,7 +56,7 @@ var _ = Describe("Pod webhook scope", Ordered, func() {
 			"a pod selected by an injecting ServiceRegistry in an ordinary namespace was not injected")
 		p := dryRunPod(ctx, "kube-system", app)
 		Expect(injected(p)).To(BeFalse(), "a kube-system pod got the readiness gate")
-		Expect(p.Annotations).NotTo(HaveKey(v1alpha1.AnnotationInjected), "a kube-system pod was mutated")
+		Expect(p.Annotations).NotTo(HaveKey(v1beta1.AnnotationInjected), "a kube-system pod was mutated")
 	})
 
 	It("is not called in a namespace labelled registrar.dev/webhook=disabled", func() {

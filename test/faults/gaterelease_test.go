@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // TestGatedPodReleasedWhenRegistryDeleted: a gated pod's registry is deleted while the pod
@@ -50,13 +50,13 @@ func TestGatedPodReleasedWhenRegistryDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := nsObj.Name
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", TargetPort: "http"}},
-			Warmup: &v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Requests: 10000, Concurrency: 1,
-				Timeout: &metav1.Duration{Duration: time.Hour}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", TargetPort: "http"}},
+			Warmup: &v1beta1.WarmupSpec{Paths: []string{"/warm"}, Requests: 10000, Concurrency: 1,
+				TimeoutMillis: 3600000},
 		},
 	}
 	if err := k8s.Create(ctx, reg); err != nil {
@@ -65,7 +65,7 @@ func TestGatedPodReleasedWhenRegistryDeleted(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1", Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{
-			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: v1beta1.ReadinessGate}},
 			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1",
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: port}}}},
 		},
@@ -85,7 +85,7 @@ func TestGatedPodReleasedWhenRegistryDeleted(t *testing.T) {
 			return corev1.PodCondition{}
 		}
 		for _, c := range cur.Status.Conditions {
-			if c.Type == v1alpha1.ReadinessGate {
+			if c.Type == v1beta1.ReadinessGate {
 				return c
 			}
 		}
@@ -104,8 +104,8 @@ func TestGatedPodReleasedWhenRegistryDeleted(t *testing.T) {
 	}
 	took := time.Since(deleted)
 	g := gate()
-	if g.Reason != v1alpha1.GateReleased || !strings.Contains(g.Message, "no ServiceRegistry") {
-		t.Errorf("released gate %+v, want reason %s and a message saying why", g, v1alpha1.GateReleased)
+	if g.Reason != v1beta1.GateReleased || !strings.Contains(g.Message, "no ServiceRegistry") {
+		t.Errorf("released gate %+v, want reason %s and a message saying why", g, v1beta1.GateReleased)
 	}
 	before := requests.Load()
 	time.Sleep(time.Second) // the warm-up must have stopped: scenario, not synchronisation

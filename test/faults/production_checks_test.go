@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/test/support/adsclient"
@@ -307,25 +307,25 @@ func xdsDiff(s adsSnapshot, r *prodReg, want map[string]expectedPod, draining ma
 
 // refusalDiff checks the refused registry's Ready condition.
 func (p *prod) refusalDiff(r *prodReg) []string {
-	reg := &v1alpha1.ServiceRegistry{}
+	reg := &v1beta1.ServiceRegistry{}
 	if err := k8s.Get(p.ctx, client.ObjectKeyFromObject(r.reg), reg); err != nil {
 		return []string{fmt.Sprintf("%s: read: %v", r.key(), err)}
 	}
-	c := meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ConditionReady)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonServiceNameOwnedElsewhere || !strings.Contains(c.Message, r.refusedBy) {
+	c := meta.FindStatusCondition(reg.Status.Conditions, v1beta1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.ReasonServiceNameOwnedElsewhere || !strings.Contains(c.Message, r.refusedBy) {
 		got := "none"
 		if c != nil {
 			got = fmt.Sprintf("%s/%s %q", c.Status, c.Reason, truncate(c.Message, 100))
 		}
 		return []string{fmt.Sprintf("%s claims %s's service name %q: Ready is %s, want False/%s naming %s",
-			r.key(), r.refusedBy, r.service, got, v1alpha1.ReasonServiceNameOwnedElsewhere, r.refusedBy)}
+			r.key(), r.refusedBy, r.service, got, v1beta1.ReasonServiceNameOwnedElsewhere, r.refusedBy)}
 	}
 	return nil
 }
 
 func gateStatus(pod *corev1.Pod) corev1.ConditionStatus {
 	for _, c := range pod.Status.Conditions {
-		if string(c.Type) == v1alpha1.ReadinessGate {
+		if string(c.Type) == v1beta1.ReadinessGate {
 			return c.Status
 		}
 	}

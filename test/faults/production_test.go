@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 	"github.com/registrar-dev/registrar/test/support/adsclient"
@@ -124,7 +124,7 @@ func TestProductionScenario(t *testing.T) {
 // prodReg is one ServiceRegistry of the scenario and the pods the test made for it.
 type prodReg struct {
 	ns, name, service, app string
-	reg                    *v1alpha1.ServiceRegistry
+	reg                    *v1beta1.ServiceRegistry
 	world                  *world
 	// refusedBy is "namespace/name" of the registry that owns the service name when this
 	// one must be refused (tenancy); "" otherwise.
@@ -359,13 +359,13 @@ func newProd(t *testing.T, seed uint64, size scenarioSize) *prod {
 // addRegistry creates a registry with injection enabled, selecting app=app, port grpc 8080.
 func (p *prod) addRegistry(ns, name, serviceName, app string) *prodReg {
 	p.t.Helper()
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			ServiceName: serviceName,
 			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-			Ports:       []v1alpha1.ServicePort{{Name: "grpc", Port: 8080}},
-			Injection:   &v1alpha1.InjectionSpec{Enabled: ptr.To(true)},
+			Ports:       []v1beta1.ServicePort{{Name: "grpc", Port: 8080}},
+			Injection:   &v1beta1.InjectionSpec{Enabled: ptr.To(true)},
 		},
 	}
 	if err := k8s.Create(p.ctx, reg); err != nil {
@@ -384,7 +384,7 @@ func (p *prod) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, r := range p.regs {
-		cur := &v1alpha1.ServiceRegistry{}
+		cur := &v1beta1.ServiceRegistry{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(r.reg), cur); err == nil {
 			cur.Finalizers = nil
 			_ = k8s.Update(ctx, cur)
@@ -776,7 +776,7 @@ func freePort(t *testing.T) int {
 
 func hasGate(pod *corev1.Pod) bool {
 	for _, g := range pod.Spec.ReadinessGates {
-		if g.ConditionType == v1alpha1.ReadinessGate {
+		if g.ConditionType == v1beta1.ReadinessGate {
 			return true
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 )
 
@@ -38,7 +38,7 @@ type scenario struct {
 	storeURL string
 	world    *world
 	rec      *recorder
-	reg      *v1alpha1.ServiceRegistry
+	reg      *v1beta1.ServiceRegistry
 	checks   checks
 
 	mu       sync.Mutex
@@ -82,11 +82,11 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 		rev = max(rev, resp.Header.Revision)
 	}
 	s.rec = record(t, cli, rev)
-	s.reg = &v1alpha1.ServiceRegistry{
+	s.reg = &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: service},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": service}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", Port: 8080}},
 		},
 	}
 	if err := k8s.Create(s.ctx, s.reg); err != nil {
@@ -106,11 +106,11 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 func (s *scenario) deleteRegistry() { s.forceDelete(s.reg) }
 
 // forceDelete deletes a ServiceRegistry without waiting for an operator's finalizer.
-func (s *scenario) forceDelete(obj *v1alpha1.ServiceRegistry) {
+func (s *scenario) forceDelete(obj *v1beta1.ServiceRegistry) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s.retry("delete ServiceRegistry", func() error {
-		reg := &v1alpha1.ServiceRegistry{}
+		reg := &v1beta1.ServiceRegistry{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), reg); err != nil {
 			return client.IgnoreNotFound(err)
 		}
@@ -336,11 +336,11 @@ func equal(a, b []string) bool {
 
 // storeSynced reads the registry's StoreSynced condition.
 func (s *scenario) storeSynced() *metav1.Condition {
-	reg := &v1alpha1.ServiceRegistry{}
+	reg := &v1beta1.ServiceRegistry{}
 	if err := k8s.Get(s.ctx, client.ObjectKeyFromObject(s.reg), reg); err != nil {
 		return nil
 	}
-	return meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ConditionStoreSynced)
+	return meta.FindStatusCondition(reg.Status.Conditions, v1beta1.ConditionStoreSynced)
 }
 
 // waitFor polls cond up to d; false when it never held.

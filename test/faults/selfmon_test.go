@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/test/support/netproxy"
@@ -23,11 +23,11 @@ var selfMonFlags = []string{"--heartbeat-interval=500ms", "--store-health-interv
 
 // storeHealthy reads the registry's StoreHealthy condition.
 func (s *scenario) storeHealthy() *metav1.Condition {
-	reg := &v1alpha1.ServiceRegistry{}
+	reg := &v1beta1.ServiceRegistry{}
 	if err := k8s.Get(s.ctx, client.ObjectKeyFromObject(s.reg), reg); err != nil {
 		return nil
 	}
-	return meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ConditionStoreHealthy)
+	return meta.FindStatusCondition(reg.Status.Conditions, v1beta1.ConditionStoreHealthy)
 }
 
 func (s *scenario) waitStoreHealthy(status metav1.ConditionStatus, reason string) {
@@ -64,7 +64,7 @@ func TestStoreQuorumMonitoring(t *testing.T) {
 	op.waitMetric("registrar_store_members_healthy", 3)
 	op.waitMetric("registrar_store_failure_tolerance", 1)
 	op.waitMetric("registrar_store_leader_present", 1)
-	s.waitStoreHealthy(metav1.ConditionTrue, v1alpha1.ReasonStoreHealthy)
+	s.waitStoreHealthy(metav1.ConditionTrue, v1beta1.ReasonStoreHealthy)
 
 	// Stop the leader: quorum drops to one spare less and the survivors elect a new leader
 	// (a raft term change).
@@ -75,7 +75,7 @@ func TestStoreQuorumMonitoring(t *testing.T) {
 	op.waitMetric("registrar_store_members_healthy", 2)
 	op.waitMetric("registrar_store_failure_tolerance", 0)
 	metricAfter := time.Since(lost)
-	s.waitStoreHealthy(metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk)
+	s.waitStoreHealthy(metav1.ConditionFalse, v1beta1.ReasonQuorumAtRisk)
 	condAfter := time.Since(lost)
 	if c := s.storeHealthy(); !strings.Contains(c.Message, leader.name) {
 		t.Errorf("StoreHealthy message %q does not name the stopped member %s", c.Message, leader.name)
@@ -91,7 +91,7 @@ func TestStoreQuorumMonitoring(t *testing.T) {
 
 	leader.start()
 	op.waitMetric("registrar_store_members_healthy", 3)
-	s.waitStoreHealthy(metav1.ConditionTrue, v1alpha1.ReasonStoreHealthy)
+	s.waitStoreHealthy(metav1.ConditionTrue, v1beta1.ReasonStoreHealthy)
 	s.finish("13. self-monitoring: the leader of 3 store members stopped", 0,
 		fmt.Sprintf("leader %s stopped: registrar_store_members_healthy 3→2 after %s, term changed, StoreHealthy=False/QuorumAtRisk after %s; both back when the member returns",
 			leader.name, metricAfter.Round(100*time.Millisecond), condAfter.Round(100*time.Millisecond)))
@@ -143,13 +143,13 @@ func TestCanaryPathBroken(t *testing.T) {
 		t.Fatal("no successful canary round")
 	}
 	op.waitMetric("registrar_canary_up", 1)
-	s.waitStoreHealthy(metav1.ConditionTrue, v1alpha1.ReasonStoreHealthy)
+	s.waitStoreHealthy(metav1.ConditionTrue, v1beta1.ReasonStoreHealthy)
 	failedBefore, _ := op.metric("registrar_canary_failures_total")
 
 	proxy.Cut()
 	cut := time.Now()
 	op.waitMetric("registrar_canary_up", 0)
-	s.waitStoreHealthy(metav1.ConditionFalse, v1alpha1.ReasonCanaryFailing)
+	s.waitStoreHealthy(metav1.ConditionFalse, v1beta1.ReasonCanaryFailing)
 	condAfter := time.Since(cut)
 	if failed, _ := op.metric("registrar_canary_failures_total"); failed-failedBefore < 2 {
 		t.Errorf("registrar_canary_failures_total moved by %v, want >= 2", failed-failedBefore)
@@ -159,7 +159,7 @@ func TestCanaryPathBroken(t *testing.T) {
 
 	proxy.Restore()
 	op.waitMetric("registrar_canary_up", 1)
-	s.waitStoreHealthy(metav1.ConditionTrue, v1alpha1.ReasonStoreHealthy)
+	s.waitStoreHealthy(metav1.ConditionTrue, v1beta1.ReasonStoreHealthy)
 	s.finish("14. self-monitoring: callers' path to the store cut (canary)", 0,
 		fmt.Sprintf("StoreHealthy=False/CanaryFailing %s after the cut; registrar_canary_up back to 1 and StoreHealthy True once restored",
 			condAfter.Round(100*time.Millisecond)))

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 )
 
@@ -104,11 +104,11 @@ func TestSlowStore(t *testing.T) {
 	s := newScenario(t, []string{srv.Endpoint()}) // the test reads the store directly
 	const others = 5
 	for i := range others {
-		reg := &v1alpha1.ServiceRegistry{
+		reg := &v1beta1.ServiceRegistry{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("svc-%d", i)},
-			Spec: v1alpha1.ServiceRegistrySpec{
+			Spec: v1beta1.ServiceRegistrySpec{
 				Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("svc-%d", i)}},
-				Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
+				Ports:    []v1beta1.ServicePort{{Name: "http", Port: 8080}},
 			},
 		}
 		if err := k8s.Create(s.ctx, reg); err != nil {

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -133,9 +133,9 @@ func TestOneStoreDownUnderChurn(t *testing.T) {
 	start := time.Now()
 	s.churn(75, 50*time.Millisecond) // 50 pods added, 25 made unready or deleted
 	conv := s.converge(start)
-	var stores []v1alpha1.StoreStatus
+	var stores []v1beta1.StoreStatus
 	if !waitFor(time.Minute, func() bool {
-		reg := &v1alpha1.ServiceRegistry{}
+		reg := &v1beta1.ServiceRegistry{}
 		if err := k8s.Get(s.ctx, client.ObjectKeyFromObject(s.reg), reg); err != nil {
 			return false
 		}

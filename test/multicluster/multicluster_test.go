@@ -20,13 +20,13 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 var _ = Describe("Several clusters sharing one store", Ordered, func() {
 	const service = "web"
-	var regs = map[string]*v1alpha1.ServiceRegistry{}
+	var regs = map[string]*v1beta1.ServiceRegistry{}
 
 	BeforeAll(func() {
 		for id, m := range clusters {
@@ -46,7 +46,7 @@ var _ = Describe("Several clusters sharing one store", Ordered, func() {
 		Expect(keys).To(ContainElements(
 			storePrefix+"/web/shop/east.web-0", storePrefix+"/web/shop/west.web-0"))
 		for _, id := range []string{"east", "west"} {
-			Eventually(condition(clusters[id], regs[id], v1alpha1.ConditionStoreSynced)).WithTimeout(timeout).Should(haveStatus(metav1.ConditionTrue))
+			Eventually(condition(clusters[id], regs[id], v1beta1.ConditionStoreSynced)).WithTimeout(timeout).Should(haveStatus(metav1.ConditionTrue))
 			Expect(storeValue(wire.ClusterFenceKey(storePrefix, id))).To(ContainSubstring(`"installation":"inst-` + id + `"`))
 		}
 		expectClean()
@@ -82,13 +82,13 @@ var _ = Describe("Several clusters sharing one store", Ordered, func() {
 		DeferCleanup(bad.kill)
 		reg := newRegistry(m, "clash", service)
 		readyPod(m, "clash", "web-0", "10.99.0.1")
-		Eventually(condition(m, reg, v1alpha1.ConditionStoreSynced)).WithTimeout(timeout).Should(And(
+		Eventually(condition(m, reg, v1beta1.ConditionStoreSynced)).WithTimeout(timeout).Should(And(
 			haveStatus(metav1.ConditionFalse),
-			WithTransform(func(c *metav1.Condition) string { return c.Reason }, Equal(v1alpha1.ReasonClusterIdentityClash)),
+			WithTransform(func(c *metav1.Condition) string { return c.Reason }, Equal(v1beta1.ReasonClusterIdentityClash)),
 			WithTransform(func(c *metav1.Condition) string { return c.Message }, And(
 				ContainSubstring(`held by installation "inst-east"`), ContainSubstring("--cluster-id")))))
 		Eventually(func() []string { return eventReasons(m, "clash", reg.Name) }).WithTimeout(timeout).
-			Should(ContainElement(v1alpha1.ReasonClusterIdentityClash))
+			Should(ContainElement(v1beta1.ReasonClusterIdentityClash))
 		Consistently(func() []string { return storePods(service, "east") }).WithTimeout(2 * time.Second).
 			ShouldNot(ContainElement(ContainSubstring("10.99")))
 		Expect(storeNamespaces(service)).NotTo(ContainElement("clash"))
@@ -254,27 +254,27 @@ func readyPods(m *member, namespace string) []string {
 	return out
 }
 
-func newRegistry(m *member, namespace, name string) *v1alpha1.ServiceRegistry {
+func newRegistry(m *member, namespace, name string) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
 	return newRegistryPort(m, namespace, name, 8080)
 }
 
-func newRegistryPort(m *member, namespace, name string, port int32) *v1alpha1.ServiceRegistry {
+func newRegistryPort(m *member, namespace, name string, port int32) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: port}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", Port: port}},
 		},
 	}
 	Expect(m.env.Client.Create(context.Background(), reg)).To(Succeed())
 	return reg
 }
 
-func condition(m *member, reg *v1alpha1.ServiceRegistry, typ string) func() *metav1.Condition {
+func condition(m *member, reg *v1beta1.ServiceRegistry, typ string) func() *metav1.Condition {
 	return func() *metav1.Condition {
-		out := &v1alpha1.ServiceRegistry{}
+		out := &v1beta1.ServiceRegistry{}
 		if err := m.env.Client.Get(context.Background(), client.ObjectKeyFromObject(reg), out); err != nil {
 			return nil
 		}

@@ -42,7 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -164,7 +164,7 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 	recovered := make(chan ctrlevent.GenericEvent, 1)
 	resync := func() {
 		select {
-		case recovered <- ctrlevent.GenericEvent{Object: &v1alpha1.ServiceRegistry{}}:
+		case recovered <- ctrlevent.GenericEvent{Object: &v1beta1.ServiceRegistry{}}:
 		default:
 		}
 	}

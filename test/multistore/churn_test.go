@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	corednsstore "github.com/registrar-dev/registrar/internal/store/coredns"
 )
 
@@ -68,8 +68,8 @@ var _ = Describe("One store down while pods churn", Serial, func() {
 				Should(Equal(want), "round %d: the healthy etcd store must hold exactly the ready pods", round)
 		}
 		GinkgoWriter.Printf("5 churn rounds with coredns down: etcd exact after each, %s in all\n", time.Since(start))
-		Eventually(func() []v1alpha1.StoreStatus { return getRegistry(reg).Status.Stores }).WithTimeout(timeout).Should(ConsistOf(
-			v1alpha1.StoreStatus{Name: "etcd", Registered: int32(len(pods)), Synced: true},
+		Eventually(func() []v1beta1.StoreStatus { return getRegistry(reg).Status.Stores }).WithTimeout(timeout).Should(ConsistOf(
+			v1beta1.StoreStatus{Name: "etcd", Registered: int32(len(pods)), Synced: true},
 			And(HaveField("Name", "coredns"), HaveField("Synced", false), HaveField("Message", ContainSubstring("coredns"))),
 		))
 
@@ -80,9 +80,9 @@ var _ = Describe("One store down while pods churn", Serial, func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(r.Answer).To(HaveLen(len(pods)))
 		}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
-		Eventually(func() []v1alpha1.StoreStatus { return getRegistry(reg).Status.Stores }).WithTimeout(timeout).Should(ConsistOf(
-			v1alpha1.StoreStatus{Name: "etcd", Registered: int32(len(pods)), Synced: true},
-			v1alpha1.StoreStatus{Name: "coredns", Registered: int32(len(pods)), Synced: true},
+		Eventually(func() []v1beta1.StoreStatus { return getRegistry(reg).Status.Stores }).WithTimeout(timeout).Should(ConsistOf(
+			v1beta1.StoreStatus{Name: "etcd", Registered: int32(len(pods)), Synced: true},
+			v1beta1.StoreStatus{Name: "coredns", Registered: int32(len(pods)), Synced: true},
 		))
 		deleteRegistry(reg)
 	})

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 const (
@@ -47,10 +47,10 @@ var _ = Describe("Publishing to etcd and DNS at once", Serial, func() {
 		Expect(srv).To(ConsistOf(
 			fmt.Sprintf("8080 web-0._http._tcp.web.%s.%s.", ns, zone), fmt.Sprintf("8080 web-1._http._tcp.web.%s.%s.", ns, zone)))
 		Expect(ttl).To(Equal(uint32(dnsTTL.Seconds())), "the TTL the answers carry")
-		Eventually(func() []v1alpha1.StoreStatus { return getRegistry(reg).Status.Stores }).WithTimeout(timeout).Should(Equal([]v1alpha1.StoreStatus{
+		Eventually(func() []v1beta1.StoreStatus { return getRegistry(reg).Status.Stores }).WithTimeout(timeout).Should(Equal([]v1beta1.StoreStatus{
 			{Name: "etcd", Registered: 2, Synced: true}, {Name: "coredns", Registered: 2, Synced: true},
 		}))
-		Eventually(condition(reg, v1alpha1.ConditionStoreSynced)).WithTimeout(timeout).Should(haveStatus(metav1.ConditionTrue))
+		Eventually(condition(reg, v1beta1.ConditionStoreSynced)).WithTimeout(timeout).Should(haveStatus(metav1.ConditionTrue))
 
 		// web-0 turns unready: measure until DNS stops answering with it (server side).
 		start := time.Now()
@@ -78,22 +78,22 @@ var _ = Describe("Publishing to etcd and DNS at once", Serial, func() {
 		DeferCleanup(func() { Expect(dnsEtcd.Resume()).To(Succeed()) })
 		readyPod(ns, "api-1", "10.2.0.2")
 		Eventually(func() []string { return etcdPods("api", ns) }).WithTimeout(timeout).Should(Equal([]string{"api-0", "api-1"}))
-		Eventually(condition(reg, v1alpha1.ConditionStoreSynced)).WithTimeout(timeout).Should(And(
+		Eventually(condition(reg, v1beta1.ConditionStoreSynced)).WithTimeout(timeout).Should(And(
 			haveStatus(metav1.ConditionFalse),
 			WithTransform(func(c *metav1.Condition) string { return c.Message }, ContainSubstring("store coredns"))))
-		Eventually(func() []v1alpha1.StoreStatus { return getRegistry(reg).Status.Stores }).WithTimeout(timeout).Should(
+		Eventually(func() []v1beta1.StoreStatus { return getRegistry(reg).Status.Stores }).WithTimeout(timeout).Should(
 			ContainElement(And(HaveField("Name", "coredns"), HaveField("Synced", false), HaveField("Message", Not(BeEmpty())))))
 
 		Expect(dnsEtcd.Resume()).To(Succeed())
 		Eventually(func() []string { return dnsA("api", ns) }).WithTimeout(timeout).WithPolling(100 * time.Millisecond).
 			Should(Equal([]string{"10.2.0.1", "10.2.0.2"}))
-		Eventually(condition(reg, v1alpha1.ConditionStoreSynced)).WithTimeout(timeout).Should(haveStatus(metav1.ConditionTrue))
+		Eventually(condition(reg, v1beta1.ConditionStoreSynced)).WithTimeout(timeout).Should(haveStatus(metav1.ConditionTrue))
 		deleteRegistry(reg)
 	})
 
 	It("carries spec.dns.ttlSeconds in the answers, and rewrites the records when it changes", func() {
-		reg := newRegistry(ns, "ttl", []string{"etcd", "coredns"}, func(r *v1alpha1.ServiceRegistry) {
-			r.Spec.DNS = &v1alpha1.DNSSpec{TTLSeconds: 7}
+		reg := newRegistry(ns, "ttl", []string{"etcd", "coredns"}, func(r *v1beta1.ServiceRegistry) {
+			r.Spec.DNS = &v1beta1.DNSSpec{TTLSeconds: 7}
 		})
 		readyPod(ns, "ttl-0", "10.4.0.1")
 		Eventually(func() []uint32 { return dnsTTLs("ttl", ns) }).WithTimeout(timeout).Should(Equal([]uint32{7}))
@@ -110,7 +110,7 @@ var _ = Describe("Publishing to etcd and DNS at once", Serial, func() {
 	It("reports a store the installation does not configure", func() {
 		reg := newRegistry(ns, "jvm", []string{"zookeeper"})
 		readyPod(ns, "jvm-0", "10.3.0.1")
-		Eventually(condition(reg, v1alpha1.ConditionStoreSynced)).WithTimeout(timeout).Should(And(
+		Eventually(condition(reg, v1beta1.ConditionStoreSynced)).WithTimeout(timeout).Should(And(
 			haveStatus(metav1.ConditionFalse),
 			WithTransform(func(c *metav1.Condition) string { return c.Message }, ContainSubstring(`["zookeeper"] named but this installation configures only etcd, coredns`))))
 		Consistently(func() []string { return etcdPods("jvm", ns) }).WithTimeout(time.Second).Should(BeEmpty())
@@ -128,9 +128,9 @@ var _ = Describe("Publishing to etcd and DNS at once", Serial, func() {
 		})).NotTo(Succeed())
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "update error: %v", err)
 		Expect(err.Error()).To(ContainSubstring("stores cannot change after creation"))
-		bad := &v1alpha1.ServiceRegistry{
+		bad := &v1beta1.ServiceRegistry{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
-			Spec: v1alpha1.ServiceRegistrySpec{
+			Spec: v1beta1.ServiceRegistrySpec{
 				Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "bad"}},
 				Stores:   []string{"consul"},
 			},
@@ -142,13 +142,13 @@ var _ = Describe("Publishing to etcd and DNS at once", Serial, func() {
 	})
 })
 
-func newRegistry(ns, name string, stores []string, mutate ...func(*v1alpha1.ServiceRegistry)) *v1alpha1.ServiceRegistry {
+func newRegistry(ns, name string, stores []string, mutate ...func(*v1beta1.ServiceRegistry)) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", Port: 8080}},
 			Stores:   stores,
 		},
 	}
@@ -160,7 +160,7 @@ func newRegistry(ns, name string, stores []string, mutate ...func(*v1alpha1.Serv
 	return reg
 }
 
-func deleteRegistry(reg *v1alpha1.ServiceRegistry) {
+func deleteRegistry(reg *v1beta1.ServiceRegistry) {
 	GinkgoHelper()
 	err := k8sClient.Delete(context.Background(), reg)
 	if apierrors.IsNotFound(err) {
@@ -168,18 +168,18 @@ func deleteRegistry(reg *v1alpha1.ServiceRegistry) {
 	}
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func() bool {
-		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &v1alpha1.ServiceRegistry{}))
+		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &v1beta1.ServiceRegistry{}))
 	}).WithTimeout(timeout).Should(BeTrue(), "ServiceRegistry %s was not finalized", reg.Name)
 }
 
-func getRegistry(reg *v1alpha1.ServiceRegistry) *v1alpha1.ServiceRegistry {
+func getRegistry(reg *v1beta1.ServiceRegistry) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
-	out := &v1alpha1.ServiceRegistry{}
+	out := &v1beta1.ServiceRegistry{}
 	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), out)).To(Succeed())
 	return out
 }
 
-func condition(reg *v1alpha1.ServiceRegistry, typ string) func() *metav1.Condition {
+func condition(reg *v1beta1.ServiceRegistry, typ string) func() *metav1.Condition {
 	return func() *metav1.Condition { return meta.FindStatusCondition(getRegistry(reg).Status.Conditions, typ) }
 }
 

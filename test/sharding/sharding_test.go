@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/sharding"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/test/support/proc"
@@ -207,12 +207,12 @@ func (h *harness) setUp(nss []string) {
 	h.mu.Unlock()
 	for _, ns := range nss {
 		h.createNamespace(ns)
-		reg := &v1alpha1.ServiceRegistry{
+		reg := &v1beta1.ServiceRegistry{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service},
-			Spec: v1alpha1.ServiceRegistrySpec{
+			Spec: v1beta1.ServiceRegistrySpec{
 				Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": service}},
-				Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
-				Sharing:  &v1alpha1.SharingSpec{Namespaces: []string{"*"}},
+				Ports:    []v1beta1.ServicePort{{Name: "http", Port: 8080}},
+				Sharing:  &v1beta1.SharingSpec{Namespaces: []string{"*"}},
 			},
 		}
 		if err := k8s.Create(h.ctx, reg); err != nil {
@@ -226,11 +226,11 @@ func (h *harness) setUp(nss []string) {
 
 // forceDelete deletes a ServiceRegistry without waiting for an operator's finalizer, so the
 // next test's replicas do not write it.
-func forceDelete(obj *v1alpha1.ServiceRegistry) {
+func forceDelete(obj *v1beta1.ServiceRegistry) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		reg := &v1alpha1.ServiceRegistry{}
+		reg := &v1beta1.ServiceRegistry{}
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), reg)
 		if err == nil {
 			reg.Finalizers = nil

@@ -16,11 +16,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 func gated(p *corev1.Pod) {
-	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1alpha1.ReadinessGate}}
+	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1beta1.ReadinessGate}}
 }
 
 // setContainersReady plays the kubelet for a gated pod: its containers are ready, the pod
@@ -48,7 +48,7 @@ func gateStatus(pod *corev1.Pod) corev1.ConditionStatus {
 	cur := &corev1.Pod{}
 	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), cur)).To(Succeed())
 	for _, c := range cur.Status.Conditions {
-		if c.Type == v1alpha1.ReadinessGate {
+		if c.Type == v1beta1.ReadinessGate {
 			return c.Status
 		}
 	}

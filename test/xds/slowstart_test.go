@@ -6,11 +6,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/xds"
 )
 
@@ -35,12 +34,12 @@ var _ = Describe("Slow start over xDS", func() {
 		port, _ := startBackends(42, "ss-1", "ss-2")
 		reg := newRegistry(ns, "ss", "ss", port)
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := &v1alpha1.ServiceRegistry{}
+			cur := &v1beta1.ServiceRegistry{}
 			if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), cur); err != nil {
 				return err
 			}
 			// 8 steps of 1 s: 10, 21, 32, 43, 55, 66, 77, 88, then 100.
-			cur.Spec.SlowStart = &v1alpha1.SlowStartSpec{Window: metav1.Duration{Duration: 8 * time.Second}, MinWeightPercent: 10}
+			cur.Spec.SlowStart = &v1beta1.SlowStartSpec{WindowSeconds: 8, MinWeightPercent: 10}
 			return k8sClient.Update(context.Background(), cur)
 		})).To(Succeed())
 		name := "ss." + ns
@@ -92,7 +91,7 @@ var _ = Describe("Slow start over xDS", func() {
 
 		// The client's ACKs were measured: the drain advice reports the xDS push lag.
 		Eventually(func() int64 {
-			cur := &v1alpha1.ServiceRegistry{}
+			cur := &v1beta1.ServiceRegistry{}
 			Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), cur)).To(Succeed())
 			if cur.Status.Drain == nil || cur.Status.Drain.XDSPushLagMillis == nil {
 				return 0

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/warmup"
@@ -123,7 +123,7 @@ func startOperator() *runningOperator {
 		// The bench's clients all connect from 127.0.0.1 (--xds-max-streams-per-peer).
 		MaxStreamsPerPeer: 2 * benchClients,
 		Expected: func(ctx context.Context) ([]types.NamespacedName, error) {
-			var list v1alpha1.ServiceRegistryList
+			var list v1beta1.ServiceRegistryList
 			if err := mgr.GetClient().List(ctx, &list); err != nil {
 				return nil, err
 			}

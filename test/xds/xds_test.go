@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/xds"
 )
 
@@ -137,13 +137,13 @@ func newNamespace() string {
 	return ns.Name
 }
 
-func newRegistry(ns, name, app string, port int32) *v1alpha1.ServiceRegistry {
+func newRegistry(ns, name, app string, port int32) *v1beta1.ServiceRegistry {
 	GinkgoHelper()
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-			Ports:    []v1alpha1.ServicePort{{Name: "grpc", Port: port}},
+			Ports:    []v1beta1.ServicePort{{Name: "grpc", Port: port}},
 		},
 	}
 	Expect(k8sClient.Create(context.Background(), reg)).To(Succeed())
@@ -154,7 +154,7 @@ func newRegistry(ns, name, app string, port int32) *v1alpha1.ServiceRegistry {
 		}
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &v1alpha1.ServiceRegistry{}))
+			return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), &v1beta1.ServiceRegistry{}))
 		}).WithTimeout(timeout).Should(BeTrue())
 	})
 	return reg
@@ -355,7 +355,7 @@ var _ = Describe("xDS server", func() {
 		second := newRegistry(ns, "db-copy", "db-copy", port)
 		updateServiceName(second, "db")
 		Eventually(func() *metav1.Condition { return xdsCondition(second) }).WithTimeout(timeout).WithPolling(poll).
-			Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1alpha1.ReasonXDSResourceNameConflict),
+			Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", v1beta1.ReasonXDSResourceNameConflict),
 				HaveField("Message", ContainSubstring("spec.serviceName"))))
 		p := newPod(ns, "db-1", "db")
 		setReady(p, "127.0.0.32", true)
@@ -364,16 +364,16 @@ var _ = Describe("xDS server", func() {
 	})
 })
 
-func xdsCondition(reg *v1alpha1.ServiceRegistry) *metav1.Condition {
-	cur := &v1alpha1.ServiceRegistry{}
+func xdsCondition(reg *v1beta1.ServiceRegistry) *metav1.Condition {
+	cur := &v1beta1.ServiceRegistry{}
 	Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), cur)).To(Succeed())
-	return meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionXDSPublished)
+	return meta.FindStatusCondition(cur.Status.Conditions, v1beta1.ConditionXDSPublished)
 }
 
-func updateServiceName(reg *v1alpha1.ServiceRegistry, service string) {
+func updateServiceName(reg *v1beta1.ServiceRegistry, service string) {
 	GinkgoHelper()
 	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &v1alpha1.ServiceRegistry{}
+		cur := &v1beta1.ServiceRegistry{}
 		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(reg), cur); err != nil {
 			return err
 		}

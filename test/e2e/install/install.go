@@ -30,7 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Names in dist/install.yaml (config/default-selfsigned).
@@ -171,11 +171,11 @@ func adaptManager(u *unstructured.Unstructured, cfg *rest.Config, storeEndpoint 
 // /warmup (5 requests) and a 5 s drain.
 func RegistrarAnnotations(service string) map[string]string {
 	return map[string]string{
-		v1alpha1.AnnotationService:        service,
-		v1alpha1.AnnotationPort:           fmt.Sprint(DemoPort),
-		v1alpha1.AnnotationWarmupPaths:    "/warmup",
-		v1alpha1.AnnotationWarmupRequests: "5",
-		v1alpha1.AnnotationDrainSeconds:   "5",
+		v1beta1.AnnotationService:        service,
+		v1beta1.AnnotationPort:           fmt.Sprint(DemoPort),
+		v1beta1.AnnotationWarmupPaths:    "/warmup",
+		v1beta1.AnnotationWarmupRequests: "5",
+		v1beta1.AnnotationDrainSeconds:   "5",
 	}
 }
 

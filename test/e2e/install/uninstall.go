@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Uninstall removes what Registrar (method "kustomize", the objects of the manifests at
@@ -23,7 +23,7 @@ import (
 // the store), then the install's objects, waiting until the manager's namespace and the CRD
 // are gone. hack/ci-e2e.sh runs the kustomize subset, then the Helm subset, on one cluster.
 func Uninstall(ctx context.Context, c client.Client, method, path string, h Helm) error {
-	regs := &v1alpha1.ServiceRegistryList{}
+	regs := &v1beta1.ServiceRegistryList{}
 	if err := c.List(ctx, regs); err != nil {
 		return fmt.Errorf("list ServiceRegistries: %w", err)
 	}
@@ -33,7 +33,7 @@ func Uninstall(ctx context.Context, c client.Client, method, path string, h Helm
 		}
 	}
 	if err := waitFor(ctx, "every ServiceRegistry deleted (the manager removes its finalizer)", func(ctx context.Context) (bool, error) {
-		left := &v1alpha1.ServiceRegistryList{}
+		left := &v1beta1.ServiceRegistryList{}
 		err := c.List(ctx, left)
 		return err == nil && len(left.Items) == 0, nil
 	}); err != nil {
@@ -43,7 +43,7 @@ func Uninstall(ctx context.Context, c client.Client, method, path string, h Helm
 	crd := &unstructured.Unstructured{}
 	crd.SetAPIVersion("apiextensions.k8s.io/v1")
 	crd.SetKind("CustomResourceDefinition")
-	crd.SetName("serviceregistries." + v1alpha1.GroupVersion.Group)
+	crd.SetName("serviceregistries." + v1beta1.GroupVersion.Group)
 	switch method {
 	case "helm":
 		if err := helmUninstall(ctx, h); err != nil {
