@@ -34,8 +34,8 @@ GINKGO ?= $(LOCALBIN)/ginkgo-$(GINKGO_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)-etcd$(ETCD_VERSION)
 TEST_TIMEOUT ?= 20m
 # Files controller-gen writes; verify-generated fails when they differ from what is committed.
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml \
-	config/prometheus/prometheusrule.yaml $(CHART_DIR)/crds $(CHART_DIR)/files
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go api/v1beta1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml \
+	config/prometheus/prometheusrule.yaml $(CHART_DIR)/files
 
 .PHONY: all
 all: build
@@ -49,8 +49,9 @@ help: ## Show this help.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRD, RBAC and webhook manifests.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases output:webhook:artifacts:config=config/webhook
-	@# The Helm chart ships the same CRDs, manager rules and webhooks (test/helm checks they are identical).
-	rm -f $(CHART_DIR)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART_DIR)/crds/
+	@# The Helm chart ships the same CRDs (rendered by templates/crds.yaml, with the conversion
+	@# webhook), manager rules and webhooks (test/helm checks they are identical).
+	rm -f $(CHART_DIR)/files/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART_DIR)/files/crds/
 	cp config/rbac/role.yaml $(CHART_DIR)/files/manager-role.yaml
 	cp config/rbac/leader_election_role.yaml $(CHART_DIR)/files/leader-election-role.yaml
 	cp config/webhook/manifests.yaml $(CHART_DIR)/files/webhook-manifests.yaml

@@ -11,6 +11,7 @@ import (
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -128,18 +129,32 @@ func installStrategy(in *inputs, dep *appsv1.Deployment) v1alpha1.StrategyDetail
 // OLM creates the Service (port 443 to the manager's webhook-server port) and the
 // certificate, and fills in the namespaceSelector from the OperatorGroup.
 func webhookDefinitions(in *inputs, dep *appsv1.Deployment) []v1alpha1.WebhookDescription {
-	if in.webhooks == nil {
-		return nil
-	}
 	target := intstr.FromInt32(webhookPort(dep))
 	var out []v1alpha1.WebhookDescription
-	for _, w := range in.webhooks.Webhooks {
+	var mutating []admissionregistrationv1.MutatingWebhook
+	if in.webhooks != nil {
+		mutating = in.webhooks.Webhooks
+	}
+	for _, w := range mutating {
 		out = append(out, v1alpha1.WebhookDescription{
 			GenerateName: w.Name, Type: v1alpha1.MutatingAdmissionWebhook, DeploymentName: dep.Name,
 			ContainerPort: 443, TargetPort: &target,
 			Rules: w.Rules, FailurePolicy: w.FailurePolicy, MatchPolicy: w.MatchPolicy, ObjectSelector: w.ObjectSelector,
 			SideEffects: w.SideEffects, TimeoutSeconds: w.TimeoutSeconds, AdmissionReviewVersions: w.AdmissionReviewVersions,
 			ReinvocationPolicy: w.ReinvocationPolicy, WebhookPath: webhookPath(w.ClientConfig),
+		})
+	}
+	// The CRD's conversion webhook: OLM points the CRD's spec.conversion at the same Service
+	// and injects its CA (conversionCRDs).
+	if conv := in.crd.Spec.Conversion; conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter &&
+		conv.Webhook != nil && conv.Webhook.ClientConfig != nil && conv.Webhook.ClientConfig.Service != nil {
+		none := admissionregistrationv1.SideEffectClassNone
+		out = append(out, v1alpha1.WebhookDescription{
+			GenerateName: "c" + in.crd.Name, Type: v1alpha1.ConversionWebhook, DeploymentName: dep.Name,
+			ContainerPort: 443, TargetPort: &target, SideEffects: &none,
+			AdmissionReviewVersions: conv.Webhook.ConversionReviewVersions,
+			WebhookPath:             conv.Webhook.ClientConfig.Service.Path,
+			ConversionCRDs:          []string{in.crd.Name},
 		})
 	}
 	return out

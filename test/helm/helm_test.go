@@ -235,13 +235,13 @@ func TestChartCopiesMatchConfig(t *testing.T) {
 		"config/prometheus/rules.yaml":          "charts/registrar/files/prometheus-rules.yaml",
 	}
 	bases, _ := filepath.Glob(filepath.Join(root, "config/crd/bases/*.yaml"))
-	chartCRDs, _ := filepath.Glob(filepath.Join(chartDir, "crds/*.yaml"))
+	chartCRDs, _ := filepath.Glob(filepath.Join(chartDir, "files/crds/*.yaml"))
 	if len(bases) == 0 || len(bases) != len(chartCRDs) {
-		t.Errorf("config/crd/bases has %d CRDs, charts/registrar/crds %d (run `make manifests`)", len(bases), len(chartCRDs))
+		t.Errorf("config/crd/bases has %d CRDs, charts/registrar/files/crds %d (run `make manifests`)", len(bases), len(chartCRDs))
 	}
 	for _, b := range bases {
 		rel, _ := filepath.Rel(root, b)
-		pairs[rel] = "charts/registrar/crds/" + filepath.Base(b)
+		pairs[rel] = "charts/registrar/files/crds/" + filepath.Base(b)
 	}
 	for src, dst := range pairs {
 		want, err := os.ReadFile(filepath.Join(root, src))

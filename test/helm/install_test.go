@@ -69,7 +69,18 @@ func checkDefaultInstall(ctx context.Context, t *testing.T, c client.Client, kub
 	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "serviceregistries.discovery.registrar.dev"}, crd); err != nil {
-		t.Fatalf("CRD from charts/registrar/crds: %v", err)
+		t.Fatalf("CRD from charts/registrar/templates/crds.yaml: %v", err)
+	}
+	// Its conversion webhook (v1alpha1 <-> v1beta1) is the release's webhook Service, its CA
+	// injected by cert-manager; the CRD outlives the release.
+	if conv := crd.Spec.Conversion; conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil ||
+		conv.Webhook.ClientConfig == nil || conv.Webhook.ClientConfig.Service == nil ||
+		conv.Webhook.ClientConfig.Service.Name != "registrar-webhook-service" || conv.Webhook.ClientConfig.Service.Namespace != ns ||
+		conv.Webhook.ClientConfig.Service.Path == nil || *conv.Webhook.ClientConfig.Service.Path != "/convert" {
+		t.Errorf("CRD conversion %+v, want the webhook at registrar-webhook-service.%s /convert", crd.Spec.Conversion, ns)
+	}
+	if a := crd.Annotations; a["cert-manager.io/inject-ca-from"] != ns+"/registrar-serving-cert" || a["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("CRD annotations %v", a)
 	}
 	d := &appsv1.Deployment{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "registrar-controller-manager"}, d); err != nil {
@@ -120,9 +131,10 @@ func checkUpgrade(ctx context.Context, t *testing.T, c client.Client, kube []str
 // each manager may patch only its own webhook configuration.
 func checkSecondRelease(ctx context.Context, t *testing.T, c client.Client, kube []string) {
 	t.Helper()
-	// A second release, self-signed (what make test-e2e installs), in its own namespace.
+	// A second release, self-signed (what make test-e2e installs), in its own namespace; the
+	// first release owns the CRD.
 	if out, err := helm(t, append([]string{"install", "edge", chartDir, "--namespace", "edge-system", "--create-namespace",
-		"--set", "webhook.certificate.mode=selfSigned", "--set", "replicaCount=1"}, kube...)...); err != nil {
+		"--set", "webhook.certificate.mode=selfSigned", "--set", "replicaCount=1", "--set", "crds.install=false"}, kube...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	edge := &appsv1.Deployment{}
@@ -169,8 +181,8 @@ func checkSecondRelease(ctx context.Context, t *testing.T, c client.Client, kube
 // checkUninstall uninstalls the first release: its objects go, the CRD stays.
 func checkUninstall(ctx context.Context, t *testing.T, c client.Client, kube []string, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	// Uninstall removes what the release made, but not the CRD (helm leaves crds/ alone, so
-	// ServiceRegistries survive).
+	// Uninstall removes what the release made, but not the CRD (helm.sh/resource-policy: keep,
+	// so ServiceRegistries survive).
 	if out, err := helm(t, append([]string{"uninstall", release, "--namespace", ns, "--wait"}, kube...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -79,16 +79,17 @@ func TestBundleManifests(t *testing.T) {
 func checkOwned(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
 	owned := csv.Spec.CustomResourceDefinitions.Owned
-	if len(owned) != 1 || owned[0].Name != crd.Name || owned[0].Kind != crd.Spec.Names.Kind || owned[0].Version != crd.Spec.Versions[0].Name {
-		t.Fatalf("owned CRDs %+v do not match the bundle's CRD %s", owned, crd.Name)
+	storage := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Storage })
+	if storage < 0 || len(owned) != 1 || owned[0].Name != crd.Name || owned[0].Kind != crd.Spec.Names.Kind || owned[0].Version != crd.Spec.Versions[storage].Name {
+		t.Fatalf("owned CRDs %+v do not match the bundle's CRD %s (its storage version)", owned, crd.Name)
 	}
-	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec := crd.Spec.Versions[storage].Schema.OpenAPIV3Schema.Properties["spec"]
 	for _, d := range owned[0].SpecDescriptors {
 		if !hasPath(spec, d.Path) || d.Description == "" || d.DisplayName == "" {
 			t.Errorf("spec descriptor %+v: no such field in the CRD schema, or undescribed", d)
 		}
 	}
-	status := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"]
+	status := crd.Spec.Versions[storage].Schema.OpenAPIV3Schema.Properties["status"]
 	for _, d := range owned[0].StatusDescriptors {
 		if !hasPath(status, d.Path) || d.Description == "" {
 			t.Errorf("status descriptor %+v: no such field in the CRD schema, or undescribed", d)
@@ -167,11 +168,20 @@ func checkDeployment(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion)
 		t.Errorf("permissions %+v lack the leader election rules", install.Permissions)
 	}
 	hooks := csv.Spec.WebhookDefinitions
-	if len(hooks) != 1 || hooks[0].DeploymentName != manager || hooks[0].Type != operatorsv1alpha1.MutatingAdmissionWebhook ||
+	if len(hooks) != 2 || hooks[0].DeploymentName != manager || hooks[0].Type != operatorsv1alpha1.MutatingAdmissionWebhook ||
 		hooks[0].TargetPort == nil || hooks[0].TargetPort.IntValue() != 9443 || hooks[0].WebhookPath == nil || *hooks[0].WebhookPath != "/mutate--v1-pod" {
-		t.Errorf("webhook definitions %+v", hooks)
+		t.Errorf("webhook definitions %+v, want the pod webhook and the conversion webhook", hooks)
 	}
-	if len(hooks) == 1 {
+	// The conversion webhook of the ServiceRegistry CRD (v1alpha1 <-> v1beta1): OLM points the
+	// CRD at it and injects the CA.
+	if len(hooks) == 2 {
+		c := hooks[1]
+		if c.Type != operatorsv1alpha1.ConversionWebhook || c.DeploymentName != manager || c.TargetPort == nil || c.TargetPort.IntValue() != 9443 ||
+			c.WebhookPath == nil || *c.WebhookPath != "/convert" || !slices.Equal(c.ConversionCRDs, []string{"serviceregistries.discovery.registrar.dev"}) {
+			t.Errorf("conversion webhook definition %+v", c)
+		}
+	}
+	if len(hooks) >= 1 {
 		// OLM sets the namespaceSelector itself (the OperatorGroup's namespaces).
 		checkWebhookScope(t, admissionregistrationv1.MutatingWebhook{TimeoutSeconds: hooks[0].TimeoutSeconds,
 			FailurePolicy: hooks[0].FailurePolicy, ObjectSelector: hooks[0].ObjectSelector}, false)
