@@ -28,10 +28,10 @@ import (
 
 // phase is one row of a run's phase table.
 type phase struct {
-	Name    string  `json:"name"`
-	WallS   float64 `json:"wall_s"`
-	CPUS    float64 `json:"cpu_s"`
-	Exit    int     `json:"exit"`
+	Name  string  `json:"name"`
+	WallS float64 `json:"wall_s"`
+	CPUS  float64 `json:"cpu_s"`
+	Exit  int     `json:"exit"`
 }
 
 // ciRun is one `.ci/run` (or one warm `make test`) as its log tells it.
@@ -153,7 +153,8 @@ func minutes(s float64) string {
 
 // tables builds the phase table of the cold runs and the make test table.
 func tables(cold []ciRun, warm *ciRun) []benchfmt.Table {
-	cols := []string{"phase"}
+	cols := make([]string, 0, 1+2*len(cold))
+	cols = append(cols, "phase")
 	for i := range cold {
 		cols = append(cols, fmt.Sprintf("run %d wall s", i+1), fmt.Sprintf("run %d CPU s", i+1))
 	}
@@ -174,7 +175,7 @@ func tables(cold []ciRun, warm *ciRun) []benchfmt.Table {
 			}
 		}
 	}
-	var rows [][]string
+	rows := make([][]string, 0, len(order)+1)
 	for _, name := range order {
 		row := []string{name}
 		for i := range cold {
@@ -191,8 +192,9 @@ func tables(cold []ciRun, warm *ciRun) []benchfmt.Table {
 		}
 		rows = append(rows, row)
 	}
-	total := []string{"**total**"}
-	var notes []string
+	total := make([]string, 0, 1+2*len(cold))
+	total = append(total, "**total**")
+	notes := make([]string, 0, len(cold))
 	for i, r := range cold {
 		total = append(total, fmt.Sprintf("**%.0f** (%s)", r.WallS, minutes(r.WallS)), fmt.Sprintf("**%.0f**", r.CPUS))
 		verdict := "passed"
@@ -203,11 +205,11 @@ func tables(cold []ciRun, warm *ciRun) []benchfmt.Table {
 			i+1, short(r.Commit), r.Started, r.Finished, verdict, loadText(r.LoadBefore), loadText(r.LoadAfter)))
 	}
 	rows = append(rows, total)
-	out := []benchfmt.Table{{
+	phases := benchfmt.Table{
 		ID:      "ci-cold-phases",
 		Title:   "bash .ci/run in a fresh clone with empty GOCACHE, GOMODCACHE and bin/ (2 cores)",
 		Columns: cols, Rows: rows, Notes: notes,
-	}}
+	}
 
 	mt := benchfmt.Table{
 		ID:      "ci-make-test",
@@ -216,17 +218,25 @@ func tables(cold []ciRun, warm *ciRun) []benchfmt.Table {
 	}
 	for i, r := range cold {
 		if w, c, ok := untilMakeTest(r); ok {
-			mt.Rows = append(mt.Rows, []string{fmt.Sprintf("cold, run %d", i+1), short(r.Commit), minutes(w), strconv.FormatFloat(c, 'f', 0, 64),
+			label := fmt.Sprintf("cold, run %d", i+1)
+			if !r.Passed {
+				label += " (failed)"
+			}
+			mt.Rows = append(mt.Rows, []string{label, short(r.Commit), minutes(w), strconv.FormatFloat(c, 'f', 0, 64),
 				"module download, etcd, kube-apiserver, controller-gen, helm, CoreDNS, promtool builds, then make test"})
 		}
 	}
 	if warm != nil {
-		mt.Rows = append(mt.Rows, []string{"warm", short(warm.Commit), minutes(warm.WallS), strconv.FormatFloat(warm.CPUS, 'f', 0, 64),
+		cpu := strconv.FormatFloat(warm.CPUS, 'f', 0, 64)
+		if warm.CPUS == 0 { // a phase run inside a pipeline: its shell's children were not counted
+			cpu = "not recorded"
+		}
+		mt.Rows = append(mt.Rows, []string{"warm", short(warm.Commit), minutes(warm.WallS), cpu,
 			"make test again in the same clone: bin/ and the Go caches filled, test results not cached (-count=1)"})
 		mt.Notes = append(mt.Notes, fmt.Sprintf("Warm run: started %s, load average %s before, %s after.",
 			warm.Started, loadText(warm.LoadBefore), loadText(warm.LoadAfter)))
 	}
-	return append(out, mt)
+	return []benchfmt.Table{phases, mt}
 }
 
 // loadText is a load average, or "not recorded" for a log that did not print it.
@@ -252,7 +262,7 @@ func main() {
 
 func run(out, warmLog, command string, logs []string) error {
 	if out == "" || len(logs) == 0 {
-		return errors.New("usage: ciphases -o FILE [-warm LOG] COLD-LOG...")
+		return errors.New("usage: ciphases -o FILE [-warm LOG] COLD-LOG")
 	}
 	var runs []entry
 	var cold []ciRun
@@ -277,6 +287,9 @@ func run(out, warmLog, command string, logs []string) error {
 	m := benchfmt.MachineFacts()
 	m.Cores = last.Cores
 	m.LoadBefore, m.LoadAfter = cold[0].LoadBefore, last.LoadAfter
+	if warm != nil { // the warm run comes last
+		m.LoadAfter = warm.LoadAfter
+	}
 	env := benchfmt.Envelope[entry]{
 		Kind: "ci-phases", Date: last.Started, Commit: last.Commit, Command: command,
 		Machine: m, Runs: runs, Tables: tables(cold, warm),
