@@ -67,20 +67,20 @@ type change struct {
 // tracker follows what every client has acknowledged.
 type tracker struct {
 	mu      sync.Mutex
-	subs    []int             // subscribers per service
-	seen    []map[int]int32   // per client: service → latest change ACKed (-1: base); present once received
-	want    []int             // per client: services subscribed
-	synced  int               // clients holding all their services
-	syncCh  chan struct{}     // closed when synced reaches len(want)
-	changes map[int]*change   // by number
-	open    [][]*change       // per service: changes not yet done, ascending
-	last    []int             // per service: its latest change (-1: none)
-	doneCh  chan struct{}     // signalled when a change is done
-	errs    map[string]int    // stream errors by gRPC code
-	sample  string            // one error message
-	bytes   atomic.Int64      // response bytes received by every client
-	resps   atomic.Int64      // responses received
-	stopped atomic.Bool       // the run is over: stream errors no longer count
+	subs    []int           // subscribers per service
+	seen    []map[int]int32 // per client: service → latest change ACKed (-1: base); present once received
+	want    []int           // per client: services subscribed
+	synced  int             // clients holding all their services
+	syncCh  chan struct{}   // closed when synced reaches len(want)
+	changes map[int]*change // by number
+	open    [][]*change     // per service: changes not yet done, ascending
+	last    []int           // per service: its latest change (-1: none)
+	doneCh  chan struct{}   // signalled when a change is done
+	errs    map[string]int  // stream errors by gRPC code
+	sample  string          // one error message
+	bytes   atomic.Int64    // response bytes received by every client
+	resps   atomic.Int64    // responses received
+	stopped atomic.Bool     // the run is over: stream errors no longer count
 }
 
 func newTracker(clients []client, services int) *tracker {

@@ -280,7 +280,13 @@ wait:
 	r.LoadAfter = benchfmt.LoadAvg()
 	t.stopped.Store(true)
 	r.Behind = t.behind()
+	r.CPUSeconds = cpu1 - cpu0
+	t.summarize(&r, bytes0, resps0)
+	return r, nil
+}
 
+// summarize fills in the run's figures from what the tracker followed.
+func (t *tracker) summarize(r *Run, bytes0, resps0 int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var lat, apply []float64
@@ -305,7 +311,6 @@ wait:
 	if r.Changes > 0 {
 		r.KiBChange = float64(t.bytes.Load()-bytes0) / 1024 / float64(r.Changes)
 		r.RespChange = float64(t.resps.Load()-resps0) / float64(r.Changes)
-		r.CPUSeconds = cpu1 - cpu0
 		r.CPUMsChange = r.CPUSeconds * 1000 / float64(r.Changes)
 	}
 	for code, c := range t.errs {
@@ -314,7 +319,6 @@ wait:
 	}
 	r.ErrorCodes = strings.TrimSpace(r.ErrorCodes)
 	r.ErrorSample = t.sample
-	return r, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

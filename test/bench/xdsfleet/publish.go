@@ -124,7 +124,7 @@ func fleetTable(runs []Run) benchfmt.Table {
 	for _, g := range keys {
 		rs := by[g]
 		name := g.impl
-		if name == "stock" {
+		if name == implStock {
 			name = "go-control-plane (LinearCache)"
 		}
 		t.Rows = append(t.Rows, []string{
@@ -153,8 +153,8 @@ func targets(by map[group][]Run, keys []group) []string {
 	for _, k := range keys {
 		most = max(most, k.clients)
 	}
-	reg, okR := by[group{most, 10, "registrar"}]
-	stock, okS := by[group{most, 10, "stock"}]
+	reg, okR := by[group{most, 10, implRegistrar}]
+	stock, okS := by[group{most, 10, implStock}]
 	if !okR {
 		return []string{fmt.Sprintf("Targets: no registrar run at %d clients and 10 changes/s.", most)}
 	}

@@ -38,6 +38,12 @@ import (
 //
 // It exits when stdin closes.
 
+// The control planes compared.
+const (
+	implRegistrar = "registrar"
+	implStock     = "stock"
+)
+
 // feeder is a control plane as the benchmark drives it.
 type feeder interface {
 	// apply publishes service i as the world holds it now.
@@ -63,9 +69,9 @@ func serveMain(impl string, services, endpoints int, in io.Reader, out io.Writer
 	w := newWorld(services, endpoints)
 	var f feeder
 	switch impl {
-	case "registrar":
+	case implRegistrar:
 		f = newRegistrarFeeder()
-	case "stock":
+	case implStock:
 		f = newStockFeeder()
 	default:
 		return fmt.Errorf("unknown -impl %q (registrar or stock)", impl)
