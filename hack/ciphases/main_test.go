@@ -85,3 +85,30 @@ func TestTablesMarkFailedPhaseAndMissingOnes(t *testing.T) {
 		t.Errorf("make test rows: %v", ts[1].Rows)
 	}
 }
+
+// TestIdleMachineLoadIsRecorded: a run started on an idle machine prints load average 0.00;
+// that is a measured load, not a missing one.
+func TestIdleMachineLoadIsRecorded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "idle.log")
+	text := strings.Replace(coldLog, "load average 1.33 0.69 0.26", "load average 0.00 0.00 0.00", 1)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := parse(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := tables([]ciRun{r}, nil)
+	if !strings.Contains(ts[0].Notes[0], "load average 0.00 / 0.00 / 0.00 before") {
+		t.Errorf("note %q: want the idle load stated", ts[0].Notes[0])
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(text, " load average 2.10 1.90 1.50", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = parse(p); err != nil {
+		t.Fatal(err)
+	}
+	if ts := tables([]ciRun{r}, nil); !strings.Contains(ts[0].Notes[0], "not recorded after") {
+		t.Errorf("note %q: want a missing load said to be missing", ts[0].Notes[0])
+	}
+}
