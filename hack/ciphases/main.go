@@ -36,17 +36,18 @@ type phase struct {
 
 // ciRun is one `.ci/run` (or one warm `make test`) as its log tells it.
 type ciRun struct {
-	Log        string     `json:"log"`
-	Commit     string     `json:"commit"`
-	Started    string     `json:"started"`
-	Finished   string     `json:"finished"`
-	Cores      int        `json:"cores"`
-	LoadBefore [3]float64 `json:"load_before"`
-	LoadAfter  [3]float64 `json:"load_after"`
-	Phases     []phase    `json:"phases"`
-	WallS      float64    `json:"wall_s"`
-	CPUS       float64    `json:"cpu_s"`
-	Passed     bool       `json:"passed"`
+	Log      string `json:"log"`
+	Commit   string `json:"commit"`
+	Started  string `json:"started"`
+	Finished string `json:"finished"`
+	Cores    int    `json:"cores"`
+	// LoadBefore and LoadAfter are nil when the log did not print them (0.00 is a load).
+	LoadBefore *[3]float64 `json:"load_before,omitempty"`
+	LoadAfter  *[3]float64 `json:"load_after,omitempty"`
+	Phases     []phase     `json:"phases"`
+	WallS      float64     `json:"wall_s"`
+	CPUS       float64     `json:"cpu_s"`
+	Passed     bool        `json:"passed"`
 }
 
 // entry is what the file holds per run: the cold runs, then the warm one.
@@ -82,12 +83,14 @@ func parse(path string) (ciRun, error) {
 		case loadRE.MatchString(line) && r.Cores == 0:
 			m := loadRE.FindStringSubmatch(line)
 			r.Cores, _ = strconv.Atoi(m[1])
-			r.LoadBefore = floats(m[2:5])
+			l := floats(m[2:5])
+			r.LoadBefore = &l
 		case finishedRE.MatchString(line):
 			m := finishedRE.FindStringSubmatch(line)
 			r.Finished = m[1]
 			if m[2] != "" {
-				r.LoadAfter = floats(m[2:5])
+				l := floats(m[2:5])
+				r.LoadAfter = &l
 			}
 		case strings.HasPrefix(line, "CI phases ("):
 			inTable, r.Phases = true, nil // the last table of the log counts
@@ -169,10 +172,21 @@ func tables(cold []ciRun, warm *ciRun) []benchfmt.Table {
 				key += " (again)"
 			}
 			byRun[i][key] = p
-			if !seen[key] {
-				seen[key] = true
-				order = append(order, key)
+		}
+	}
+	// Rows in the newest run's order (today's .ci/run), then phases only older runs had.
+	for i := len(cold) - 1; i >= 0; i-- {
+		for _, p := range cold[i].Phases {
+			key := p.Name
+			if seen[key] {
+				if _, again := byRun[i][key+" (again)"]; again && !seen[key+" (again)"] {
+					key += " (again)"
+				} else {
+					continue
+				}
 			}
+			seen[key] = true
+			order = append(order, key)
 		}
 	}
 	rows := make([][]string, 0, len(order)+1)
@@ -240,8 +254,8 @@ func tables(cold []ciRun, warm *ciRun) []benchfmt.Table {
 }
 
 // loadText is a load average, or "not recorded" for a log that did not print it.
-func loadText(l [3]float64) string {
-	if l == [3]float64{} {
+func loadText(l *[3]float64) string {
+	if l == nil {
 		return "not recorded"
 	}
 	return fmt.Sprintf("%.2f / %.2f / %.2f", l[0], l[1], l[2])
@@ -286,9 +300,9 @@ func run(out, warmLog, command string, logs []string) error {
 	last := cold[len(cold)-1]
 	m := benchfmt.MachineFacts()
 	m.Cores = last.Cores
-	m.LoadBefore, m.LoadAfter = cold[0].LoadBefore, last.LoadAfter
-	if warm != nil { // the warm run comes last
-		m.LoadAfter = warm.LoadAfter
+	m.LoadBefore, m.LoadAfter = deref(cold[0].LoadBefore), deref(last.LoadAfter)
+	if warm != nil && warm.LoadAfter != nil { // the warm run comes last
+		m.LoadAfter = *warm.LoadAfter
 	}
 	env := benchfmt.Envelope[entry]{
 		Kind: "ci-phases", Date: last.Started, Commit: last.Commit, Command: command,
@@ -299,4 +313,12 @@ func run(out, warmLog, command string, logs []string) error {
 		return err
 	}
 	return os.WriteFile(out, append(data, '\n'), 0o644)
+}
+
+// deref is a load average for the envelope's machine facts (zeros when not recorded).
+func deref(l *[3]float64) [3]float64 {
+	if l == nil {
+		return [3]float64{}
+	}
+	return *l
 }

@@ -37,7 +37,7 @@ func TestParse(t *testing.T) {
 	if r.Commit != "0123456789abcdef0123" || r.Started != "2026-12-05T09:05:18Z" || r.Finished != "2026-12-05T09:45:00Z" {
 		t.Errorf("header: %+v", r)
 	}
-	if r.Cores != 2 || r.LoadBefore != [3]float64{1.33, 0.69, 0.26} || r.LoadAfter != [3]float64{2.10, 1.90, 1.50} {
+	if r.Cores != 2 || r.LoadBefore == nil || *r.LoadBefore != [3]float64{1.33, 0.69, 0.26} || r.LoadAfter == nil || *r.LoadAfter != [3]float64{2.10, 1.90, 1.50} {
 		t.Errorf("machine: %+v", r)
 	}
 	if len(r.Phases) != 4 { // the total row is not a phase
