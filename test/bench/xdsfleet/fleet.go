@@ -81,6 +81,7 @@ type tracker struct {
 	bytes   atomic.Int64    // response bytes received by every client
 	resps   atomic.Int64    // responses received
 	stopped atomic.Bool     // the run is over: stream errors no longer count
+	heapc   chan struct{}   // closed when the server wrote its heap profile
 }
 
 func newTracker(clients []client, services int) *tracker {
@@ -419,5 +420,20 @@ func runDelta(ctx context.Context, conn *grpc.ClientConn, cl client, names []str
 		for _, s := range found {
 			t.saw(cl.id, s.svc, s.k, now)
 		}
+	}
+}
+
+func (t *tracker) onHeap(c chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.heapc = c
+}
+
+func (t *tracker) heapWritten() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.heapc != nil {
+		close(t.heapc)
+		t.heapc = nil
 	}
 }

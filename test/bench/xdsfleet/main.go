@@ -68,6 +68,7 @@ func main() {
 		command = flag.String("command", "make bench-xds-fleet", "With -publish: the command that produced the runs.")
 		sync    = flag.Duration("sync-timeout", 5*time.Minute, "How long every client may take to receive its initial resources.")
 		drain   = flag.Duration("drain", 30*time.Second, "How long to wait after the last change for every client to ACK it.")
+		heap    = flag.String("heap-profile", "", "Where the server process writes a heap profile at the end of the run.")
 		dur     time.Duration
 	)
 	flag.StringVar(&cfg.Impl, "impl", "registrar", "The control plane: registrar (internal/xds) or stock (go-control-plane server/v3 + LinearCache).")
@@ -88,7 +89,7 @@ func main() {
 		err = publishRuns(flag.Args(), *out, *command)
 	default:
 		var r Run
-		r, err = runOne(cfg, dur, *sync, *drain)
+		r, err = runOne(cfg, dur, *sync, *drain, *heap)
 		if err == nil {
 			err = writeJSON(*out, r)
 			fmt.Println(r.line())
@@ -146,7 +147,7 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-func runOne(cfg config, dur, syncTimeout, drain time.Duration) (Run, error) {
+func runOne(cfg config, dur, syncTimeout, drain time.Duration, heapProfile string) (Run, error) {
 	r := Run{Config: cfg, Date: time.Now().UTC().Format(time.RFC3339), LoadBefore: benchfmt.LoadAvg()}
 	if cfg.Rate <= 0 || int(cfg.Rate*dur.Seconds()) >= maxChanges {
 		return r, errors.New("-rate × -duration must be between 1 and 16M changes")
@@ -236,6 +237,9 @@ func runOne(cfg config, dur, syncTimeout, drain time.Duration) (Run, error) {
 	go func() {
 		for lines.Scan() {
 			fs := strings.Fields(lines.Text())
+			if len(fs) == 2 && fs[0] == "heap" {
+				t.heapWritten()
+			}
 			if len(fs) == 3 && fs[0] == "applied" {
 				k, _ := strconv.Atoi(fs[1])
 				ns, _ := strconv.ParseInt(fs[2], 10, 64)
@@ -278,6 +282,19 @@ wait:
 		return r, err
 	}
 	r.LoadAfter = benchfmt.LoadAvg()
+	if heapProfile != "" {
+		heapc := make(chan struct{})
+		t.onHeap(heapc)
+		fmt.Fprintf(bw, "heap %s\n", heapProfile)
+		if err := bw.Flush(); err != nil {
+			return r, err
+		}
+		select {
+		case <-heapc:
+		case <-time.After(time.Minute):
+			return r, errors.New("the server process wrote no heap profile within a minute")
+		}
+	}
 	t.stopped.Store(true)
 	r.Behind = t.behind()
 	r.CPUSeconds = cpu1 - cpu0

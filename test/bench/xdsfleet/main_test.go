@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -76,7 +77,7 @@ func TestSmallFleet(t *testing.T) {
 	for _, impl := range []string{"registrar", "stock"} {
 		t.Run(impl, func(t *testing.T) {
 			cfg := config{Impl: impl, Clients: 40, Everything: 2, PerClient: 3, DeltaShare: 0.5, Services: 50, Endpoints: 500, Rate: 20, Seed: 7}
-			r, err := runOne(cfg, 2*time.Second, time.Minute, time.Minute)
+			r, err := runOne(cfg, 2*time.Second, time.Minute, time.Minute, filepath.Join(t.TempDir(), "heap.pprof"))
 			if err != nil {
 				t.Fatal(err)
 			}

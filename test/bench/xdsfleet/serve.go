@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +37,7 @@ import (
 //
 //	stdout: "listening <addr>" once, then "applied <k> <unix nanos>" per change
 //	stdin:  "change <k> <service> <slot>": slot <slot> of <service> gets change k's address
+//	stdin:  "heap <path>": write a heap profile there (answered "heap written")
 //
 // It exits when stdin closes.
 
@@ -95,6 +98,16 @@ func serveMain(impl string, services, endpoints int, in io.Reader, out io.Writer
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
+		if len(fs) == 2 && fs[0] == "heap" {
+			if err := writeHeap(fs[1]); err != nil {
+				return err
+			}
+			fmt.Fprintf(bw, "heap written\n")
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			continue
+		}
 		if len(fs) != 4 || fs[0] != "change" {
 			return fmt.Errorf("bad command %q", sc.Text())
 		}
@@ -228,4 +241,17 @@ func (s *stockFeeder) serve(ctx context.Context) (string, error) {
 		}
 	}()
 	return lis.Addr().String(), nil
+}
+
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return f.Close()
 }
