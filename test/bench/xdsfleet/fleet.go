@@ -437,3 +437,15 @@ func (t *tracker) heapWritten() {
 		t.heapc = nil
 	}
 }
+
+// waitDone waits until every change reached every subscribed client, or for at most drain.
+func (t *tracker) waitDone(drain time.Duration) {
+	deadline := time.After(drain)
+	for t.outstanding() > 0 {
+		select {
+		case <-t.doneCh:
+		case <-deadline:
+			return
+		}
+	}
+}

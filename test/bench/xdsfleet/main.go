@@ -263,15 +263,7 @@ func runOne(cfg config, dur, syncTimeout, drain time.Duration, heapProfile strin
 			return r, fmt.Errorf("the server process: %w", err)
 		}
 	}
-	deadline := time.After(drain)
-wait:
-	for t.outstanding() > 0 {
-		select {
-		case <-t.doneCh:
-		case <-deadline:
-			break wait
-		}
-	}
+	t.waitDone(drain)
 	cpu1, err := procCPU(cmd.Process.Pid)
 	if err != nil {
 		return r, err
@@ -283,16 +275,8 @@ wait:
 	}
 	r.LoadAfter = benchfmt.LoadAvg()
 	if heapProfile != "" {
-		heapc := make(chan struct{})
-		t.onHeap(heapc)
-		fmt.Fprintf(bw, "heap %s\n", heapProfile)
-		if err := bw.Flush(); err != nil {
+		if err := askHeap(bw, t, heapProfile); err != nil {
 			return r, err
-		}
-		select {
-		case <-heapc:
-		case <-time.After(time.Minute):
-			return r, errors.New("the server process wrote no heap profile within a minute")
 		}
 	}
 	t.stopped.Store(true)
@@ -398,4 +382,20 @@ func selfCPU() float64 {
 		return 0
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// askHeap has the server process write a heap profile to path and waits for it.
+func askHeap(bw *bufio.Writer, t *tracker, path string) error {
+	heapc := make(chan struct{})
+	t.onHeap(heapc)
+	fmt.Fprintf(bw, "heap %s\n", path)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	select {
+	case <-heapc:
+		return nil
+	case <-time.After(time.Minute):
+		return errors.New("the server process wrote no heap profile within a minute")
+	}
 }
