@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/xds"
@@ -147,7 +147,7 @@ func (r *registrarFeeder) apply(w *world, i int) error {
 	pods := make([]publish.Pod, w.perService)
 	for j := range w.perService {
 		addr := w.addr(i, j)
-		pods[j] = publish.Pod{Name: "p-" + addr, State: v1alpha1.EndpointRegistered, Endpoint: store.Endpoint{
+		pods[j] = publish.Pod{Name: "p-" + addr, State: v1beta1.EndpointRegistered, Endpoint: store.Endpoint{
 			Service: name, Namespace: ns, Pod: "p-" + addr, UID: "u-" + addr, Address: addr, Ports: r.ports, Zone: zone,
 		}}
 	}
