@@ -16,7 +16,6 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
@@ -46,7 +45,25 @@ func bindWebhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 // newWebhookServer is the manager's webhook server. It only listens once something is
 // registered on it (setupWebhook), so passing it while the webhook is disabled costs nothing.
 func newWebhookServer(c webhookConfig) webhook.Server {
-	return webhook.NewServer(webhook.Options{Port: c.port, CertDir: c.certDir})
+	return &webhookServer{Server: webhook.NewServer(webhook.Options{Port: c.port, CertDir: c.certDir})}
+}
+
+// webhookServer is controller-runtime's webhook server plus what starts with it: the
+// self-signed CA injector (caInjector). The manager starts its webhook servers before its
+// caches, and those wait for it: listing ServiceRegistries as v1beta1 goes through the
+// conversion webhook, which the API server calls only once the CRD trusts the CA. A
+// runnable added with mgr.Add would start after the caches, never.
+type webhookServer struct {
+	webhook.Server
+	alongside []func(context.Context)
+}
+
+// Start runs the alongside functions, each in a goroutine of its own, and the server.
+func (s *webhookServer) Start(ctx context.Context) error {
+	for _, f := range s.alongside {
+		go f(ctx)
+	}
+	return s.Server.Start(ctx)
 }
 
 // setupWebhook registers the pod webhook on the manager, after making sure a serving
@@ -68,9 +85,11 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig, rec events.EventRecorder) e
 		log.Info("self-signed webhook certificate ready", "dir", c.certDir, "hosts", hosts, "generated", generated,
 			"caBundle", filepath.Join(c.certDir, certs.CAFile))
 		if c.caInjectName != "" || c.caInjectCRD != "" {
-			if err := mgr.Add(caInjector(mgr, c)); err != nil {
-				return fmt.Errorf("add caBundle injector: %w", err)
+			srv, ok := mgr.GetWebhookServer().(*webhookServer)
+			if !ok {
+				return fmt.Errorf("add caBundle injector: the manager's webhook server is a %T, not newWebhookServer's", mgr.GetWebhookServer())
 			}
+			srv.alongside = append(srv.alongside, caInjector(mgr, c))
 		}
 	}
 	for _, f := range []string{certs.CertFile, certs.KeyFile} {
@@ -100,14 +119,15 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig, rec events.EventRecorder) e
 }
 
 // caInjector writes the self-signed CA into the webhook configuration and the CRD's
-// conversion webhook when the manager
-// starts, retrying with backoff until it succeeds (the configuration may be applied after
-// the manager). It runs on every replica, not only the leader: the webhook is served by all.
-func caInjector(mgr ctrl.Manager, c webhookConfig) manager.Runnable {
-	return nonLeader(func(ctx context.Context) error {
+// conversion webhook when the webhook server starts, retrying with backoff until it
+// succeeds (they may be applied after the manager) or ctx ends. It runs on every replica,
+// not only the leader: the webhooks are served by all.
+func caInjector(mgr ctrl.Manager, c webhookConfig) func(context.Context) {
+	return func(ctx context.Context) {
 		ca, err := os.ReadFile(filepath.Join(c.certDir, certs.CAFile))
 		if err != nil {
-			return fmt.Errorf("read webhook CA: %w", err)
+			setupLog.Error(err, "webhook caBundle not set: cannot read the self-signed CA")
+			return
 		}
 		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: time.Minute}
 		injected := map[string]bool{}
@@ -134,14 +154,5 @@ func caInjector(mgr ctrl.Manager, c webhookConfig) manager.Runnable {
 				}
 				return done, nil
 			})
-		return nil
-	})
+	}
 }
-
-// nonLeader is a manager Runnable that runs on every replica.
-type nonLeader func(ctx context.Context) error
-
-func (f nonLeader) Start(ctx context.Context) error { return f(ctx) }
-
-// NeedLeaderElection is false: every replica serves the webhook.
-func (nonLeader) NeedLeaderElection() bool { return false }

@@ -1,8 +1,8 @@
 // Package conversion tests the graduation of ServiceRegistry to v1beta1 against a real
-// kube-apiserver and etcd (envtest): objects written while the CRD knew only v1alpha1 are
-// read as v1beta1 through the conversion webhook (served by this test process, as the
-// manager serves it), migrated to v1beta1 storage the way kube-storage-version-migrator does
-// it, and still read back unchanged as v1alpha1.
+// kube-apiserver and etcd (envtest) and the operator's binary: objects written while the CRD
+// knew only v1alpha1 are read as v1beta1 through the conversion webhook the operator serves
+// (its self-signed CA injected into the CRD), migrated to v1beta1 storage the way
+// kube-storage-version-migrator does it, and still read back unchanged as v1alpha1.
 package conversion
 
 import (
@@ -10,10 +10,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,18 +25,20 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/certs"
 	"github.com/registrar-dev/registrar/internal/docgen"
+	"github.com/registrar-dev/registrar/test/support/etcdtest"
+	"github.com/registrar-dev/registrar/test/support/ports"
 	"github.com/registrar-dev/registrar/test/support/proc"
 	"github.com/registrar-dev/registrar/test/support/testenv"
 )
@@ -95,13 +99,16 @@ var wantBeta = map[string]struct {
 }
 
 func TestUpgradeToV1beta1Storage(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	if testing.Short() {
+		t.Skip("starts a kube-apiserver, etcd and the operator")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	root, err := proc.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	current, err := docgen.ReadCRD(filepath.Join(root, "config", "crd", "bases", crdName+".yaml"))
+	current, err := docgen.ReadCRD(filepath.Join(root, "config", "crd", "bases", "discovery.registrar.dev_serviceregistries.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,41 +123,48 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := &envtest.Environment{CRDs: []*apiextensionsv1.CustomResourceDefinition{old}}
-	if testing.Short() {
-		t.Skip("starts a kube-apiserver")
-	}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start envtest (KUBEBUILDER_ASSETS: make envtest-assets): %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
+	warnings := &warningRecorder{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandler = warnings
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveConversion(ctx, t, scheme, &env.WebhookInstallOptions)
 
 	ns := "upgrade"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
 	written := map[string]*v1alpha1.ServiceRegistry{}
+	var names []string
 	for _, r := range before(ns) {
 		if err := c.Create(ctx, r); err != nil {
 			t.Fatalf("create v1alpha1 %s: %v", r.Name, err)
 		}
 		written[r.Name] = r.DeepCopy() // as the API server returned it: defaults applied
+		names = append(names, r.Name)
 	}
 	etcd := etcdClient(t, env)
-	checkStored(ctx, t, etcd, ns, "discovery.registrar.dev/v1alpha1", len(written))
+	checkStored(ctx, t, etcd, ns, names, "discovery.registrar.dev/v1alpha1")
 
-	// The upgrade: the CRD of this release (v1alpha1 and v1beta1 served, v1beta1 stored) with
-	// its conversion webhook.
-	upgradeCRD(ctx, t, c, current, &env.WebhookInstallOptions)
+	// The upgrade, as an install applies it: the CRD of this release (v1alpha1 and v1beta1
+	// served, v1beta1 stored) with its conversion webhook but no caBundle, and the operator of
+	// this release, which serves /convert and, with --webhook-ca-inject-crd, sets the CRD's
+	// caBundle to its self-signed CA.
+	webhookPort := freePort(t)
+	upgradeCRD(ctx, t, c, current, fmt.Sprintf("https://127.0.0.1:%d/convert", webhookPort))
+	certDir := startOperator(t, env, webhookPort)
+	checkCAInjected(ctx, t, c, certDir)
+	waitServed(ctx, t, c)
 	checkStoredVersions(ctx, t, c, []string{"v1alpha1", "v1beta1"})
 
-	// Every object reads as v1beta1 (converted by the webhook) and, unchanged, as v1alpha1.
-	versions := map[string]string{}
+	// Every object reads as v1beta1 (converted by the operator's webhook) and, unchanged, as
+	// v1alpha1.
 	for name, want := range wantBeta {
 		got := &v1beta1.ServiceRegistry{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, got); err != nil {
@@ -162,15 +176,32 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 		if a := got.Annotations[v1alpha1.AnnotationDurations]; a != want.annotation {
 			t.Errorf("%s as v1beta1: %s = %q, want %q", name, v1alpha1.AnnotationDurations, a, want.annotation)
 		}
-		versions[name] = got.ResourceVersion
 	}
+	warnings.reset()
 	checkAlpha(ctx, t, c, written, "after the upgrade")
-	// Still stored as written: reading converts, it does not write.
-	checkStored(ctx, t, etcd, ns, "discovery.registrar.dev/v1alpha1", len(written))
+	// v1alpha1 is deprecated: every request to it says so.
+	if w := warnings.all(); len(w) != len(written) || !strings.Contains(w[0], "discovery.registrar.dev/v1alpha1 ServiceRegistry is deprecated") {
+		t.Errorf("warnings of %d v1alpha1 reads: %q, want one deprecation warning each", len(written), w)
+	}
+
+	// A v1alpha1 object written after the upgrade is stored as v1beta1 and reads back as
+	// written.
+	late := &v1alpha1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"}, Spec: v1alpha1.ServiceRegistrySpec{
+		Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Ports: []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
+		Warmup: &v1alpha1.WarmupSpec{Paths: []string{"/warm"}, Timeout: d("2.0005s"), RequestTimeout: d("250ms")},
+	}}
+	if err := c.Create(ctx, late); err != nil {
+		t.Fatalf("create v1alpha1 %s after the upgrade: %v", late.Name, err)
+	}
+	checkStored(ctx, t, etcd, ns, []string{late.Name}, "discovery.registrar.dev/v1beta1")
+	written[late.Name] = late.DeepCopy()
+	names = append(names, late.Name)
+	checkAlpha(ctx, t, c, written, "written as v1alpha1 after the upgrade")
 
 	// Storage migration, as kube-storage-version-migrator does it: read and write back each
-	// object (the API server encodes it in the storage version), then drop v1alpha1 from the
-	// CRD's status.storedVersions.
+	// object (the API server encodes it in the storage version; the operator's own status
+	// writes may have done so already), then drop v1alpha1 from the CRD's
+	// status.storedVersions.
 	list := &v1beta1.ServiceRegistryList{}
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
@@ -178,15 +209,19 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 	if len(list.Items) != len(written) {
 		t.Fatalf("listed %d v1beta1 ServiceRegistries, want %d", len(list.Items), len(written))
 	}
-	for i := range list.Items {
-		if err := c.Update(ctx, &list.Items[i]); err != nil {
-			t.Fatalf("migrate %s: %v", list.Items[i].Name, err)
-		}
-		if list.Items[i].ResourceVersion == versions[list.Items[i].Name] {
-			t.Errorf("%s: the write-back did not write (resourceVersion %s unchanged)", list.Items[i].Name, versions[list.Items[i].Name])
+	for _, name := range names {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // the operator writes status meanwhile
+			r := &v1beta1.ServiceRegistry{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
+				return err
+			}
+			return c.Update(ctx, r)
+		})
+		if err != nil {
+			t.Fatalf("migrate %s: %v", name, err)
 		}
 	}
-	checkStored(ctx, t, etcd, ns, "discovery.registrar.dev/v1beta1", len(written))
+	checkStored(ctx, t, etcd, ns, names, "discovery.registrar.dev/v1beta1")
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
 		t.Fatal(err)
@@ -204,6 +239,107 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 	checkExplain(ctx, t, cfgDiscovery(t, env))
 }
 
+// startOperator builds the operator and runs it against env with its own etcd store, the
+// webhook server on port with a self-signed certificate for 127.0.0.1, and
+// --webhook-ca-inject-crd; it returns the certificate directory.
+func startOperator(t *testing.T, env *envtest.Environment, port int) string {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := etcdtest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Stop)
+	bin, err := proc.BuildRegistrar(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := env.AddUser(envtest.User{Name: "conversion-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certDir := filepath.Join(dir, "certs")
+	p, err := proc.Start(proc.Config{Name: "registrar", Bin: bin, LogPath: filepath.Join(dir, "registrar.log"), Args: []string{
+		"--kubeconfig=" + kubeconfig, "--store-endpoints=" + store.Endpoint(), "--store-prefix=/conversion",
+		"--leader-elect=false", "--store-fence-name=conversion", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--webhook-port=" + strconv.Itoa(port), "--webhook-cert-dir=" + certDir, "--webhook-self-signed-hosts=127.0.0.1",
+		"--webhook-ca-inject-crd=" + crdName,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("--- end of the operator's log ---\n%s", p.LogTail(40))
+		}
+	})
+	return certDir
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ps, err := ports.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps[0]
+}
+
+// checkCAInjected waits until the CRD's conversion webhook trusts the operator's
+// self-signed CA (what --webhook-ca-inject-crd does).
+func checkCAInjected(ctx context.Context, t *testing.T, c client.Client, certDir string) {
+	t.Helper()
+	var got []byte
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ca, err := os.ReadFile(filepath.Join(certDir, certs.CAFile))
+		if err != nil {
+			return false, nil // not generated yet
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+			return false, nil
+		}
+		got = crd.Spec.Conversion.Webhook.ClientConfig.CABundle
+		return len(ca) > 0 && bytes.Equal(got, ca), nil
+	})
+	if err != nil {
+		t.Fatalf("the CRD's conversion caBundle is not the operator's CA (%d bytes): %v", len(got), err)
+	}
+}
+
+// warningRecorder keeps the API server's warnings (the Warning headers of its answers).
+type warningRecorder struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (r *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.warnings = append(r.warnings, text)
+}
+
+func (r *warningRecorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.warnings = nil
+}
+
+func (r *warningRecorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.warnings)
+}
+
 // v1alpha1Only is the CRD as the release before v1beta1 shipped it: only v1alpha1, stored.
 func v1alpha1Only(t *testing.T, current *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
@@ -219,56 +355,38 @@ func v1alpha1Only(t *testing.T, current *apiextensionsv1.CustomResourceDefinitio
 	return old
 }
 
-// serveConversion serves the conversion webhook (controller-runtime's /convert, as the
-// manager registers it) on envtest's local webhook address with its certificate.
-func serveConversion(ctx context.Context, t *testing.T, scheme *runtime.Scheme, o *envtest.WebhookInstallOptions) {
-	t.Helper()
-	srv := webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir})
-	srv.Register("/convert", conversion.NewWebhookHandler(scheme, conversion.NewRegistry()))
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(sctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	addr := net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort))
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return false, nil
-		}
-		_ = conn.Close()
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("conversion webhook not listening on %s: %v", addr, err)
-	}
-}
-
-// upgradeCRD replaces the CRD's versions with those of current and points its conversion
-// webhook at the test's server, then waits until v1beta1 is served.
-func upgradeCRD(ctx context.Context, t *testing.T, c client.Client, current *apiextensionsv1.CustomResourceDefinition, o *envtest.WebhookInstallOptions) {
+// upgradeCRD replaces the CRD's versions with those of current and its conversion with a
+// webhook at url, without a caBundle (the operator sets it).
+func upgradeCRD(ctx context.Context, t *testing.T, c client.Client, current *apiextensionsv1.CustomResourceDefinition, url string) {
 	t.Helper()
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
 		t.Fatal(err)
 	}
-	url := fmt.Sprintf("https://%s/convert", net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort)))
 	crd.Spec.Versions = current.Spec.Versions
 	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
 		Strategy: apiextensionsv1.WebhookConverter,
 		Webhook: &apiextensionsv1.WebhookConversion{
-			ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: o.LocalServingCAData},
+			ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url},
 			ConversionReviewVersions: []string{"v1"},
 		},
 	}
 	if err := c.Update(ctx, crd); err != nil {
 		t.Fatalf("upgrade the CRD: %v", err)
 	}
+}
+
+// waitServed waits until v1beta1 ServiceRegistries can be listed: the API server serves the
+// version and converts the stored v1alpha1 objects through the webhook.
+func waitServed(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		err := c.List(ctx, &v1beta1.ServiceRegistryList{})
-		return err == nil, nil
+		last = c.List(ctx, &v1beta1.ServiceRegistryList{})
+		return last == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("v1beta1 not served after the CRD upgrade: %v", err)
+		t.Fatalf("v1beta1 not served after the upgrade: %v (last: %v)", err, last)
 	}
 }
 
@@ -320,36 +438,38 @@ func etcdClient(t *testing.T, env *envtest.Environment) *clientv3.Client {
 	return cli
 }
 
-// checkStored asserts that the n ServiceRegistries of ns are stored in etcd (as JSON, where
-// the API server keeps custom resources) with the apiVersion want.
-func checkStored(ctx context.Context, t *testing.T, etcd *clientv3.Client, ns, want string, n int) {
+// checkStored asserts that the ServiceRegistries names of ns are stored in etcd (as JSON,
+// where the API server keeps custom resources) with the apiVersion want.
+func checkStored(ctx context.Context, t *testing.T, etcd *clientv3.Client, ns string, names []string, want string) {
 	t.Helper()
-	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := etcd.Get(gctx, "/registry/discovery.registrar.dev/serviceregistries/"+ns+"/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatalf("read etcd: %v", err)
-	}
-	if len(resp.Kvs) != n {
-		t.Fatalf("%d ServiceRegistries stored in etcd under %s, want %d", len(resp.Kvs), ns, n)
-	}
-	for _, kv := range resp.Kvs {
-		var obj struct {
-			APIVersion string `json:"apiVersion"`
+	for _, name := range names {
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		key := "/registry/discovery.registrar.dev/serviceregistries/" + ns + "/" + name
+		resp, err := etcd.Get(gctx, key)
+		cancel()
+		if err != nil {
+			t.Fatalf("read etcd: %v", err)
 		}
-		if !json.Valid(kv.Value) {
+		if len(resp.Kvs) != 1 {
+			t.Fatalf("%s not in etcd", key)
+		}
+		value := resp.Kvs[0].Value
+		if !json.Valid(value) {
 			// Not JSON (CBOR, where the API server is told to store custom resources so):
 			// the apiVersion is still one contiguous string.
-			if !bytes.Contains(kv.Value, []byte(want)) {
-				t.Errorf("%s stored without %s: %q", kv.Key, want, kv.Value)
+			if !bytes.Contains(value, []byte(want)) {
+				t.Errorf("%s stored without %s: %q", key, want, value)
 			}
 			continue
 		}
-		if err := json.Unmarshal(kv.Value, &obj); err != nil {
-			t.Fatalf("%s: %v", kv.Key, err)
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+		}
+		if err := json.Unmarshal(value, &obj); err != nil {
+			t.Fatalf("%s: %v", key, err)
 		}
 		if obj.APIVersion != want {
-			t.Errorf("%s stored as %s, want %s", kv.Key, obj.APIVersion, want)
+			t.Errorf("%s stored as %s, want %s", key, obj.APIVersion, want)
 		}
 	}
 }
