@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +25,7 @@ const (
 	ns          = "registrar-system"
 	manager     = "registrar-controller-manager"
 	webhookName = "registrar-mutating-webhook-configuration"
+	crdName     = "serviceregistries.discovery.registrar.dev"
 )
 
 func render(t *testing.T, dir string) map[string]*resource.Resource {
@@ -111,7 +113,36 @@ func checkCommon(t *testing.T, objs map[string]*resource.Resource) *appsv1.Deplo
 		t.Errorf("webhook %+v", w.Webhooks[0])
 	}
 	checkWebhookScope(t, w.Webhooks[0], true)
+	checkConversion(t, objs)
 	return d
+}
+
+// checkConversion asserts the ServiceRegistry CRD as the installs ship it: v1beta1 served and
+// stored, v1alpha1 served and deprecated, converted by the manager's /convert behind the
+// webhook Service.
+func checkConversion(t *testing.T, objs map[string]*resource.Resource) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crd := decode[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition/"+crdName)
+	versions := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
+	for _, v := range crd.Spec.Versions {
+		versions[v.Name] = v
+	}
+	if b := versions["v1beta1"]; !b.Served || !b.Storage || b.Deprecated {
+		t.Errorf("v1beta1 served=%v storage=%v deprecated=%v, want served, stored, not deprecated", b.Served, b.Storage, b.Deprecated)
+	}
+	if a := versions["v1alpha1"]; !a.Served || a.Storage || !a.Deprecated || a.DeprecationWarning == nil {
+		t.Errorf("v1alpha1 served=%v storage=%v deprecated=%v warning=%v, want served, not stored, deprecated with a warning", a.Served, a.Storage, a.Deprecated, a.DeprecationWarning)
+	}
+	conv := crd.Spec.Conversion
+	if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil ||
+		conv.Webhook.ClientConfig.Service == nil || !slices.Contains(conv.Webhook.ConversionReviewVersions, "v1") {
+		t.Fatalf("CRD conversion %+v, want a webhook behind a Service", conv)
+	}
+	svc := conv.Webhook.ClientConfig.Service
+	if svc.Name != "registrar-webhook-service" || svc.Namespace != ns || svc.Path == nil || *svc.Path != "/convert" {
+		t.Errorf("conversion webhook Service %s/%s path %v, want %s/registrar-webhook-service /convert", svc.Namespace, svc.Name, svc.Path, ns)
+	}
+	return crd
 }
 
 // checkWebhookScope asserts the pod webhook's scope and timeout (docs/webhook.md): at most 5 s
@@ -163,6 +194,9 @@ func TestDefaultInstall(t *testing.T) {
 	if got := w.Annotations["cert-manager.io/inject-ca-from"]; got != ns+"/registrar-serving-cert" {
 		t.Errorf("cert-manager.io/inject-ca-from = %q", got)
 	}
+	if got := checkConversion(t, objs).Annotations["cert-manager.io/inject-ca-from"]; got != ns+"/registrar-serving-cert" {
+		t.Errorf("CRD cert-manager.io/inject-ca-from = %q, want the serving certificate's CA in the conversion webhook", got)
+	}
 	cert, ok := objs["Certificate/registrar-serving-cert"]
 	if !ok {
 		t.Fatal("no cert-manager Certificate")
@@ -188,16 +222,21 @@ func TestSelfSignedInstall(t *testing.T) {
 		t.Errorf("replicas = %d, want 1 (each replica would generate its own CA)", *d.Spec.Replicas)
 	}
 	args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
-	for _, want := range []string{"--webhook-ca-inject=" + webhookName, "--webhook-self-signed-hosts=registrar-webhook-service." + ns + ".svc"} {
+	if a := checkConversion(t, objs).Annotations; a["cert-manager.io/inject-ca-from"] != "" {
+		t.Errorf("the self-signed install's CRD asks cert-manager for its CA: %v", a)
+	}
+	for _, want := range []string{"--webhook-ca-inject=" + webhookName, "--webhook-ca-inject-crd=" + crdName, "--webhook-self-signed-hosts=registrar-webhook-service." + ns + ".svc"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("manager args %q lack %q", args, want)
 		}
 	}
 	role := decode[rbacv1.ClusterRole](t, objs, "ClusterRole/registrar-manager-role")
-	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
-		return slices.Contains(r.Resources, "mutatingwebhookconfigurations") && slices.Contains(r.ResourceNames, webhookName)
-	}) {
-		t.Errorf("the manager may not patch %s: %+v", webhookName, role.Rules)
+	for resource, name := range map[string]string{"mutatingwebhookconfigurations": webhookName, "customresourcedefinitions": crdName} {
+		if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.Resources, resource) && slices.Contains(r.ResourceNames, name) && slices.Contains(r.Verbs, "patch")
+		}) {
+			t.Errorf("the manager may not patch %s %s: %+v", resource, name, role.Rules)
+		}
 	}
 }
 
