@@ -2,6 +2,8 @@ package docgen
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -17,7 +19,14 @@ func Render(in Input) string {
 	b.WriteString("# Configuration reference\n\n")
 	b.WriteString("- [Manager flags](#manager-flags)\n- [Annotations and labels](#annotations-and-labels)\n")
 	b.WriteString("- [Conditions](#conditions)\n- [Reasons](#reasons)\n- [Readiness gate reasons](#readiness-gate-reasons)\n")
-	b.WriteString("- [Events](#events)\n- [Metrics](#metrics)\n- [ServiceRegistry fields](#serviceregistry-fields)\n\n")
+	b.WriteString("- [Events](#events)\n- [Metrics](#metrics)\n")
+	if in.CRD != nil {
+		for _, v := range crdVersions(in.CRD) {
+			title := versionTitle(v)
+			fmt.Fprintf(&b, "- [%s](#%s)\n", title, anchor(title))
+		}
+	}
+	b.WriteString("\n")
 	renderFlags(&b, in.Flags)
 	renderConstants(&b, "Annotations and labels", "Name", in.Annotations)
 	renderVocabulary(&b, in.Vocabulary)
@@ -84,14 +93,53 @@ func code(v string) string {
 	return "`" + strings.ReplaceAll(v, "|", `\|`) + "`"
 }
 
-func renderCRD(b *strings.Builder, crd *apiextensionsv1.CustomResourceDefinition) {
+// crdVersions are the served versions of crd that have a schema, the storage version first.
+func crdVersions(crd *apiextensionsv1.CustomResourceDefinition) []apiextensionsv1.CustomResourceDefinitionVersion {
+	var out []apiextensionsv1.CustomResourceDefinitionVersion
 	for _, v := range crd.Spec.Versions {
-		if !v.Served || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-			continue
+		if v.Served && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+			out = append(out, v)
 		}
-		fmt.Fprintf(b, "## ServiceRegistry fields\n\n`%s/%s`, kind `%s` (short name `%s`). ",
+	}
+	slices.SortStableFunc(out, func(a, b apiextensionsv1.CustomResourceDefinitionVersion) int {
+		switch {
+		case a.Storage == b.Storage:
+			return 0
+		case a.Storage:
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// versionTitle is the heading of a version's fields.
+func versionTitle(v apiextensionsv1.CustomResourceDefinitionVersion) string {
+	if v.Deprecated {
+		return "ServiceRegistry " + v.Name + " fields (deprecated)"
+	}
+	return "ServiceRegistry " + v.Name + " fields"
+}
+
+// anchor is the GitHub anchor of a heading made of letters, digits, spaces and parentheses.
+func anchor(title string) string {
+	return strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(strings.ToLower(title))
+}
+
+func renderCRD(b *strings.Builder, crd *apiextensionsv1.CustomResourceDefinition) {
+	for _, v := range crdVersions(crd) {
+		fmt.Fprintf(b, "## %s\n\n`%s/%s`, kind `%s` (short name `%s`)", versionTitle(v),
 			crd.Spec.Group, v.Name, crd.Spec.Names.Kind, strings.Join(crd.Spec.Names.ShortNames, "`, `"))
-		b.WriteString("Constraints are enforced by the API server.\n\n")
+		switch {
+		case v.Storage:
+			b.WriteString(", the storage version")
+		case v.Deprecated:
+			b.WriteString(", still served and converted to and from the storage version")
+			if v.DeprecationWarning != nil {
+				fmt.Fprintf(b, "; the API server warns: %q", *v.DeprecationWarning)
+			}
+		}
+		b.WriteString(". Constraints are enforced by the API server.\n\n")
 		root := v.Schema.OpenAPIV3Schema
 		for _, part := range []string{"spec", "status"} {
 			s := root.Properties[part]
@@ -193,10 +241,10 @@ func constraints(p apiextensionsv1.JSONSchemaProps, required bool) string {
 		c = append(c, "required")
 	}
 	if p.Minimum != nil {
-		c = append(c, fmt.Sprintf("≥ %g", *p.Minimum))
+		c = append(c, "≥ "+strconv.FormatFloat(*p.Minimum, 'f', -1, 64))
 	}
 	if p.Maximum != nil {
-		c = append(c, fmt.Sprintf("≤ %g", *p.Maximum))
+		c = append(c, "≤ "+strconv.FormatFloat(*p.Maximum, 'f', -1, 64))
 	}
 	if p.MinLength != nil {
 		c = append(c, fmt.Sprintf("length ≥ %d", *p.MinLength))
