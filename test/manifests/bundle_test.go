@@ -172,15 +172,7 @@ func checkDeployment(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion)
 		hooks[0].TargetPort == nil || hooks[0].TargetPort.IntValue() != 9443 || hooks[0].WebhookPath == nil || *hooks[0].WebhookPath != "/mutate--v1-pod" {
 		t.Errorf("webhook definitions %+v, want the pod webhook and the conversion webhook", hooks)
 	}
-	// The conversion webhook of the ServiceRegistry CRD (v1alpha1 <-> v1beta1): OLM points the
-	// CRD at it and injects the CA.
-	if len(hooks) == 2 {
-		c := hooks[1]
-		if c.Type != operatorsv1alpha1.ConversionWebhook || c.DeploymentName != manager || c.TargetPort == nil || c.TargetPort.IntValue() != 9443 ||
-			c.WebhookPath == nil || *c.WebhookPath != "/convert" || !slices.Equal(c.ConversionCRDs, []string{"serviceregistries.discovery.registrar.dev"}) {
-			t.Errorf("conversion webhook definition %+v", c)
-		}
-	}
+	checkConversionWebhook(t, hooks)
 	if len(hooks) >= 1 {
 		// OLM sets the namespaceSelector itself (the OperatorGroup's namespaces).
 		checkWebhookScope(t, admissionregistrationv1.MutatingWebhook{TimeoutSeconds: hooks[0].TimeoutSeconds,
@@ -256,3 +248,18 @@ type (
 	rbacClusterRole = rbacv1.ClusterRole
 	rbacPolicyRule  = rbacv1.PolicyRule
 )
+
+// checkConversionWebhook asserts the conversion webhook of the ServiceRegistry CRD
+// (v1alpha1 <-> v1beta1), the second webhook definition: OLM points the CRD at it and injects
+// the CA.
+func checkConversionWebhook(t *testing.T, hooks []operatorsv1alpha1.WebhookDescription) {
+	t.Helper()
+	if len(hooks) != 2 {
+		return // reported by checkDeployment
+	}
+	c := hooks[1]
+	if c.Type != operatorsv1alpha1.ConversionWebhook || c.DeploymentName != manager || c.TargetPort == nil || c.TargetPort.IntValue() != 9443 ||
+		c.WebhookPath == nil || *c.WebhookPath != "/convert" || !slices.Equal(c.ConversionCRDs, []string{"serviceregistries.discovery.registrar.dev"}) {
+		t.Errorf("conversion webhook definition %+v", c)
+	}
+}
