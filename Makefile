@@ -475,3 +475,33 @@ bench-xds-fleet: ## Simulated ADS clients (FLEET_CLIENTS, SotW and delta) × 1,0
 	done; done; done; done
 	$(FLEET_DIR)/xdsfleet -publish -out $(FLEET_OUT) -command "make bench-xds-fleet FLEET_CLIENTS='$(FLEET_CLIENTS)' FLEET_RATES='$(FLEET_RATES)' FLEET_RUNS=$(FLEET_RUNS) FLEET_DURATION=$(FLEET_DURATION)" $(FLEET_DIR)/*.json
 	go run ./hack/benchdoc
+
+# The real-Eureka comparison (issue 36 §3, test/eurekapeer): a stock Spring Cloud Netflix Eureka
+# server and registrar's Eureka API read by the same Spring caller. Maven downloads Spring Boot
+# and Spring Cloud from Maven Central only (test/eurekapeer/settings.xml) into
+# EUREKA_PEER_MAVEN_REPO; later builds download nothing. Not in CI: a run takes ~8 minutes.
+EUREKA_PEER_MAVEN_REPO ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/registrar/maven
+EUREKA_PEER_MVN ?= mvn
+EUREKA_PEER_SRC := test/eurekapeer
+EUREKA_PEER_JARS := $(LOCALBIN)/eurekapeer/eurekapeer-server.jar $(LOCALBIN)/eurekapeer/eurekapeer-app.jar
+EUREKA_PEER_RUNS ?= 3
+EUREKA_PEER_OUT ?= docs/bench/eureka-peer.json
+EUREKA_PEER_DIR ?= $(LOCALBIN)/eurekapeer/run
+
+$(EUREKA_PEER_JARS) &: $(EUREKA_PEER_SRC)/pom.xml $(EUREKA_PEER_SRC)/settings.xml $(EUREKA_PEER_SRC)/server/pom.xml $(EUREKA_PEER_SRC)/app/pom.xml $(shell find $(EUREKA_PEER_SRC)/server/src $(EUREKA_PEER_SRC)/app/src -type f 2>/dev/null)
+	$(EUREKA_PEER_MVN) -B -q -s $(EUREKA_PEER_SRC)/settings.xml -Dmaven.repo.local=$(EUREKA_PEER_MAVEN_REPO) -f $(EUREKA_PEER_SRC)/pom.xml -DskipTests package
+	mkdir -p $(LOCALBIN)/eurekapeer
+	cp $(EUREKA_PEER_SRC)/server/target/eurekapeer-server.jar $(EUREKA_PEER_SRC)/app/target/eurekapeer-app.jar $(LOCALBIN)/eurekapeer/
+
+.PHONY: eureka-peer-apps
+eureka-peer-apps: $(EUREKA_PEER_JARS) ## Build the Spring applications of make bench-eureka-peer (a stock Eureka server 5.0.3; the instance/caller app) with Maven from Maven Central (cached in EUREKA_PEER_MAVEN_REPO and bin/).
+
+.PHONY: bench-eureka-peer
+bench-eureka-peer: envtest-assets eureka-peer-apps ## The real-Eureka comparison: a Spring Cloud Netflix Eureka server (defaults; 5 s / 15 s lease) vs registrar's Eureka API, same Spring caller at 50 req/s, graceful/SIGKILL/hung/lost instances, fetch 30 s and 5 s (EUREKA_PEER_RUNS runs, ~8 min each): EUREKA_PEER_OUT and its table in docs/e2e.md.
+	rm -rf $(EUREKA_PEER_DIR); mkdir -p $(EUREKA_PEER_DIR)
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+	EUREKA_PEER_SERVER_JAR=$(LOCALBIN)/eurekapeer/eurekapeer-server.jar EUREKA_PEER_APP_JAR=$(LOCALBIN)/eurekapeer/eurekapeer-app.jar \
+	EUREKA_PEER_RUNS=$(EUREKA_PEER_RUNS) EUREKA_PEER_OUT=$(abspath $(EUREKA_PEER_OUT)) EUREKA_PEER_DIR=$(EUREKA_PEER_DIR) \
+	EUREKA_PEER_COMMAND="make bench-eureka-peer EUREKA_PEER_RUNS=$(EUREKA_PEER_RUNS)" \
+		go test -tags eurekapeer ./test/eurekapeer/ -run '^TestEurekaPeer$$' -count=1 -timeout 4h -v
+	go run ./hack/benchdoc
