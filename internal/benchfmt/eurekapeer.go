@@ -97,11 +97,29 @@ func EurekaPeerTable(runs []EurekaPeerRun) Table {
 	t.Notes = []string{
 		fmt.Sprintf("%d runs; each cell is the median, (min–max) the spread over the runs. Wall time of a run: %s.", len(runs), strings.Join(walls, ", ")),
 		"Load average (1, 5, 15 min) before → after each run: " + strings.Join(loads, "; ") + ". A shared 2-core machine under other work.",
-		"Everything runs as processes on one host, as VM estates run Eureka: the Eureka servers (a stock `@EnableEurekaServer` application, Spring Boot 4.0.7, Spring Cloud 2025.1.4) and the instances (the real Eureka client registering itself). registrar's side is real too: kube-apiserver and etcd, the operator, `cmd/eureka-api`; the driver plays the kubelet (readiness probe every 1 s, 1 s timeout, one failure marks the pod unready; node Lease renewed every 10 s, 40 s duration; the operator's default `--node-lease-timeout` 20 s).",
-		"One Spring Boot caller per setup and fetch interval (`eureka.client.registry-fetch-interval-seconds` 30, its default, with Spring Cloud LoadBalancer's default 35 s cache; or 5, with the cache TTL at 5 s too), reading either Eureka server or registrar's Eureka API; 50 req/s per scenario, round robin over the fault's instance and one that stays healthy, 2 s timeout.",
-		"All scenarios and setups are hit at the same moment; each Eureka server also holds 30 filler instances renewing on time, so self-preservation (85 % of expected renewals) does not hide the eviction. The Eureka servers run their defaults except `wait-time-in-ms-when-sync-empty=0` (a standalone server otherwise refuses reads for 5 min after its start); the tuned one also has `expected-client-renewal-interval-seconds=5` as Spring Cloud's docs ask with a 5 s renewal.",
-		"Graceful: the instance deregisters on SIGTERM (Eureka: the client's cancel; registrar: the pod's deletion) and serves 70 s more. SIGKILL: restarted at once (systemd, the kubelet). Hung: SIGSTOP for 15 s. Lost node: SIGSTOP and, on registrar's side, no more Lease renewals or pod status; let run again once every caller stopped picking it (after " + strings.Join(restored, ", ") + ").",
-		"fault → stops picking: from the fault to the caller's last pick of the address before a gap of 3 s or more in its picks; 'never' when it kept picking it (it came back before the caller noticed). Failed counts every failed request of the scenario's service from the fault to the end of the run (connection refused, 2 s timeout).",
+		"Everything runs as processes on one host, as VM estates run Eureka: the Eureka servers (a stock " +
+			"`@EnableEurekaServer` application, Spring Boot 4.0.7, Spring Cloud 2025.1.4) and the instances (the real " +
+			"Eureka client registering itself). registrar's side is real too: kube-apiserver and etcd, the operator, " +
+			"`cmd/eureka-api`; the driver plays the kubelet (readiness probe every 1 s, 1 s timeout, one failure marks the " +
+			"pod unready; node Lease renewed every 10 s, 40 s duration; the operator's default `--node-lease-timeout` " +
+			"20 s).",
+		"One Spring Boot caller per setup and fetch interval (`eureka.client.registry-fetch-interval-seconds` 30, its " +
+			"default, with Spring Cloud LoadBalancer's default 35 s cache; or 5, with the cache TTL at 5 s too), reading " +
+			"either Eureka server or registrar's Eureka API; 50 req/s per scenario, round robin over the fault's instance " +
+			"and one that stays healthy, 2 s timeout.",
+		"All scenarios and setups are hit at the same moment; each Eureka server also holds 30 filler instances " +
+			"renewing on time, so self-preservation (85 % of expected renewals) does not hide the eviction. The Eureka " +
+			"servers run their defaults except `wait-time-in-ms-when-sync-empty=0` (a standalone server otherwise refuses " +
+			"reads for 5 min after its start); the tuned one also has `expected-client-renewal-interval-seconds=5` as " +
+			"Spring Cloud's docs ask with a 5 s renewal.",
+		"Graceful: the instance deregisters on SIGTERM (Eureka: the client's cancel; registrar: the pod's deletion) " +
+			"and serves 70 s more. SIGKILL: restarted at once (systemd, the kubelet). Hung: SIGSTOP for 15 s. Lost node: " +
+			"SIGSTOP and, on registrar's side, no more Lease renewals or pod status; let run again once every caller " +
+			"stopped picking it (after " + strings.Join(restored, ", ") + ").",
+		"fault → stops picking: from the fault to the caller's last pick of the address before a gap of 3 s or more in " +
+			"its picks; 'never' when it kept picking it (it came back before the caller noticed). Failed counts every " +
+			"failed request of the scenario's service from the fault to the end of the run (connection refused, " +
+			"2 s timeout).",
 	}
 	return t
 }

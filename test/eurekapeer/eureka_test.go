@@ -43,9 +43,9 @@ func (e *eurekaServer) register(in instance) error {
 	body := map[string]any{"instance": map[string]any{
 		"instanceId": in.id, "hostName": in.ip, "app": strings.ToUpper(in.app), "ipAddr": in.ip,
 		"status": "UP", "overriddenStatus": "UNKNOWN",
-		"port":       map[string]any{"$": appPort, "@enabled": "true"},
-		"securePort": map[string]any{"$": 443, "@enabled": "false"},
-		"countryId":  1,
+		"port":           map[string]any{"$": appPort, "@enabled": "true"},
+		"securePort":     map[string]any{"$": 443, "@enabled": "false"},
+		"countryId":      1,
 		"dataCenterInfo": map[string]any{"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", "name": "MyOwn"},
 		"leaseInfo":      map[string]any{"renewalIntervalInSecs": e.renew, "durationInSecs": e.duration},
 		"metadata":       map[string]any{"@class": "java.util.Collections$EmptyMap"},
