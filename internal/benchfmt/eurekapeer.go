@@ -18,8 +18,11 @@ type EurekaPeerRun struct {
 	LoadAfter   [3]float64 `json:"load_after"`
 	// RestoredAfter is when the lost instances were let run again, from the fault (s): once
 	// every caller had stopped picking them, or at the cap.
-	RestoredAfter float64          `json:"lost_restored_after_s"`
-	Cells         []EurekaPeerCell `json:"cells"`
+	RestoredAfter float64 `json:"lost_restored_after_s"`
+	// SelfPreservation counts, per Eureka server, the eviction ticks (one a minute) it skipped
+	// during the run because renewals were under its threshold: 0 means nothing hid an eviction.
+	SelfPreservation map[string]int   `json:"self_preservation_ticks"`
+	Cells            []EurekaPeerCell `json:"cells"`
 }
 
 // EurekaPeerCell is what one caller saw of one scenario in one run.
@@ -30,6 +33,9 @@ type EurekaPeerCell struct {
 	Requests int    `json:"requests"` // sent from the fault to the end of the run
 	Failed   int    `json:"failed"`
 	NoTarget int    `json:"no_target"` // the load balancer had no instance (counted in Failed)
+	// Overload counts the requests the caller did not send: too many in flight (the loaded
+	// machine starved it); not in Requests or Failed.
+	Overload int `json:"overload"`
 	// StopSeconds is the fault → the caller's last pick of the instance before it stopped
 	// picking it (a gap of at least GapSeconds that began while the fault lasted); nil: never.
 	StopSeconds *float64 `json:"stop_picking_s"`
@@ -69,7 +75,8 @@ func EurekaPeerTable(runs []EurekaPeerRun) Table {
 	}
 	for _, sc := range EurekaPeerScenarios {
 		for _, setup := range EurekaPeerSetups {
-			row := []string{eurekaPeerScenarioTitle[sc], eurekaPeerSetupTitle[setup]}
+			row := make([]string, 0, 2+2*len(EurekaPeerFetches))
+			row = append(row, eurekaPeerScenarioTitle[sc], eurekaPeerSetupTitle[setup])
 			for _, fetch := range EurekaPeerFetches {
 				var failed []float64
 				var stops []*float64
@@ -89,7 +96,13 @@ func EurekaPeerTable(runs []EurekaPeerRun) Table {
 	walls := make([]string, 0, len(runs))
 	loads := make([]string, 0, len(runs))
 	restored := make([]string, 0, len(runs))
+	sp := make([]string, 0, len(runs))
+	overload := 0
 	for i, r := range runs {
+		sp = append(sp, fmt.Sprintf("run %d: %d (defaults), %d (5 s / 15 s)", i+1, r.SelfPreservation["eureka"], r.SelfPreservation["eureka-5-15"]))
+		for _, c := range r.Cells {
+			overload += c.Overload
+		}
 		walls = append(walls, fmt.Sprintf("%.0f s", r.WallSeconds))
 		loads = append(loads, fmt.Sprintf("run %d: %v → %v", i+1, r.LoadBefore, r.LoadAfter))
 		restored = append(restored, fmt.Sprintf("%.0f s", r.RestoredAfter))
@@ -116,6 +129,8 @@ func EurekaPeerTable(runs []EurekaPeerRun) Table {
 			"and serves 70 s more. SIGKILL: restarted at once (systemd, the kubelet). Hung: SIGSTOP for 15 s. Lost node: " +
 			"SIGSTOP and, on registrar's side, no more Lease renewals or pod status; let run again once every caller " +
 			"stopped picking it (after " + strings.Join(restored, ", ") + ").",
+		"Eviction ticks the Eureka servers skipped in self-preservation during the runs: " + strings.Join(sp, "; ") +
+			fmt.Sprintf(". Requests a caller could not send (over 400 in flight: the machine starved it), all runs: %d.", overload),
 		"fault → stops picking: from the fault to the caller's last pick of the address before a gap of 3 s or more in " +
 			"its picks; 'never' when it kept picking it (it came back before the caller noticed). Failed counts every " +
 			"failed request of the scenario's service from the fault to the end of the run (connection refused, " +

@@ -18,7 +18,8 @@ import (
 )
 
 // Request is one line of a caller's log: "service sentMillis host:port ok|fail millis" ("-"
-// as the address when the load balancer had no instance).
+// as the address when the load balancer had no instance, "overload" when the caller had too
+// many requests in flight to send one more: the machine, not the registry, failed it).
 type Request struct {
 	Service string
 	Sent    int64 // Unix milliseconds
@@ -61,6 +62,10 @@ func Analyze(reqs []Request, service, victim string, fault, faultEnd, end time.T
 	stopped := false
 	for _, r := range reqs {
 		if r.Service != service || r.Sent < from || r.Sent >= until {
+			continue
+		}
+		if r.Addr == "overload" {
+			c.Overload++
 			continue
 		}
 		c.Requests++

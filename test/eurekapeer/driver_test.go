@@ -266,7 +266,9 @@ func (h *harness) startEurekaServers() {
 			t.Fatal(err)
 		}
 		_, port, _ := strings.Cut(listen, ":")
-		args := []string{"--server.port=" + port, "--eureka.server.wait-time-in-ms-when-sync-empty=0"}
+		args := []string{"--server.port=" + port, "--eureka.server.wait-time-in-ms-when-sync-empty=0",
+			// Logging only: the eviction ticks self-preservation skips are counted from it.
+			"--logging.level.com.netflix.eureka.registry.AbstractInstanceRegistry=DEBUG"}
 		es := &eurekaServer{base: "http://" + listen + "/eureka/", renew: 30, duration: 90, setup: setup}
 		if setup == setupTuned {
 			args = append(args, "--eureka.server.expected-client-renewal-interval-seconds=5")
@@ -340,7 +342,7 @@ func (h *harness) startCallers() {
 					fmt.Sprintf("--spring.cloud.loadbalancer.cache.ttl=%ds", fetch))
 			}
 			c.proc = h.start(proc.Config{Name: name, Bin: "java", LogPath: filepath.Join(h.s.dir, name+".log"),
-				Args: jvm("256m", h.s.appJar, args...)})
+				Args: jvm("384m", h.s.appJar, args...)})
 			go c.tail(h.ctx)
 			h.calls = append(h.calls, c)
 		}

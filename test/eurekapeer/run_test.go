@@ -160,22 +160,40 @@ func (h *harness) dropped(r int) bool {
 	return true
 }
 
-func (h *harness) run(r int) benchfmt.EurekaPeerRun {
-	t := h.t
-	out := benchfmt.EurekaPeerRun{Started: time.Now().UTC().Format(time.RFC3339), LoadBefore: benchfmt.LoadAvg()}
-	began := time.Now()
+// selfPreservation counts the Eureka servers' eviction ticks skipped so far because
+// self-preservation was on (their DEBUG line "lease expiration is currently disabled").
+func (h *harness) selfPreservation() map[string]int {
+	out := map[string]int{}
+	for setup := range h.eureka {
+		data, err := os.ReadFile(filepath.Join(h.s.dir, "eureka-server-"+setup+".log"))
+		if err == nil {
+			out[setup] = bytes.Count(data, []byte("lease expiration is currently disabled"))
+		}
+	}
+	return out
+}
+
+// startVictims starts the run's instances a few at a time (a dozen JVMs starting at once
+// starve the callers of this small machine) and waits until they answer.
+func (h *harness) startVictims(r int) map[key]*victim {
 	victims := map[key]*victim{}
-	for _, setup := range benchfmt.EurekaPeerSetups {
-		for _, sc := range benchfmt.EurekaPeerScenarios {
-			victims[key{setup, sc}] = h.startVictim(r, setup, sc)
+	for _, sc := range benchfmt.EurekaPeerScenarios {
+		batch := map[key]*victim{}
+		for _, setup := range benchfmt.EurekaPeerSetups {
+			batch[key{setup, sc}] = h.startVictim(r, setup, sc)
+		}
+		for k, v := range batch {
+			if _, ok := answers(v.ip, 4*time.Minute); !ok {
+				h.t.Fatalf("run %d: %s/%s did not start (log %s)", r, k.setup, k.scenario, v.p.LogPath())
+			}
+			victims[k] = v
 		}
 	}
-	for k, v := range victims {
-		if _, ok := answers(v.ip, 4*time.Minute); !ok {
-			t.Fatalf("run %d: %s/%s did not start (log %s)", r, k.setup, k.scenario, v.p.LogPath())
-		}
-	}
-	h.log("run %d: %d instances answer; waiting for every caller to pick them", r, len(victims))
+	return victims
+}
+
+// waitSettled waits until every caller picks exactly the survivors and the run's instances.
+func (h *harness) waitSettled(r int, began time.Time) {
 	deadline := time.Now().Add(6 * time.Minute)
 	for {
 		ok, why := h.settled(r)
@@ -183,15 +201,17 @@ func (h *harness) run(r int) benchfmt.EurekaPeerRun {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %d: callers did not settle: %s", r, why)
+			h.t.Fatalf("run %d: callers did not settle: %s", r, why)
 		}
 		time.Sleep(time.Second) // polling the callers' logs
 	}
 	h.log("run %d: settled after %s; faults now", r, time.Since(began).Round(time.Second))
-	t0 := time.Now()
-	var mu sync.Mutex
-	faultEnd := map[key]time.Time{}
-	var wg sync.WaitGroup
+}
+
+// faults hits every run instance at once; the scenarios that end on their own record when
+// in faultEnd (under mu); wg waits for their goroutines.
+func (h *harness) faults(r int, victims map[key]*victim, mu *sync.Mutex, faultEnd map[key]time.Time, wg *sync.WaitGroup) {
+	t := h.t
 	for k, v := range victims {
 		switch k.scenario {
 		case "graceful":
@@ -235,8 +255,46 @@ func (h *harness) run(r int) benchfmt.EurekaPeerRun {
 			}
 		}
 	}
+}
+
+// analyze reads every caller's log over the run's window.
+func (h *harness) analyze(r int, t0, end time.Time, faultEnd map[key]time.Time) []benchfmt.EurekaPeerCell {
+	var cells []benchfmt.EurekaPeerCell
+	for _, c := range h.calls {
+		reqs := c.snapshot()
+		for _, sc := range benchfmt.EurekaPeerScenarios {
+			over, ok := faultEnd[key{c.setup, sc}]
+			if !ok {
+				over = end
+			}
+			cell := Analyze(reqs, sc, addr(victimIP(r, c.setup, sc)), t0, over, end, Gap)
+			cell.Scenario, cell.Setup, cell.Fetch = sc, c.setup, c.fetch
+			cells = append(cells, cell)
+			stop := "never"
+			if cell.StopSeconds != nil {
+				stop = fmt.Sprintf("%.1f s", *cell.StopSeconds)
+			}
+			h.log("run %d: %-8s %-11s fetch %2d s: %5d requests, %4d failed, %d overload, stops picking %s",
+				r, sc, c.setup, c.fetch, cell.Requests, cell.Failed, cell.Overload, stop)
+		}
+	}
+	return cells
+}
+
+func (h *harness) run(r int) benchfmt.EurekaPeerRun {
+	out := benchfmt.EurekaPeerRun{Started: time.Now().UTC().Format(time.RFC3339), LoadBefore: benchfmt.LoadAvg()}
+	began := time.Now()
+	victims := h.startVictims(r)
+	h.log("run %d: %d instances answer; waiting for every caller to pick them", r, len(victims))
+	h.waitSettled(r, began)
+	spBefore := h.selfPreservation()
+	t0 := time.Now()
+	var mu sync.Mutex
+	faultEnd := map[key]time.Time{}
+	var wg sync.WaitGroup
+	h.faults(r, victims, &mu, faultEnd, &wg)
 	// The lost instances come back once every caller stopped picking them, or at the cap.
-	for time.Since(t0) < h.s.lostCap && !(time.Since(t0) > 10*time.Second && h.dropped(r)) {
+	for time.Since(t0) < h.s.lostCap && (time.Since(t0) <= 10*time.Second || !h.dropped(r)) {
 		time.Sleep(time.Second) // polling the callers' logs
 	}
 	restored := time.Now()
@@ -244,7 +302,9 @@ func (h *harness) run(r int) benchfmt.EurekaPeerRun {
 	for k, v := range victims {
 		if k.scenario == "lost" {
 			_ = v.p.Signal(syscall.SIGCONT)
+			mu.Lock()
 			faultEnd[k] = restored
+			mu.Unlock()
 			if k.setup == setupRegistrar {
 				h.kube.lose(fmt.Sprintf("ep-r%d-lost", r), false)
 			}
@@ -252,31 +312,19 @@ func (h *harness) run(r int) benchfmt.EurekaPeerRun {
 	}
 	h.log("run %d: lost instances restored after %s", r, restored.Sub(t0).Round(time.Second))
 	end := restored.Add(30 * time.Second)
-	if min := t0.Add(200 * time.Second); end.Before(min) {
-		end = min // graceful: 70 s drain + the slowest caller's caches (30 s + 30 s + 35 s)
+	if earliest := t0.Add(200 * time.Second); end.Before(earliest) {
+		end = earliest // graceful: 70 s drain + the slowest caller's caches (30 s + 30 s + 35 s)
 	}
 	time.Sleep(time.Until(end) + 3*time.Second) // the run's length; then the last requests' outcomes are logged
 	wg.Wait()
-	for _, c := range h.calls {
-		reqs := c.snapshot()
-		for _, sc := range benchfmt.EurekaPeerScenarios {
-			k := key{c.setup, sc}
-			mu.Lock()
-			over, ok := faultEnd[k]
-			mu.Unlock()
-			if !ok {
-				over = end
-			}
-			cell := Analyze(reqs, sc, addr(victimIP(r, c.setup, sc)), t0, over, end, Gap)
-			cell.Scenario, cell.Setup, cell.Fetch = sc, c.setup, c.fetch
-			out.Cells = append(out.Cells, cell)
-			stop := "never"
-			if cell.StopSeconds != nil {
-				stop = fmt.Sprintf("%.1f s", *cell.StopSeconds)
-			}
-			h.log("run %d: %-8s %-11s fetch %2d s: %5d requests, %4d failed, stops picking %s", r, sc, c.setup, c.fetch, cell.Requests, cell.Failed, stop)
-		}
+	mu.Lock()
+	out.Cells = h.analyze(r, t0, end, faultEnd)
+	mu.Unlock()
+	out.SelfPreservation = map[string]int{}
+	for setup, n := range h.selfPreservation() {
+		out.SelfPreservation[setup] = n - spBefore[setup]
 	}
+	h.log("run %d: eviction ticks skipped by self-preservation during the run: %v", r, out.SelfPreservation)
 	// The run's instances go: the Eureka ones deregister and drain in the background.
 	for k, v := range victims {
 		_ = v.p.Signal(syscall.SIGCONT)

@@ -14,6 +14,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import com.netflix.discovery.EurekaClient;
 
@@ -43,7 +44,8 @@ import org.springframework.web.bind.annotation.RestController;
  *       Spring Cloud LoadBalancer peer.rate times a second per service of peer.services and sends
  *       GET /hello to it (2 s timeout). Every request is one line of peer.log:
  *       "service sentMillis host:port ok|fail millis"
- *       ("-" as the address when the load balancer had no instance).
+ *       ("-" as the address when the load balancer had no instance, "overload" when more than
+ *       400 requests were in flight).
  * </ul>
  */
 @SpringBootApplication
@@ -63,6 +65,9 @@ public class EurekaPeerApp implements SmartLifecycle {
     private final String logPath;
     private volatile boolean running;
     private final AtomicBoolean drained = new AtomicBoolean();
+    /** Requests in flight; over MAX_INFLIGHT a send is logged as "overload" instead (the machine starved the caller). */
+    private final AtomicInteger inflight = new AtomicInteger();
+    private static final int MAX_INFLIGHT = 400;
     private ScheduledExecutorService ticker;
     private BufferedWriter log;
 
@@ -114,10 +119,18 @@ public class EurekaPeerApp implements SmartLifecycle {
             return;
         }
         String addr = si.getHost() + ":" + si.getPort();
+        if (inflight.get() >= MAX_INFLIGHT) {
+            write(service, sent, "overload", false);
+            return;
+        }
+        inflight.incrementAndGet();
         HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + addr + "/hello"))
                 .timeout(Duration.ofSeconds(2)).GET().build();
         http.sendAsync(req, HttpResponse.BodyHandlers.discarding()).whenComplete(
-                (resp, err) -> write(service, sent, addr, err == null && resp.statusCode() == 200));
+                (resp, err) -> {
+                    inflight.decrementAndGet();
+                    write(service, sent, addr, err == null && resp.statusCode() == 200);
+                });
     }
 
     private synchronized void write(String service, long sent, String addr, boolean ok) {
