@@ -262,6 +262,38 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 		-command "make test-multicluster MULTICLUSTER_RUNS=$(MULTICLUSTER_RUNS)"; \
 	echo "wrote $(MULTICLUSTER_OUT) (copy it to docs/bench/ and run make docs to publish)"
 
+##@ Interop: existing Spring Cloud clients, unchanged (test/interop, issue 36)
+INTEROP_APP_DIR := test/interop/app
+INTEROP_APP_JAR ?= $(LOCALBIN)/interop-caller.jar
+# Maven's local repository is the user's (~/.m2/repository): the first build downloads Spring
+# Boot and Spring Cloud from Maven Central (test/interop/app/settings.xml: nothing else), later
+# ones download nothing.
+MAVEN_REPO ?= $(HOME)/.m2/repository
+MVN ?= mvn
+INTEROP_RUNS ?= 1
+INTEROP_TIMEOUT ?= 30m
+
+$(INTEROP_APP_JAR): $(INTEROP_APP_DIR)/pom.xml $(INTEROP_APP_DIR)/settings.xml $(shell find $(INTEROP_APP_DIR)/src -type f 2>/dev/null)
+	$(MVN) -B -q -s $(INTEROP_APP_DIR)/settings.xml -Dmaven.repo.local=$(MAVEN_REPO) -f $(INTEROP_APP_DIR)/pom.xml -DskipTests package
+	mkdir -p $(LOCALBIN) && cp $(INTEROP_APP_DIR)/target/interop-caller.jar $@
+
+.PHONY: interop-app
+interop-app: $(INTEROP_APP_JAR) ## Build the Spring Boot caller of make test-interop (Maven, from Maven Central; cached in ~/.m2 and bin/).
+
+.PHONY: test-interop
+test-interop: envtest-assets zookeeper-assets $(INTEROP_APP_JAR) ## Spring Cloud's Eureka client (on cmd/eureka-api) and Zookeeper discovery client (on the ZooKeeper store) reading pods the operator publishes, INTEROP_RUNS times (logs and results in bin/interop/; INTEROP_DOC=docs/bench/x.json publishes them).
+	rm -rf $(LOCALBIN)/interop && mkdir -p $(LOCALBIN)/interop
+	before="$$(cut -d' ' -f1-3 /proc/loadavg)"; \
+	for i in $$(seq 1 $(INTEROP_RUNS)); do \
+		echo "test-interop run $$i/$(INTEROP_RUNS) ($$(date -u +%T) UTC, load $$(cut -d' ' -f1-3 /proc/loadavg))"; \
+		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd INTEROP_APP_JAR=$(INTEROP_APP_JAR) \
+			INTEROP_LOG_DIR=$(LOCALBIN)/interop/run-$$i INTEROP_SEED=$$i INTEROP_OUT=$(LOCALBIN)/interop/result-$$i.json \
+			go test -tags interop ./test/interop/ -count=1 -v -timeout $(INTEROP_TIMEOUT) 2>&1 | tee $(LOCALBIN)/interop/run-$$i.log | grep -v '^\s*>' \
+			|| { echo "test-interop run $$i failed: $(LOCALBIN)/interop/run-$$i.log, process logs in $(LOCALBIN)/interop/run-$$i/"; exit 1; }; \
+	done; \
+	$(if $(INTEROP_DOC),go run ./hack/interopdoc -dir $(LOCALBIN)/interop -out $(INTEROP_DOC) -load-before "$$before" \
+		-load-after "$$(cut -d' ' -f1-3 /proc/loadavg)" -command "make test-interop INTEROP_RUNS=$(INTEROP_RUNS)",true)
+
 ##@ Fault tests (test/faults; a fast subset runs in make test)
 FAULTS_TIMEOUT ?= 45m
 
