@@ -111,7 +111,7 @@ func run(dir, out, before, after, command string) error {
 				strconv.Itoa(c.After.ClientDeltas - c.Before.ClientDeltas),
 				strconv.Itoa(c.After.ClientFull - c.Before.ClientFull),
 				fmt.Sprintf("%d (counter %.0f)", c.After.ClientMismatches-c.Before.ClientMismatches, c.After.ClientMismatchCounter-c.Before.ClientMismatchCounter),
-				fmt.Sprintf("%.0f / %.0f", c.After.ServerFull-c.Before.ServerFull, c.After.ServerDelta-c.Before.ServerDelta)})
+				fmt.Sprintf("%.0f", c.After.ServerFull-c.Before.ServerFull)})
 		}
 	}
 	r0 := runs[0]
@@ -143,7 +143,7 @@ func run(dir, out, before, after, command string) error {
 				ID:    "interop-delta",
 				Title: "make test-interop: readiness flips through the API server and the operator, read by the real Eureka client",
 				Columns: []string{"run", "changes", "etcd change -> in /eureka/apps/delta (ms, p50 / p99 / max)", "deltas the client applied",
-					"full fetches by the client", "hash code mismatches (log, Spectator counter)", "server: full / delta fetches"},
+					"full fetches by the client", "hash code mismatches (log, Spectator counter)", "full fetches the server answered"},
 				Rows: changes,
 				Notes: []string{
 					"One change at a time: the test waits for the operator's etcd write (its own watch), then polls /eureka/apps/delta every 2 ms " +
