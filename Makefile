@@ -265,20 +265,18 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 ##@ Interop: existing Spring Cloud clients, unchanged (test/interop, issue 36)
 INTEROP_APP_DIR := test/interop/app
 INTEROP_APP_JAR ?= $(LOCALBIN)/interop-caller.jar
-# Maven's local repository is the user's (~/.m2/repository): the first build downloads Spring
-# Boot and Spring Cloud from Maven Central (test/interop/app/settings.xml: nothing else), later
-# ones download nothing.
-MAVEN_REPO ?= $(HOME)/.m2/repository
-MVN ?= mvn
+# hack/maven.sh runs Maven with the project's own local repository (MAVEN_REPO, default
+# ${XDG_CACHE_HOME:-~/.cache}/registrar/maven): the first build downloads Spring Boot and Spring
+# Cloud from Maven Central (hack/maven-settings.xml: nothing else), later ones download nothing.
 INTEROP_RUNS ?= 1
 INTEROP_TIMEOUT ?= 30m
 
-$(INTEROP_APP_JAR): $(INTEROP_APP_DIR)/pom.xml $(INTEROP_APP_DIR)/settings.xml $(shell find $(INTEROP_APP_DIR)/src -type f 2>/dev/null)
-	$(MVN) -B -q -s $(INTEROP_APP_DIR)/settings.xml -Dmaven.repo.local=$(MAVEN_REPO) -f $(INTEROP_APP_DIR)/pom.xml -DskipTests package
+$(INTEROP_APP_JAR): hack/maven.sh hack/maven-settings.xml $(INTEROP_APP_DIR)/pom.xml $(shell find $(INTEROP_APP_DIR)/src -type f 2>/dev/null)
+	hack/maven.sh -q -f $(INTEROP_APP_DIR)/pom.xml -DskipTests package
 	mkdir -p $(LOCALBIN) && cp $(INTEROP_APP_DIR)/target/interop-caller.jar $@
 
 .PHONY: interop-app
-interop-app: $(INTEROP_APP_JAR) ## Build the Spring Boot caller of make test-interop (Maven, from Maven Central; cached in ~/.m2 and bin/).
+interop-app: $(INTEROP_APP_JAR) ## Build the Spring Boot caller of make test-interop (hack/maven.sh: Maven Central, cached in MAVEN_REPO; the jar in bin/).
 
 .PHONY: test-interop
 test-interop: envtest-assets zookeeper-assets $(INTEROP_APP_JAR) ## Spring Cloud's Eureka client (on cmd/eureka-api) and Zookeeper discovery client (on the ZooKeeper store) reading pods the operator publishes, INTEROP_RUNS times (logs and results in bin/interop/; INTEROP_DOC=docs/bench/x.json publishes them).
