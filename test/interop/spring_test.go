@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/registrar-dev/registrar/internal/benchfmt"
 	"github.com/registrar-dev/registrar/test/support/metrics"
 )
 
@@ -25,14 +26,16 @@ import (
 //
 //   - ready: the pods appear, with their address, port and metadata;
 //   - unready (INTEROP_ROUNDS times): the Eureka caller stops listing the pod within its fetch
-//     interval + 1 s of the pod's status write, its load balancer within that + its cache TTL;
-//     the ZooKeeper caller (which reads ZooKeeper on every call) within 1 s; the pod comes back
-//     when ready again;
+//     interval + 1 s of the pod's status write, the ZooKeeper caller (which reads ZooKeeper on
+//     every call) within 1 s of the store change, each load balancer within its cache TTL + 1 s
+//     of its getInstances(); the pod comes back when ready again;
 //   - deleted, and node lost (the node's Lease stops being renewed): the pod leaves;
 //   - INTEROP_CHANGES (1,000) readiness flips: each is in /eureka/apps/delta within 100 ms
-//     (p99) of the etcd change; the Eureka client applies the deltas without one hash code
-//     mismatch and without one full fetch (counted from its own log lines and its Spectator
-//     counter, and from the server's fetch counters); both callers end on the store's pods.
+//     (p99) of the etcd change (reported, not asserted, when this process's own wake-up delay
+//     shows the machine overloaded: see stallLimit); the Eureka client applies the deltas
+//     without one hash code mismatch and without one full fetch (counted from its own log
+//     lines and its Spectator counter, and from the server's fetch counters); both callers end
+//     on the store's pods.
 func TestSpringCallers(t *testing.T) {
 	fetch := time.Duration(envInt(t, "INTEROP_FETCH_SECONDS", 2)) * time.Second
 	rounds := envInt(t, "INTEROP_ROUNDS", 5)
@@ -91,14 +94,18 @@ func TestSpringCallers(t *testing.T) {
 			if limit := (fetch + time.Second).Seconds(); m.EurekaList > limit {
 				t.Errorf("round %d: the Eureka client listed unready %s for %.3fs, over its fetch interval + 1 s (%.0fs)", i, pod, m.EurekaList, limit)
 			}
-			if limit := (fetch + lbCacheTTL + time.Second).Seconds(); m.EurekaPick > limit {
-				t.Errorf("round %d: the Eureka caller's load balancer picked unready %s for %.3fs, over fetch interval + cache TTL + 1 s (%.0fs)", i, pod, m.EurekaPick, limit)
+			// The load balancers cache the discovery client's list for lbCacheTTL (expiry
+			// checked on read): they drop the pod within that of getInstances().
+			if limit := (lbCacheTTL + time.Second).Seconds(); m.EurekaPick-m.EurekaList > limit {
+				t.Errorf("round %d: the Eureka caller's load balancer picked unready %s %.3fs after getInstances() dropped it, over its cache TTL + 1 s (%.0fs)", i, pod, m.EurekaPick-m.EurekaList, limit)
 			}
-			if m.ZooKeeperList > 1 {
-				t.Errorf("round %d: the ZooKeeper client listed unready %s for %.3fs, over 1 s", i, pod, m.ZooKeeperList)
+			// Spring Cloud Zookeeper reads ZooKeeper on every getInstances(); the operator writes
+			// ZooKeeper beside etcd.
+			if m.ZooKeeperList-m.Store > 1 {
+				t.Errorf("round %d: the ZooKeeper client listed unready %s %.3fs after the store change, over 1 s", i, pod, m.ZooKeeperList-m.Store)
 			}
-			if limit := (lbCacheTTL + time.Second).Seconds(); m.ZooKeeperPick > limit {
-				t.Errorf("round %d: the ZooKeeper caller's load balancer picked unready %s for %.3fs, over cache TTL + 1 s (%.0fs)", i, pod, m.ZooKeeperPick, limit)
+			if limit := (lbCacheTTL + time.Second).Seconds(); m.ZooKeeperPick-m.ZooKeeperList > limit {
+				t.Errorf("round %d: the ZooKeeper caller's load balancer picked unready %s %.3fs after getInstances() dropped it, over its cache TTL + 1 s (%.0fs)", i, pod, m.ZooKeeperPick-m.ZooKeeperList, limit)
 			}
 			w.setReady(pod, true)
 			for _, c := range callers {
@@ -146,6 +153,7 @@ func TestSpringCallers(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(uint64(envInt(t, "INTEROP_SEED", 1)), 36))
 		var lat []float64
+		stalls := startStallProbe(w.ctx)
 		for i := range changes {
 			pod := pods[rng.IntN(len(pods))]
 			ready[pod] = !ready[pod]
@@ -175,14 +183,27 @@ func TestSpringCallers(t *testing.T) {
 			c.mustSee(t, web, want, fetch+lbCacheTTL+30*time.Second)
 		}
 		after := w.fetchCounts(t, eu)
-		run := changeRun{Changes: changes, DeltaLatency: summarize(lat), Before: before, After: after}
+		run := changeRun{Changes: changes, DeltaLatency: summarize(lat), Stall: stalls.stop(), Before: before, After: after}
 		res.Changes = &run
 		t.Logf("%d changes: in the delta %.1f ms p50, %.1f ms p99, %.1f ms max after the etcd change; client: %d deltas, %d full fetches, %d hash code mismatches (log), mismatch counter %v; server: %v full, %v delta fetches",
 			changes, 1000*run.DeltaLatency.P50, 1000*run.DeltaLatency.P99, 1000*run.DeltaLatency.Max,
 			after.ClientDeltas-before.ClientDeltas, after.ClientFull-before.ClientFull, after.ClientMismatches-before.ClientMismatches,
 			after.ClientMismatchCounter-before.ClientMismatchCounter, after.ServerFull-before.ServerFull, after.ServerDelta-before.ServerDelta)
-		if run.DeltaLatency.P99 > 0.1 {
-			t.Errorf("p99 from the etcd change to /eureka/apps/delta is %.1f ms, over 100 ms", 1000*run.DeltaLatency.P99)
+		t.Logf("the test process's own wake-up delay during the changes (1 ms sleeps): %.1f ms p50, %.1f ms p99, %.1f ms max; load average %v",
+			1000*run.Stall.P50, 1000*run.Stall.P99, 1000*run.Stall.Max, benchfmt.LoadAvg())
+		switch {
+		case run.DeltaLatency.P99 <= deltaP99Limit.Seconds():
+		case run.Stall.P99 > stallLimit.Seconds():
+			// The latency is measured by this process: when it waits for a CPU longer than
+			// stallLimit at p99, its clock readings are off by as much and the 100 ms bound
+			// cannot be told from the machine's run queue. Reported, not asserted; the
+			// result file says so (overloaded) and hack/interopdoc refuses to publish it.
+			run.Overloaded = true
+			t.Logf("NOT ASSERTED: p99 from the etcd change to /eureka/apps/delta is %.1f ms (limit %s), but this process itself waited %.1f ms p99 for a CPU (over %s): the machine is overloaded",
+				1000*run.DeltaLatency.P99, deltaP99Limit, 1000*run.Stall.P99, stallLimit)
+		default:
+			t.Errorf("p99 from the etcd change to /eureka/apps/delta is %.1f ms, over %s (this process's own wake-up delay: %.1f ms p99)",
+				1000*run.DeltaLatency.P99, deltaP99Limit, 1000*run.Stall.P99)
 		}
 		if n := after.ClientFull - before.ClientFull; n != 0 {
 			t.Errorf("the Eureka client fetched the full registry %d times during %d changes, want 0", n, changes)
@@ -231,10 +252,16 @@ type leaveTimes struct {
 }
 
 type changeRun struct {
-	Changes      int         `json:"changes"`
-	DeltaLatency latency     `json:"deltaLatencySeconds"`
-	Before       fetchCounts `json:"before"`
-	After        fetchCounts `json:"after"`
+	Changes      int     `json:"changes"`
+	DeltaLatency latency `json:"deltaLatencySeconds"`
+	// Stall is how late this process woke from 1 ms sleeps during the changes: its own wait
+	// for a CPU, the error of every latency it measures.
+	Stall latency `json:"wakeupDelaySeconds"`
+	// Overloaded: the delta latency was over its limit while Stall's p99 was over stallLimit,
+	// so the limit was reported, not asserted.
+	Overloaded bool        `json:"overloaded,omitempty"`
+	Before     fetchCounts `json:"before"`
+	After      fetchCounts `json:"after"`
 }
 
 type latency struct {
@@ -252,6 +279,40 @@ func summarize(v []float64) latency {
 	sort.Float64s(s)
 	at := func(q float64) float64 { return s[min(len(s)-1, int(q*float64(len(s))))] }
 	return latency{N: len(s), P50: at(0.5), P99: at(0.99), Max: s[len(s)-1]}
+}
+
+const (
+	// deltaP99Limit: a change is in /eureka/apps/delta within this of the etcd change (p99).
+	deltaP99Limit = 100 * time.Millisecond
+	// stallLimit: over this p99 wake-up delay of its own, the test process cannot measure
+	// deltaP99Limit. A quiet 2-core machine shows well under 1 ms.
+	stallLimit = 20 * time.Millisecond
+)
+
+// stallProbe measures how late this process wakes from 1 ms sleeps.
+type stallProbe struct {
+	cancel context.CancelFunc
+	done   chan []float64
+}
+
+func startStallProbe(ctx context.Context) *stallProbe {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &stallProbe{cancel: cancel, done: make(chan []float64, 1)}
+	go func() {
+		var late []float64
+		for ctx.Err() == nil {
+			t0 := time.Now()
+			time.Sleep(time.Millisecond) // the probe: how late the wake-up is
+			late = append(late, max(0, (time.Since(t0)-time.Millisecond).Seconds()))
+		}
+		p.done <- late
+	}()
+	return p
+}
+
+func (p *stallProbe) stop() latency {
+	p.cancel()
+	return summarize(<-p.done)
 }
 
 // fetchCounts are the Eureka client's fetches as its own log and counter tell them, and the
