@@ -108,12 +108,12 @@ func run(dir, out, before, after, command string) error {
 			leaves = append(leaves, []string{name, fmt.Sprintf("%d s", r.FetchIntervalSeconds), fmt.Sprintf("%s (%d)", what, len(el)),
 				span(st), span(el), span(ep), span(zl), span(zp)})
 		}
-		if c := r.Changes; c != nil && c.Overloaded {
-			return fmt.Errorf("%s: the machine was overloaded during its changes (eureka-api waited for a CPU %.0f %%, the test %.0f %% of the time): its delta latency was not asserted; run again on a quiet machine", f, 100*c.ServerCPUWait, 100*c.TestCPUWait)
-		}
 		if c := r.Changes; c != nil {
-			changes = append(changes, []string{name, strconv.Itoa(c.Changes),
-				fmt.Sprintf("%.1f / %.1f / %.1f", 1000*c.DeltaLatency.P50, 1000*c.DeltaLatency.P99, 1000*c.DeltaLatency.Max),
+			lat := fmt.Sprintf("%.1f / %.1f / %.1f", 1000*c.DeltaLatency.P50, 1000*c.DeltaLatency.P99, 1000*c.DeltaLatency.Max)
+			if c.Overloaded {
+				lat += " (overloaded: not asserted)"
+			}
+			changes = append(changes, []string{name, strconv.Itoa(c.Changes), lat,
 				strconv.Itoa(c.After.ClientDeltas - c.Before.ClientDeltas),
 				strconv.Itoa(c.After.ClientFull - c.Before.ClientFull),
 				fmt.Sprintf("%d (counter %.0f)", c.After.ClientMismatches-c.Before.ClientMismatches, c.After.ClientMismatchCounter-c.Before.ClientMismatchCounter),
@@ -159,7 +159,7 @@ func run(dir, out, before, after, command string) error {
 						"checks its hash code; its full fetches and mismatches are counted from its own log lines " +
 						"(\"Getting all instance registry info\", \"The Reconcile hashcodes do not match\") and DiscoveryClient_ReconcileHashCodeMismatch.",
 					"CPU wait share: of the time eureka-api and the test process wanted a CPU during the changes, the share they waited " +
-						"for one (/proc/PID/task/*/schedstat); over 50 % the 100 ms bound is reported, not asserted, and such a run is not published.",
+						"for one (/proc/PID/task/*/schedstat); over 50 % with a p99 over 100 ms the bound is reported, not asserted, and the row says so: the tail is then the machine's run queue.",
 				},
 			},
 		},

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -152,6 +153,19 @@ func TestSpringCallers(t *testing.T) {
 		for _, p := range pods {
 			ready[p] = true
 		}
+		// First every pod leaves and the client drops the application; then the pod whose
+		// instance ID sorts last comes back while the others' deletions are still in the
+		// delta window (the Java client then adds the delta's application whole:
+		// internal/eureka's TestDeltaKeepsTheJavaClientInStep).
+		for _, p := range pods {
+			w.setReady(p, false)
+			ready[p] = false
+		}
+		eu.mustSee(t, web, nil, fetch+lbCacheTTL+30*time.Second)
+		last := slices.MaxFunc(pods, func(a, b string) int { return strings.Compare(w.eurekaID(a), w.eurekaID(b)) })
+		w.setReady(last, true)
+		ready[last] = true
+		eu.mustSee(t, web, w.addrs(last), fetch+lbCacheTTL+30*time.Second)
 		rng := rand.New(rand.NewPCG(uint64(envInt(t, "INTEROP_SEED", 1)), 36))
 		var lat []float64
 		cpu0, err := readCPUTime(w.eurekaAPI.Pid())
