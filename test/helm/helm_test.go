@@ -187,7 +187,7 @@ var valueSetChecks = map[string]func(t *testing.T, r renderedSet){
 // and the manager pointed at exactly those members through the PKI flags.
 func checkBundledStore(t *testing.T, r renderedSet, members int, whenDeleted string) {
 	t.Helper()
-	for _, k := range []string{"StatefulSet/registrar-etcd", "Service/registrar-etcd", "PodDisruptionBudget/registrar-etcd", "Role/registrar-etcd-pki", "RoleBinding/registrar-etcd-pki"} {
+	for _, k := range []string{"StatefulSet/registrar-etcd", "Secret/registrar-etcd-tls", "Service/registrar-etcd", "PodDisruptionBudget/registrar-etcd", "Role/registrar-etcd-pki", "RoleBinding/registrar-etcd-pki"} {
 		if r.objs[k] == nil {
 			t.Errorf("%s not rendered", k)
 		}
@@ -209,7 +209,7 @@ func checkBundledStore(t *testing.T, r renderedSet, members int, whenDeleted str
 	if !strings.Contains(dump(r.d), "value: "+strings.Join(eps, ",")+"\n") {
 		t.Errorf("manager not pointed at %v:\n%s", eps, dump(r.d))
 	}
-	for _, want := range []string{"--store-self-signed-secret=registrar-etcd-tls", "--store-self-signed-owner=registrar-controller-manager"} {
+	for _, want := range []string{"--store-self-signed-secret=registrar-etcd-tls"} {
 		if !slices.Contains(r.args, want) {
 			t.Errorf("args %v lack %s", r.args, want)
 		}
