@@ -468,3 +468,19 @@ bench-xds: envtest-assets ## 100 ADS clients × 100 registries under up to 100 p
 		go test ./test/xds/ -count=1 -timeout 20m -ginkgo.label-filter=bench || exit 1; done
 	go run ./hack/xdsbench -out $(XDS_BENCH_OUT) -command "make bench-xds XDS_BENCH_RUNS=$(XDS_BENCH_RUNS)" $(XDS_BENCH_DIR)/run-*.json
 	go run ./hack/benchdoc
+
+FLEET_CLIENTS ?= 1000 10000
+FLEET_RATES ?= 10 100
+FLEET_RUNS ?= 3
+FLEET_DURATION ?= 30s
+FLEET_DIR ?= $(BENCH_DIR)/xds-fleet
+FLEET_OUT ?= docs/bench/xds-fleet.json
+.PHONY: bench-xds-fleet
+bench-xds-fleet: ## Simulated ADS clients (FLEET_CLIENTS, SotW and delta) × 1,000 services / 50,000 endpoints at FLEET_RATES changes/s against registrar's xDS server and go-control-plane's stock server, FLEET_RUNS runs each: FLEET_OUT and its table in docs/xds.md.
+	rm -rf $(FLEET_DIR); mkdir -p $(FLEET_DIR)
+	go build -o $(FLEET_DIR)/xdsfleet ./test/bench/xdsfleet
+	for run in $$(seq 1 $(FLEET_RUNS)); do for c in $(FLEET_CLIENTS); do for r in $(FLEET_RATES); do for impl in registrar stock; do \
+		$(FLEET_DIR)/xdsfleet -impl $$impl -clients $$c -rate $$r -duration $(FLEET_DURATION) -seed $$run -out $(FLEET_DIR)/$$impl-$$c-$$r-$$run.json || exit 1; \
+	done; done; done; done
+	$(FLEET_DIR)/xdsfleet -publish -out $(FLEET_OUT) -command "make bench-xds-fleet FLEET_CLIENTS='$(FLEET_CLIENTS)' FLEET_RATES='$(FLEET_RATES)' FLEET_RUNS=$(FLEET_RUNS) FLEET_DURATION=$(FLEET_DURATION)" $(FLEET_DIR)/*.json
+	go run ./hack/benchdoc

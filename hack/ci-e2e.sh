@@ -28,7 +28,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Each step is a timed phase (hack/ci-phases.sh): under .ci/run (CI_RUN=1) its rows join the
 # run's table; alone, this script prints its own.
 source hack/ci-phases.sh
-[[ -n "${CI_RUN:-}" ]] || { : >"$CI_PHASES"; trap phase_report EXIT; }
+[[ -n "${CI_RUN:-}" ]] || { : >"$CI_PHASES"; ci_header; trap phase_report EXIT; }
 assets="$(make -s print-ENVTEST_ASSETS)"
 
 phase "build images" make -s images >/dev/null

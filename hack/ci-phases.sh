@@ -4,7 +4,10 @@
 #                       and returns CMD's exit code. CPU is user+system of the phase's children
 #                       (from /proc/self/stat of this shell, so it counts every process the phase
 #                       started and waited for: compilers, test binaries, servers).
-#   phase_report        prints the table (and the total) from $CI_PHASES.
+#   ci_header           prints "=== ci: commit SHA started TIME" and the cores and load average
+#                       (hack/ciphases reads them, with the table, from a saved log).
+#   phase_report        prints the table (and the total) from $CI_PHASES, then
+#                       "=== ci: finished TIME load average A B C".
 #   suite_report LOG... prints the slowest test packages of `go test` logs ("ok  pkg  12.3s").
 #
 # CI_PHASES defaults to bin/ci-phases.tsv; .ci/run starts it empty and hack/ci-e2e.sh appends.
@@ -21,6 +24,11 @@ _ci_cpu() {
   read -r -a f <<<"$stat"
   ticks="$(getconf CLK_TCK)"
   echo $(( (f[13] + f[14]) * 100 / ticks ))
+}
+
+ci_header() {
+  echo "=== ci: commit $(git rev-parse HEAD 2>/dev/null || echo unknown) started $(date -u +%FT%TZ)"
+  echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), GOCACHE $(go env GOCACHE), GOMODCACHE $(go env GOMODCACHE)"
 }
 
 phase() {
@@ -46,6 +54,7 @@ phase_report() {
     { printf "| %-34s | %7d | %8.0f | %4s |\n", $1, $2, $3, $4; w += $2; c += $3 }
     END { printf "| %-34s | %7d | %8.0f |      |\n", "total", w, c; printf "(%d min %02d s wall)\n", w / 60, w % 60 }
   ' "$CI_PHASES"
+  echo "=== ci: finished $(date -u +%FT%TZ) load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 suite_report() {

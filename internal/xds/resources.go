@@ -11,6 +11,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
@@ -176,4 +178,19 @@ func cluster(name string) *clusterv3.Cluster {
 		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsSource(), ServiceName: name},
 		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
 	}
+}
+
+// StaticResources are the Listener, RouteConfiguration and Cluster this server publishes for
+// a resource name, keyed by type URL: benchmarks feed the same resources to another control
+// plane (test/bench/xdsfleet), so both serve identical bytes.
+func StaticResources(name string) (map[string]types.Resource, error) {
+	l, err := listener(name)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]types.Resource{
+		resourcev3.ListenerType: l,
+		resourcev3.RouteType:    routeConfig(name),
+		resourcev3.ClusterType:  cluster(name),
+	}, nil
 }

@@ -297,13 +297,13 @@ func published(name string) publish.Result {
 // addStatic publishes the Listener, RouteConfiguration and Cluster of a name (they depend
 // on the name only).
 func (s *Server) addStatic(name string) error {
-	l, err := listener(name)
+	res, err := StaticResources(name)
 	if err != nil {
 		return err
 	}
-	s.update(resourcev3.ListenerType, map[string]types.Resource{name: l}, nil, nil)
-	s.update(resourcev3.RouteType, map[string]types.Resource{name: routeConfig(name)}, nil, nil)
-	s.update(resourcev3.ClusterType, map[string]types.Resource{name: cluster(name)}, nil, nil)
+	for _, t := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType} {
+		s.update(t, map[string]types.Resource{name: res[t]}, nil, nil)
+	}
 	return nil
 }
 

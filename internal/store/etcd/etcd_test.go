@@ -553,8 +553,11 @@ func TestApplySplitsLargeChanges(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
-		if after := f.revision(t); after-before != 4 {
-			t.Errorf("store revision moved by %d, want 4 transactions", after-before)
+		// The shared server's revision is global: a write of another test's leftover (a lease
+		// revoked late) may move it too, so only "at least 4" is this test's; the revisions of
+		// the records below prove exactly 4 transactions of 3, 3, 3 and 1.
+		if after := f.revision(t); after-before < 4 {
+			t.Errorf("store revision moved by %d, want at least 4 transactions", after-before)
 		}
 		if len(got) != 10 {
 			t.Fatalf("Apply returned %d records, want 10", len(got))
