@@ -31,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/internal/certs"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -103,6 +104,9 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	}
 	if (c.storeCert == "") != (c.storeKey == "") {
 		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
+	}
+	if c.webhook.selfSignedSecret != "" && len(certs.ParseHosts(c.webhook.selfSignedHosts)) == 0 {
+		return c, zopts, fmt.Errorf("--webhook-self-signed-secret keeps the certificate of --webhook-self-signed-hosts: set both")
 	}
 	if err := c.storePKI.validate(&c); err != nil {
 		return c, zopts, err

@@ -243,7 +243,6 @@ func TestTemplateRejects(t *testing.T) {
 		values map[string]string
 		want   string
 	}{
-		{map[string]string{"webhook.certificate.mode": "selfSigned"}, "one replica only"},
 		{map[string]string{"webhook.certificate.mode": "vault"}, "'certManager', 'selfSigned', 'secret'"}, // values.schema.json
 		{map[string]string{"replicas": "3"}, "additional properties 'replicas' not allowed"},              // a misspelt value
 		{map[string]string{"xds.bindAddress": "18000"}, "/xds/bindAddress"},

@@ -88,12 +88,14 @@ func ruleProblems(r rbacv1.PolicyRule) []string {
 	return out
 }
 
-// storePKIRule is the one access to Secrets an install grants: the manager reads and fills
-// the bundled store's PKI Secret (config/components/etcd), that Secret by name, get and
-// update only (the install creates it).
+// storePKIRule is the only access to Secrets an install grants: the manager reads and fills
+// the bundled store's PKI Secret (config/components/etcd) and the self-signed webhook
+// certificate's Secret (config/default-selfsigned), each by name, get and update only (the
+// install creates them).
 func storePKIRule(role string, r rbacv1.PolicyRule) bool {
-	return role == "Role/registrar-etcd-pki" && slices.Equal(r.APIGroups, []string{""}) &&
-		slices.Equal(r.Resources, []string{"secrets"}) && slices.Equal(r.ResourceNames, []string{"registrar-etcd-tls"}) &&
+	secret := map[string]string{"Role/registrar-etcd-pki": "registrar-etcd-tls", "Role/registrar-webhook-cert": "registrar-webhook-self-signed-cert"}[role]
+	return secret != "" && slices.Equal(r.APIGroups, []string{""}) &&
+		slices.Equal(r.Resources, []string{"secrets"}) && slices.Equal(r.ResourceNames, []string{secret}) &&
 		!slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "update" })
 }
 

@@ -78,9 +78,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if not (has $mode (list "certManager" "selfSigned" "secret")) }}
 {{- fail (printf "webhook.certificate.mode %q: want certManager, selfSigned or secret" $mode) }}
 {{- end }}
-{{- if and .Values.webhook.enabled (eq $mode "selfSigned") (gt (int .Values.replicaCount) 1) }}
-{{- fail "webhook.certificate.mode=selfSigned runs one replica only (each would generate its own CA): set replicaCount=1 or use certManager or secret" }}
-{{- end }}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicaCount > 1 needs leaderElection.enabled: only the leader may write to the stores" }}
 {{- end }}
