@@ -34,7 +34,8 @@ type storePKIConfig struct {
 
 func bindStorePKIFlags(fs *flag.FlagSet, c *storePKIConfig) {
 	fs.StringVar(&c.secret, "store-self-signed-secret", "", "Name of a Secret in the manager's namespace holding a self-signed PKI for the bundled etcd: ca.crt, the members' tls.crt/tls.key, registrar's client.crt/client.key. "+
-		"Created (or filled in) when missing, replaced when it expires within 30 days or names other hosts; the manager then uses its client certificate as --store-ca-file, --store-cert-file and --store-key-file (which must be unset).")
+		"Created (or filled in) when missing, replaced when it expires within 30 days or names other hosts; "+
+		"the manager then uses its client certificate as --store-ca-file, --store-cert-file and --store-key-file (which must be unset).")
 	fs.StringVar(&c.hosts, "store-self-signed-hosts", "", "Comma-separated DNS names (\"*.\" wildcards allowed) and IPs the members' certificate of --store-self-signed-secret names.")
 	fs.StringVar(&c.owner, "store-self-signed-owner", "", "Deployment in the manager's namespace made the owner of a Secret the manager creates for --store-self-signed-secret, so that deleting it deletes the Secret (not needed when the install creates the Secret empty, as config/components/etcd and the chart do).")
 	fs.StringVar(&c.dir, "store-self-signed-dir", "/tmp/registrar-store-tls", "Where the manager writes the CA and its client certificate of --store-self-signed-secret (an emptyDir in a cluster).")
@@ -123,7 +124,8 @@ func ensureStorePKI(ctx context.Context, cl client.Client, namespace, name, owne
 				return p, nil
 			}
 			if !ours {
-				return nil, fmt.Errorf("store PKI: Secret %s holds a PKI registrar did not generate, and it is not usable (%s); fix it or remove --store-self-signed-secret", key, problem)
+				return nil, fmt.Errorf("store PKI: Secret %s holds a PKI registrar did not generate, and it is not usable (%s); "+
+					"fix it or remove --store-self-signed-secret", key, problem)
 			}
 			setupLog.Info("store PKI: generating a new one", "secret", key.String(), "reason", problem)
 		}

@@ -40,7 +40,8 @@ func bindWebhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.caInjectName, "webhook-ca-inject", "", "Name of a MutatingWebhookConfiguration whose caBundle the manager sets to its self-signed CA (installs without cert-manager; one replica).")
 	fs.StringVar(&c.selfSignedHosts, "webhook-self-signed-hosts", "", "Comma-separated DNS names and IPs; when set and --webhook-cert-dir has no usable certificate, generate a self-signed CA (ca.crt) and serving certificate there (for local runs).")
 	fs.StringVar(&c.selfSignedSecret, "webhook-self-signed-secret", "", "Name of a Secret in the manager's namespace (created empty by the install) that keeps the certificate of --webhook-self-signed-hosts: "+
-		"the manager generates it there once and every replica, and the next version during an upgrade, serves with the same CA; empty: each replica generates its own (one replica only).")
+		"the manager generates it there once and every replica, and the next version during an upgrade, serves with the same CA; "+
+		"empty: each replica generates its own (one replica only).")
 }
 
 // newWebhookServer is the manager's webhook server. It only listens once something is

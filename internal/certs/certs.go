@@ -41,6 +41,8 @@ const (
 	// caCommonName marks a CA (and the certificates it issued) as generated here, so that
 	// Ensure only ever replaces its own files.
 	caCommonName = "registrar self-signed webhook CA"
+	// organization is the subject organization of every certificate generated here.
+	organization = "registrar"
 	// clockSkew back-dates NotBefore so a slightly slow clock elsewhere accepts new certs.
 	clockSkew = time.Hour
 )
@@ -82,7 +84,7 @@ func Generate(hosts []string, now time.Time) (*Bundle, error) {
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          caSerial,
-		Subject:               pkix.Name{CommonName: caCommonName, Organization: []string{"registrar"}},
+		Subject:               pkix.Name{CommonName: caCommonName, Organization: []string{organization}},
 		NotBefore:             now.Add(-clockSkew),
 		NotAfter:              now.Add(Validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
@@ -109,7 +111,7 @@ func Generate(hosts []string, now time.Time) (*Bundle, error) {
 	}
 	leafTmpl := &x509.Certificate{
 		SerialNumber: leafSerial,
-		Subject:      pkix.Name{CommonName: hosts[0], Organization: []string{"registrar"}},
+		Subject:      pkix.Name{CommonName: hosts[0], Organization: []string{organization}},
 		NotBefore:    now.Add(-clockSkew),
 		NotAfter:     now.Add(Validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,

@@ -78,7 +78,7 @@ func GenerateStorePKI(hosts []string, now time.Time) (*StorePKI, error) {
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          caSerial,
-		Subject:               pkix.Name{CommonName: storeCACommonName, Organization: []string{"registrar"}},
+		Subject:               pkix.Name{CommonName: storeCACommonName, Organization: []string{organization}},
 		NotBefore:             now.Add(-clockSkew),
 		NotAfter:              now.Add(StoreValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
@@ -95,7 +95,7 @@ func GenerateStorePKI(hosts []string, now time.Time) (*StorePKI, error) {
 		return nil, fmt.Errorf("certs: parse store CA certificate: %w", err)
 	}
 	member := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: hosts[0], Organization: []string{"registrar"}},
+		Subject:     pkix.Name{CommonName: hosts[0], Organization: []string{organization}},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
@@ -111,7 +111,7 @@ func GenerateStorePKI(hosts []string, now time.Time) (*StorePKI, error) {
 		return nil, fmt.Errorf("certs: store member certificate: %w", err)
 	}
 	client := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: StoreClientCommonName, Organization: []string{"registrar"}},
+		Subject:     pkix.Name{CommonName: StoreClientCommonName, Organization: []string{organization}},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}

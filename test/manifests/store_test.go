@@ -98,6 +98,14 @@ func checkBundledStore(t *testing.T, objs map[string]*resource.Resource, members
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Errorf("etcd resources %+v", c.Resources)
 	}
+	checkEtcdObjects(t, objs)
+	checkManagerStore(t, objs, members)
+}
+
+// checkEtcdObjects: the members' headless Service, their PodDisruptionBudget and the PKI
+// Secret, installed empty.
+func checkEtcdObjects(t *testing.T, objs map[string]*resource.Resource) {
+	t.Helper()
 	svc := decode[corev1.Service](t, objs, "Service/"+etcdName)
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
 		t.Errorf("etcd Service clusterIP %q publishNotReadyAddresses %v, want headless and publishing", svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
@@ -109,7 +117,11 @@ func checkBundledStore(t *testing.T, objs map[string]*resource.Resource, members
 	if sec := decode[corev1.Secret](t, objs, "Secret/"+etcdSecret); len(sec.Data) != 0 || len(sec.StringData) != 0 {
 		t.Errorf("the PKI Secret ships with data %v: the manager fills it", sec.Data)
 	}
+}
 
+// checkManagerStore: the manager keeps the store PKI and reaches the members over TLS.
+func checkManagerStore(t *testing.T, objs map[string]*resource.Resource, members int) {
+	t.Helper()
 	d := decode[appsv1.Deployment](t, objs, "Deployment/"+manager)
 	mc := d.Spec.Template.Spec.Containers[0]
 	args := strings.Join(mc.Args, " ")
