@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -147,10 +148,12 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// StoreClient is a client of the bundled etcd as the suite's callers reach it: at the
-// members' pod IPs (the host has no cluster DNS), over TLS with the install's CA and
-// registrar's client certificate from the PKI Secret, verifying the members' certificate
-// for the headless Service's name.
+// StoreClient is a client of the bundled etcd as the suite's callers reach it: the members by
+// their DNS names, as registrar does (the etcd client verifies each member's certificate for
+// the name of its endpoint, and the certificate names the members, not their IPs), dialled at
+// the pod IP each name has at the time (the host does not resolve cluster names; a member's
+// pod gets a new IP when it is replaced), over TLS with the install's CA and registrar's
+// client certificate from the PKI Secret.
 func StoreClient(ctx context.Context, c client.Client) (*clientv3.Client, error) {
 	sec := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: EtcdSecret}, sec); err != nil {
@@ -170,17 +173,32 @@ func StoreClient(ctx context.Context, c client.Client) (*clientv3.Client, error)
 	}
 	var endpoints []string
 	for _, p := range pods {
-		if p.Status.PodIP != "" {
-			endpoints = append(endpoints, "https://"+net.JoinHostPort(p.Status.PodIP, "2379"))
-		}
+		endpoints = append(endpoints, "https://"+net.JoinHostPort(p.Name+"."+etcdServerSAN, "2379"))
 	}
 	if len(endpoints) == 0 {
-		return nil, fmt.Errorf("the bundled etcd has no member with an address (%s)", MembersState(ctx, c))
+		return nil, fmt.Errorf("the bundled etcd has no member (%s)", MembersState(ctx, c))
+	}
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		name, _, _ := strings.Cut(host, ".")
+		p := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, p); err != nil {
+			return nil, fmt.Errorf("member %s: %w", name, err)
+		}
+		if p.Status.PodIP == "" {
+			return nil, fmt.Errorf("member %s has no pod IP yet", name)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", net.JoinHostPort(p.Status.PodIP, port))
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
-		TLS:         &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: etcdServerSAN, MinVersion: tls.VersionTLS12},
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial)},
+		TLS:         &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client of %v: %w", endpoints, err)
