@@ -382,8 +382,12 @@ IMAGES_DIR ?= $(LOCALBIN)/images
 # No -trimpath: it would compile every package again instead of reusing go vet's and the tests'.
 IMAGE_GO_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -ldflags "-s -w"
 
+# The bundled store's image (config/components/etcd, the chart's etcd.*): the etcd server built
+# from its Go module by hack/envtest-assets.sh (the same binary the tests run), tagged with its version.
+ETCD_IMG ?= registrar.dev/etcd:$(ETCD_VERSION)
+
 .PHONY: images
-images: ## Static binaries and image tars bin/images/{registrar,eureka-api,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
+images: $(ENVTEST_ASSETS)/etcd ## Static binaries and image tars bin/images/{registrar,eureka-api,etcd,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
 	mkdir -p $(IMAGES_DIR)
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/registrar-linux-amd64 ./cmd
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/eureka-api-linux-amd64 ./cmd/eureka-api
@@ -394,6 +398,8 @@ images: ## Static binaries and image tars bin/images/{registrar,eureka-api,pause
 		-entrypoint /registrar -user 65532 -out $(IMAGES_DIR)/registrar.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/eureka-api-linux-amd64 -name registrar.dev/eureka-api:local \
 		-entrypoint /eureka-api -user 65532 -out $(IMAGES_DIR)/eureka-api.tar
+	$(LOCALBIN)/imagetool -binary $(ENVTEST_ASSETS)/etcd -name $(ETCD_IMG) \
+		-entrypoint /usr/local/bin/etcd -user 65532 -out $(IMAGES_DIR)/etcd.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/pause-linux-amd64 -name registrar.dev/pause:local \
 		-entrypoint /pause -out $(IMAGES_DIR)/pause.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/demoapp-linux-amd64 -name registrar.dev/demoapp:local \
@@ -419,6 +425,9 @@ E2E_TIMEOUT ?= 40m
 E2E_ARGS ?=
 # kustomize (apply dist/install.yaml) or helm (helm upgrade --install charts/registrar).
 E2E_INSTALL_METHOD ?= kustomize
+# host: a real etcd on the host is registrar's store (the comparison's TTL setups need it);
+# bundled: the etcd the install brings (config/components/etcd, the chart's etcd.enabled).
+E2E_STORE ?= host
 E2E_RESULTS ?= $(LOCALBIN)/e2e-results/test-e2e.json
 E2E_RUNS ?= 3
 E2E_BENCH_OUT ?= docs/bench/e2e-$(shell date -u +%Y-%m-%d).json
@@ -426,7 +435,7 @@ E2E_BENCH_OUT ?= docs/bench/e2e-$(shell date -u +%Y-%m-%d).json
 # E2E_SETUPS (e.g. registrar) limits the compared setups.
 E2E_GO_TEST = set -a; . bin/cluster/cluster.env; set +a; \
 	E2E_KUBECONFIG=$(CURDIR)/bin/cluster/admin.kubeconfig E2E_NODE_IP=$$(ip -4 -o addr show dev $$CLUSTER_BRIDGE | awk '{print $$4}' | cut -d/ -f1) \
-		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_STORE=$(E2E_STORE) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
 		E2E_RESULTS=$$res go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v
 
 .PHONY: test-e2e
