@@ -262,6 +262,36 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 		-command "make test-multicluster MULTICLUSTER_RUNS=$(MULTICLUSTER_RUNS)"; \
 	echo "wrote $(MULTICLUSTER_OUT) (copy it to docs/bench/ and run make docs to publish)"
 
+##@ Interop: existing Spring Cloud clients, unchanged (test/interop, issue 36)
+INTEROP_APP_DIR := test/interop/app
+INTEROP_APP_JAR ?= $(LOCALBIN)/interop-caller.jar
+# hack/maven.sh runs Maven with the project's own local repository (MAVEN_REPO, default
+# ${XDG_CACHE_HOME:-~/.cache}/registrar/maven): the first build downloads Spring Boot and Spring
+# Cloud from Maven Central (hack/maven-settings.xml: nothing else), later ones download nothing.
+INTEROP_RUNS ?= 1
+INTEROP_TIMEOUT ?= 30m
+
+$(INTEROP_APP_JAR): hack/maven.sh hack/maven-settings.xml $(INTEROP_APP_DIR)/pom.xml $(shell find $(INTEROP_APP_DIR)/src -type f 2>/dev/null)
+	hack/maven.sh -q -f $(INTEROP_APP_DIR)/pom.xml -DskipTests package
+	mkdir -p $(LOCALBIN) && cp $(INTEROP_APP_DIR)/target/interop-caller.jar $@
+
+.PHONY: interop-app
+interop-app: $(INTEROP_APP_JAR) ## Build the Spring Boot caller of make test-interop (hack/maven.sh: Maven Central, cached in MAVEN_REPO; the jar in bin/).
+
+.PHONY: test-interop
+test-interop: envtest-assets zookeeper-assets $(INTEROP_APP_JAR) ## Spring Cloud's Eureka client (on cmd/eureka-api) and Zookeeper discovery client (on the ZooKeeper store) reading pods the operator publishes, INTEROP_RUNS times (logs and results in bin/interop/; INTEROP_DOC=docs/bench/x.json publishes them).
+	rm -rf $(LOCALBIN)/interop && mkdir -p $(LOCALBIN)/interop
+	before="$$(cut -d' ' -f1-3 /proc/loadavg)"; \
+	for i in $$(seq 1 $(INTEROP_RUNS)); do \
+		echo "test-interop run $$i/$(INTEROP_RUNS) ($$(date -u +%T) UTC, load $$(cut -d' ' -f1-3 /proc/loadavg))"; \
+		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd INTEROP_APP_JAR=$(INTEROP_APP_JAR) \
+			INTEROP_LOG_DIR=$(LOCALBIN)/interop/run-$$i INTEROP_SEED=$$i INTEROP_OUT=$(LOCALBIN)/interop/result-$$i.json \
+			go test -tags interop ./test/interop/ -count=1 -v -timeout $(INTEROP_TIMEOUT) 2>&1 | tee $(LOCALBIN)/interop/run-$$i.log | grep -v '^\s*>' \
+			|| { echo "test-interop run $$i failed: $(LOCALBIN)/interop/run-$$i.log, process logs in $(LOCALBIN)/interop/run-$$i/"; exit 1; }; \
+	done; \
+	$(if $(INTEROP_DOC),go run ./hack/interopdoc -dir $(LOCALBIN)/interop -out $(INTEROP_DOC) -load-before "$$before" \
+		-load-after "$$(cut -d' ' -f1-3 /proc/loadavg)" -command "make test-interop INTEROP_RUNS=$(INTEROP_RUNS)",true)
+
 ##@ Fault tests (test/faults; a fast subset runs in make test)
 FAULTS_TIMEOUT ?= 45m
 
@@ -352,8 +382,12 @@ IMAGES_DIR ?= $(LOCALBIN)/images
 # No -trimpath: it would compile every package again instead of reusing go vet's and the tests'.
 IMAGE_GO_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -ldflags "-s -w"
 
+# The bundled store's image (config/components/etcd, the chart's etcd.*): the etcd server built
+# from its Go module by hack/envtest-assets.sh (the same binary the tests run), tagged with its version.
+ETCD_IMG ?= registrar.dev/etcd:$(ETCD_VERSION)
+
 .PHONY: images
-images: ## Static binaries and image tars bin/images/{registrar,eureka-api,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
+images: $(ENVTEST_ASSETS)/etcd ## Static binaries and image tars bin/images/{registrar,eureka-api,etcd,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
 	mkdir -p $(IMAGES_DIR)
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/registrar-linux-amd64 ./cmd
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/eureka-api-linux-amd64 ./cmd/eureka-api
@@ -364,6 +398,8 @@ images: ## Static binaries and image tars bin/images/{registrar,eureka-api,pause
 		-entrypoint /registrar -user 65532 -out $(IMAGES_DIR)/registrar.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/eureka-api-linux-amd64 -name registrar.dev/eureka-api:local \
 		-entrypoint /eureka-api -user 65532 -out $(IMAGES_DIR)/eureka-api.tar
+	$(LOCALBIN)/imagetool -binary $(ENVTEST_ASSETS)/etcd -name $(ETCD_IMG) \
+		-entrypoint /usr/local/bin/etcd -user 65532 -out $(IMAGES_DIR)/etcd.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/pause-linux-amd64 -name registrar.dev/pause:local \
 		-entrypoint /pause -out $(IMAGES_DIR)/pause.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/demoapp-linux-amd64 -name registrar.dev/demoapp:local \
@@ -389,6 +425,9 @@ E2E_TIMEOUT ?= 40m
 E2E_ARGS ?=
 # kustomize (apply dist/install.yaml) or helm (helm upgrade --install charts/registrar).
 E2E_INSTALL_METHOD ?= kustomize
+# host: a real etcd on the host is registrar's store (the comparison's TTL setups need it);
+# bundled: the etcd the install brings (config/components/etcd, the chart's etcd.enabled).
+E2E_STORE ?= host
 E2E_RESULTS ?= $(LOCALBIN)/e2e-results/test-e2e.json
 E2E_RUNS ?= 3
 E2E_BENCH_OUT ?= docs/bench/e2e-$(shell date -u +%Y-%m-%d).json
@@ -396,7 +435,7 @@ E2E_BENCH_OUT ?= docs/bench/e2e-$(shell date -u +%Y-%m-%d).json
 # E2E_SETUPS (e.g. registrar) limits the compared setups.
 E2E_GO_TEST = set -a; . bin/cluster/cluster.env; set +a; \
 	E2E_KUBECONFIG=$(CURDIR)/bin/cluster/admin.kubeconfig E2E_NODE_IP=$$(ip -4 -o addr show dev $$CLUSTER_BRIDGE | awk '{print $$4}' | cut -d/ -f1) \
-		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_STORE=$(E2E_STORE) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
 		E2E_RESULTS=$$res go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v
 
 .PHONY: test-e2e

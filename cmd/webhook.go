@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -24,11 +25,12 @@ import (
 
 // webhookConfig is what the webhook flags set.
 type webhookConfig struct {
-	enabled         bool
-	port            int
-	certDir         string
-	selfSignedHosts string
-	caInjectName    string
+	enabled          bool
+	port             int
+	certDir          string
+	selfSignedHosts  string
+	selfSignedSecret string
+	caInjectName     string
 }
 
 func bindWebhookFlags(fs *flag.FlagSet, c *webhookConfig) {
@@ -37,6 +39,9 @@ func bindWebhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook's tls.crt and tls.key (a mounted cert-manager Secret in a cluster).")
 	fs.StringVar(&c.caInjectName, "webhook-ca-inject", "", "Name of a MutatingWebhookConfiguration whose caBundle the manager sets to its self-signed CA (installs without cert-manager; one replica).")
 	fs.StringVar(&c.selfSignedHosts, "webhook-self-signed-hosts", "", "Comma-separated DNS names and IPs; when set and --webhook-cert-dir has no usable certificate, generate a self-signed CA (ca.crt) and serving certificate there (for local runs).")
+	fs.StringVar(&c.selfSignedSecret, "webhook-self-signed-secret", "", "Name of a Secret in the manager's namespace (created empty by the install) that keeps the certificate of --webhook-self-signed-hosts: "+
+		"the manager generates it there once and every replica, and the next version during an upgrade, serves with the same CA; "+
+		"empty: each replica generates its own (one replica only).")
 }
 
 // newWebhookServer is the manager's webhook server. It only listens once something is
@@ -57,7 +62,17 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig, rec events.EventRecorder) e
 		return nil
 	}
 	if hosts := certs.ParseHosts(c.selfSignedHosts); len(hosts) > 0 {
-		generated, err := certs.Ensure(c.certDir, hosts)
+		var generated bool
+		var err error
+		if c.selfSignedSecret != "" {
+			cl, cerr := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+			if cerr != nil {
+				return fmt.Errorf("webhook certificate: client: %w", cerr)
+			}
+			generated, err = selfSignedFromSecret(cl, c, hosts)
+		} else {
+			generated, err = certs.Ensure(c.certDir, hosts)
+		}
 		if err != nil {
 			return fmt.Errorf("webhook certificate: %w", err)
 		}
