@@ -516,24 +516,22 @@ bench-xds-fleet: ## Simulated ADS clients (FLEET_CLIENTS, SotW and delta) × 1,0
 	go run ./hack/benchdoc
 
 # The real-Eureka comparison (issue 36 §3, test/eurekapeer): a stock Spring Cloud Netflix Eureka
-# server and registrar's Eureka API read by the same Spring caller. Maven downloads Spring Boot
-# and Spring Cloud from Maven Central only (test/eurekapeer/settings.xml) into
-# EUREKA_PEER_MAVEN_REPO; later builds download nothing. Not in CI: a run takes ~8 minutes.
-EUREKA_PEER_MAVEN_REPO ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/registrar/maven
-EUREKA_PEER_MVN ?= mvn
+# server and registrar's Eureka API read by the same Spring caller. hack/maven.sh builds the
+# Spring applications (Maven Central only, cached in MAVEN_REPO like make interop-app); later
+# builds download nothing. Not in CI: a run takes ~8 minutes.
 EUREKA_PEER_SRC := test/eurekapeer
 EUREKA_PEER_JARS := $(LOCALBIN)/eurekapeer/eurekapeer-server.jar $(LOCALBIN)/eurekapeer/eurekapeer-app.jar
 EUREKA_PEER_RUNS ?= 3
 EUREKA_PEER_OUT ?= docs/bench/eureka-peer.json
 EUREKA_PEER_DIR ?= $(LOCALBIN)/eurekapeer/run
 
-$(EUREKA_PEER_JARS) &: $(EUREKA_PEER_SRC)/pom.xml $(EUREKA_PEER_SRC)/settings.xml $(EUREKA_PEER_SRC)/server/pom.xml $(EUREKA_PEER_SRC)/app/pom.xml $(shell find $(EUREKA_PEER_SRC)/server/src $(EUREKA_PEER_SRC)/app/src -type f 2>/dev/null)
-	$(EUREKA_PEER_MVN) -B -q -s $(EUREKA_PEER_SRC)/settings.xml -Dmaven.repo.local=$(EUREKA_PEER_MAVEN_REPO) -f $(EUREKA_PEER_SRC)/pom.xml -DskipTests package
+$(EUREKA_PEER_JARS) &: hack/maven.sh hack/maven-settings.xml $(EUREKA_PEER_SRC)/pom.xml $(EUREKA_PEER_SRC)/server/pom.xml $(EUREKA_PEER_SRC)/app/pom.xml $(shell find $(EUREKA_PEER_SRC)/server/src $(EUREKA_PEER_SRC)/app/src -type f 2>/dev/null)
+	hack/maven.sh -q -f $(EUREKA_PEER_SRC)/pom.xml -DskipTests package
 	mkdir -p $(LOCALBIN)/eurekapeer
 	cp $(EUREKA_PEER_SRC)/server/target/eurekapeer-server.jar $(EUREKA_PEER_SRC)/app/target/eurekapeer-app.jar $(LOCALBIN)/eurekapeer/
 
 .PHONY: eureka-peer-apps
-eureka-peer-apps: $(EUREKA_PEER_JARS) ## Build the Spring applications of make bench-eureka-peer (a stock Eureka server 5.0.3; the instance/caller app) with Maven from Maven Central (cached in EUREKA_PEER_MAVEN_REPO and bin/).
+eureka-peer-apps: $(EUREKA_PEER_JARS) ## Build the Spring applications of make bench-eureka-peer (a stock Eureka server 5.0.3; the instance/caller app) with hack/maven.sh (Maven Central, cached in MAVEN_REPO; the jars in bin/).
 
 .PHONY: bench-eureka-peer
 bench-eureka-peer: envtest-assets eureka-peer-apps ## The real-Eureka comparison: a Spring Cloud Netflix Eureka server (defaults; 5 s / 15 s lease) vs registrar's Eureka API, same Spring caller at 50 req/s, graceful/SIGKILL/hung/lost instances, fetch 30 s and 5 s (EUREKA_PEER_RUNS runs, ~8 min each): EUREKA_PEER_OUT and its table in docs/e2e.md.
