@@ -263,6 +263,36 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 		-command "make test-multicluster MULTICLUSTER_RUNS=$(MULTICLUSTER_RUNS)"; \
 	echo "wrote $(MULTICLUSTER_OUT) (copy it to docs/bench/ and run make docs to publish)"
 
+##@ Interop: existing Spring Cloud clients, unchanged (test/interop, issue 36)
+INTEROP_APP_DIR := test/interop/app
+INTEROP_APP_JAR ?= $(LOCALBIN)/interop-caller.jar
+# hack/maven.sh runs Maven with the project's own local repository (MAVEN_REPO, default
+# ${XDG_CACHE_HOME:-~/.cache}/registrar/maven): the first build downloads Spring Boot and Spring
+# Cloud from Maven Central (hack/maven-settings.xml: nothing else), later ones download nothing.
+INTEROP_RUNS ?= 1
+INTEROP_TIMEOUT ?= 30m
+
+$(INTEROP_APP_JAR): hack/maven.sh hack/maven-settings.xml $(INTEROP_APP_DIR)/pom.xml $(shell find $(INTEROP_APP_DIR)/src -type f 2>/dev/null)
+	hack/maven.sh -q -f $(INTEROP_APP_DIR)/pom.xml -DskipTests package
+	mkdir -p $(LOCALBIN) && cp $(INTEROP_APP_DIR)/target/interop-caller.jar $@
+
+.PHONY: interop-app
+interop-app: $(INTEROP_APP_JAR) ## Build the Spring Boot caller of make test-interop (hack/maven.sh: Maven Central, cached in MAVEN_REPO; the jar in bin/).
+
+.PHONY: test-interop
+test-interop: envtest-assets zookeeper-assets $(INTEROP_APP_JAR) ## Spring Cloud's Eureka client (on cmd/eureka-api) and Zookeeper discovery client (on the ZooKeeper store) reading pods the operator publishes, INTEROP_RUNS times (logs and results in bin/interop/; INTEROP_DOC=docs/bench/x.json publishes them).
+	rm -rf $(LOCALBIN)/interop && mkdir -p $(LOCALBIN)/interop
+	before="$$(cut -d' ' -f1-3 /proc/loadavg)"; \
+	for i in $$(seq 1 $(INTEROP_RUNS)); do \
+		echo "test-interop run $$i/$(INTEROP_RUNS) ($$(date -u +%T) UTC, load $$(cut -d' ' -f1-3 /proc/loadavg))"; \
+		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd INTEROP_APP_JAR=$(INTEROP_APP_JAR) \
+			INTEROP_LOG_DIR=$(LOCALBIN)/interop/run-$$i INTEROP_SEED=$$i INTEROP_OUT=$(LOCALBIN)/interop/result-$$i.json \
+			go test -tags interop ./test/interop/ -count=1 -v -timeout $(INTEROP_TIMEOUT) 2>&1 | tee $(LOCALBIN)/interop/run-$$i.log | grep -v '^\s*>' \
+			|| { echo "test-interop run $$i failed: $(LOCALBIN)/interop/run-$$i.log, process logs in $(LOCALBIN)/interop/run-$$i/"; exit 1; }; \
+	done; \
+	$(if $(INTEROP_DOC),go run ./hack/interopdoc -dir $(LOCALBIN)/interop -out $(INTEROP_DOC) -load-before "$$before" \
+		-load-after "$$(cut -d' ' -f1-3 /proc/loadavg)" -command "make test-interop INTEROP_RUNS=$(INTEROP_RUNS)",true)
+
 ##@ Fault tests (test/faults; a fast subset runs in make test)
 FAULTS_TIMEOUT ?= 45m
 
@@ -353,8 +383,12 @@ IMAGES_DIR ?= $(LOCALBIN)/images
 # No -trimpath: it would compile every package again instead of reusing go vet's and the tests'.
 IMAGE_GO_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -ldflags "-s -w"
 
+# The bundled store's image (config/components/etcd, the chart's etcd.*): the etcd server built
+# from its Go module by hack/envtest-assets.sh (the same binary the tests run), tagged with its version.
+ETCD_IMG ?= registrar.dev/etcd:$(ETCD_VERSION)
+
 .PHONY: images
-images: ## Static binaries and image tars bin/images/{registrar,eureka-api,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
+images: $(ENVTEST_ASSETS)/etcd ## Static binaries and image tars bin/images/{registrar,eureka-api,etcd,pause,demoapp}.tar for `ctr -n k8s.io images import` (no Docker).
 	mkdir -p $(IMAGES_DIR)
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/registrar-linux-amd64 ./cmd
 	$(IMAGE_GO_BUILD) -o $(LOCALBIN)/eureka-api-linux-amd64 ./cmd/eureka-api
@@ -365,6 +399,8 @@ images: ## Static binaries and image tars bin/images/{registrar,eureka-api,pause
 		-entrypoint /registrar -user 65532 -out $(IMAGES_DIR)/registrar.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/eureka-api-linux-amd64 -name registrar.dev/eureka-api:local \
 		-entrypoint /eureka-api -user 65532 -out $(IMAGES_DIR)/eureka-api.tar
+	$(LOCALBIN)/imagetool -binary $(ENVTEST_ASSETS)/etcd -name $(ETCD_IMG) \
+		-entrypoint /usr/local/bin/etcd -user 65532 -out $(IMAGES_DIR)/etcd.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/pause-linux-amd64 -name registrar.dev/pause:local \
 		-entrypoint /pause -out $(IMAGES_DIR)/pause.tar
 	$(LOCALBIN)/imagetool -binary $(LOCALBIN)/demoapp-linux-amd64 -name registrar.dev/demoapp:local \
@@ -390,6 +426,9 @@ E2E_TIMEOUT ?= 40m
 E2E_ARGS ?=
 # kustomize (apply dist/install.yaml) or helm (helm upgrade --install charts/registrar).
 E2E_INSTALL_METHOD ?= kustomize
+# host: a real etcd on the host is registrar's store (the comparison's TTL setups need it);
+# bundled: the etcd the install brings (config/components/etcd, the chart's etcd.enabled).
+E2E_STORE ?= host
 E2E_RESULTS ?= $(LOCALBIN)/e2e-results/test-e2e.json
 E2E_RUNS ?= 3
 E2E_BENCH_OUT ?= docs/bench/e2e-$(shell date -u +%Y-%m-%d).json
@@ -397,7 +436,7 @@ E2E_BENCH_OUT ?= docs/bench/e2e-$(shell date -u +%Y-%m-%d).json
 # E2E_SETUPS (e.g. registrar) limits the compared setups.
 E2E_GO_TEST = set -a; . bin/cluster/cluster.env; set +a; \
 	E2E_KUBECONFIG=$(CURDIR)/bin/cluster/admin.kubeconfig E2E_NODE_IP=$$(ip -4 -o addr show dev $$CLUSTER_BRIDGE | awk '{print $$4}' | cut -d/ -f1) \
-		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+		E2E_INSTALL=$(CURDIR)/dist/install.yaml E2E_INSTALL_METHOD=$(E2E_INSTALL_METHOD) E2E_STORE=$(E2E_STORE) E2E_HELM=$(HELM) E2E_CONTAINERD_SOCK=$(CURDIR)/bin/cluster/containerd/containerd.sock ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
 		E2E_RESULTS=$$res go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v
 
 .PHONY: test-e2e
@@ -475,4 +514,32 @@ bench-xds-fleet: ## Simulated ADS clients (FLEET_CLIENTS, SotW and delta) × 1,0
 		$(FLEET_DIR)/xdsfleet -impl $$impl -clients $$c -rate $$r -duration $(FLEET_DURATION) -seed $$run -out $(FLEET_DIR)/$$impl-$$c-$$r-$$run.json || exit 1; \
 	done; done; done; done
 	$(FLEET_DIR)/xdsfleet -publish -out $(FLEET_OUT) -command "make bench-xds-fleet FLEET_CLIENTS='$(FLEET_CLIENTS)' FLEET_RATES='$(FLEET_RATES)' FLEET_RUNS=$(FLEET_RUNS) FLEET_DURATION=$(FLEET_DURATION)" $(FLEET_DIR)/*.json
+	go run ./hack/benchdoc
+
+# The real-Eureka comparison (issue 36 §3, test/eurekapeer): a stock Spring Cloud Netflix Eureka
+# server and registrar's Eureka API read by the same Spring caller. hack/maven.sh builds the
+# Spring applications (Maven Central only, cached in MAVEN_REPO like make interop-app); later
+# builds download nothing. Not in CI: a run takes ~8 minutes.
+EUREKA_PEER_SRC := test/eurekapeer
+EUREKA_PEER_JARS := $(LOCALBIN)/eurekapeer/eurekapeer-server.jar $(LOCALBIN)/eurekapeer/eurekapeer-app.jar
+EUREKA_PEER_RUNS ?= 3
+EUREKA_PEER_OUT ?= docs/bench/eureka-peer.json
+EUREKA_PEER_DIR ?= $(LOCALBIN)/eurekapeer/run
+
+$(EUREKA_PEER_JARS) &: hack/maven.sh hack/maven-settings.xml $(EUREKA_PEER_SRC)/pom.xml $(EUREKA_PEER_SRC)/server/pom.xml $(EUREKA_PEER_SRC)/app/pom.xml $(shell find $(EUREKA_PEER_SRC)/server/src $(EUREKA_PEER_SRC)/app/src -type f 2>/dev/null)
+	hack/maven.sh -q -f $(EUREKA_PEER_SRC)/pom.xml -DskipTests package
+	mkdir -p $(LOCALBIN)/eurekapeer
+	cp $(EUREKA_PEER_SRC)/server/target/eurekapeer-server.jar $(EUREKA_PEER_SRC)/app/target/eurekapeer-app.jar $(LOCALBIN)/eurekapeer/
+
+.PHONY: eureka-peer-apps
+eureka-peer-apps: $(EUREKA_PEER_JARS) ## Build the Spring applications of make bench-eureka-peer (a stock Eureka server 5.0.3; the instance/caller app) with hack/maven.sh (Maven Central, cached in MAVEN_REPO; the jars in bin/).
+
+.PHONY: bench-eureka-peer
+bench-eureka-peer: envtest-assets eureka-peer-apps ## The real-Eureka comparison: a Spring Cloud Netflix Eureka server (defaults; 5 s / 15 s lease) vs registrar's Eureka API, same Spring caller at 50 req/s, graceful/SIGKILL/hung/lost instances, fetch 30 s and 5 s (EUREKA_PEER_RUNS runs, ~8 min each): EUREKA_PEER_OUT and its table in docs/e2e.md.
+	rm -rf $(EUREKA_PEER_DIR); mkdir -p $(EUREKA_PEER_DIR)
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd \
+	EUREKA_PEER_SERVER_JAR=$(LOCALBIN)/eurekapeer/eurekapeer-server.jar EUREKA_PEER_APP_JAR=$(LOCALBIN)/eurekapeer/eurekapeer-app.jar \
+	EUREKA_PEER_RUNS=$(EUREKA_PEER_RUNS) EUREKA_PEER_OUT=$(abspath $(EUREKA_PEER_OUT)) EUREKA_PEER_DIR=$(EUREKA_PEER_DIR) \
+	EUREKA_PEER_COMMAND="make bench-eureka-peer EUREKA_PEER_RUNS=$(EUREKA_PEER_RUNS)" \
+		go test -tags eurekapeer ./test/eurekapeer/ -run '^TestEurekaPeer$$' -count=1 -timeout 4h -v
 	go run ./hack/benchdoc

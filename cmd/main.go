@@ -32,6 +32,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1alpha1"
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/certs"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -79,6 +80,7 @@ type config struct {
 	embeddedClientURL       string
 	embeddedPeerURL         string
 	stores                  storesConfig
+	storePKI                storePKIConfig
 	webhook                 webhookConfig
 	xds                     xdsConfig
 	selfmon                 selfMonConfig
@@ -103,6 +105,12 @@ func parseFlags(args []string) (config, zap.Options, error) {
 	}
 	if (c.storeCert == "") != (c.storeKey == "") {
 		return c, zopts, fmt.Errorf("--store-cert-file and --store-key-file go together")
+	}
+	if c.webhook.selfSignedSecret != "" && len(certs.ParseHosts(c.webhook.selfSignedHosts)) == 0 {
+		return c, zopts, fmt.Errorf("--webhook-self-signed-secret keeps the certificate of --webhook-self-signed-hosts: set both")
+	}
+	if err := c.storePKI.validate(&c); err != nil {
+		return c, zopts, err
 	}
 	names, err := c.stores.names()
 	if err != nil {
@@ -171,6 +179,7 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.IntVar(&c.gcPercent, "gc-percent", memlimit.DefaultGCPercent, "The garbage collector's pacing (GOGC): collect when the heap has grown by this share of what the last collection left live, or by 8 MiB when that is more. "+
 		"Below Go's 100 to trade a little CPU for memory (docs/performance.md); 0 keeps Go's default; an explicit GOGC wins.")
 	bindStoreFlags(fs, &c.stores)
+	bindStorePKIFlags(fs, &c.storePKI)
 	bindWebhookFlags(fs, &c.webhook)
 	bindXDSFlags(fs, &c.xds)
 	bindSelfMonFlags(fs, &c.selfmon)
@@ -255,6 +264,15 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer stopStore()
+	if cfg.storePKI.secret != "" {
+		restCfg, err := ctrl.GetConfig()
+		if err != nil {
+			return fmt.Errorf("store PKI: %w", err)
+		}
+		if err := cfg.storePKI.apply(ctx, restCfg, podNamespace(), &cfg); err != nil {
+			return err
+		}
+	}
 	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{
 		Endpoints: endpoints, CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
 	})

@@ -25,12 +25,13 @@ import (
 
 // webhookConfig is what the webhook flags set.
 type webhookConfig struct {
-	enabled         bool
-	port            int
-	certDir         string
-	selfSignedHosts string
-	caInjectName    string
-	caInjectCRD     string
+	enabled          bool
+	port             int
+	certDir          string
+	selfSignedHosts  string
+	selfSignedSecret string
+	caInjectName     string
+	caInjectCRD      string
 }
 
 func bindWebhookFlags(fs *flag.FlagSet, c *webhookConfig) {
@@ -40,6 +41,9 @@ func bindWebhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.caInjectName, "webhook-ca-inject", "", "Name of a MutatingWebhookConfiguration whose caBundle the manager sets to its self-signed CA (installs without cert-manager; one replica).")
 	fs.StringVar(&c.caInjectCRD, "webhook-ca-inject-crd", "", "Name of a CustomResourceDefinition whose conversion webhook's caBundle the manager sets to its self-signed CA, like --webhook-ca-inject (serviceregistries.discovery.registrar.dev).")
 	fs.StringVar(&c.selfSignedHosts, "webhook-self-signed-hosts", "", "Comma-separated DNS names and IPs; when set and --webhook-cert-dir has no usable certificate, generate a self-signed CA (ca.crt) and serving certificate there (for local runs).")
+	fs.StringVar(&c.selfSignedSecret, "webhook-self-signed-secret", "", "Name of a Secret in the manager's namespace (created empty by the install) that keeps the certificate of --webhook-self-signed-hosts: "+
+		"the manager generates it there once and every replica, and the next version during an upgrade, serves with the same CA; "+
+		"empty: each replica generates its own (one replica only).")
 }
 
 // newWebhookServer is the manager's webhook server. It only listens once something is
@@ -78,7 +82,17 @@ func setupWebhook(mgr ctrl.Manager, c webhookConfig, rec events.EventRecorder) e
 		return nil
 	}
 	if hosts := certs.ParseHosts(c.selfSignedHosts); len(hosts) > 0 {
-		generated, err := certs.Ensure(c.certDir, hosts)
+		var generated bool
+		var err error
+		if c.selfSignedSecret != "" {
+			cl, cerr := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+			if cerr != nil {
+				return fmt.Errorf("webhook certificate: client: %w", cerr)
+			}
+			generated, err = selfSignedFromSecret(cl, c, hosts)
+		} else {
+			generated, err = certs.Ensure(c.certDir, hosts)
+		}
 		if err != nil {
 			return fmt.Errorf("webhook certificate: %w", err)
 		}

@@ -120,6 +120,7 @@ main() {
   for p in "${shim_pids[@]}"; do stop_pid "$p" containerd-shim 3; done
   while IFS= read -r p; do [[ -z "$p" ]] || stop_pid "$p" runc 2; done < <(procs_by 'runc*' "$RUNC_ROOT")
   stop_named kube-scheduler
+  stop_named cluster-dns
   stop_named kube-controller-manager
   stop_named kube-apiserver 15
   stop_named containerd 15

@@ -77,6 +77,7 @@ ensure_binaries() {
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet; do
     [[ -x "$ASSETS_DIR/$b" ]] || missing+=("$b")
   done
+  ensure_dns_binary
   ((${#missing[@]} == 0)) && return 0
   log "building ${missing[*]} into $ASSETS_DIR (hack/envtest-assets.sh; minutes on a cold cache)"
   local t
@@ -85,6 +86,18 @@ ensure_binaries() {
     KUBE_EXTRA_BINARIES="kube-controller-manager kube-scheduler kubelet" \
     "$ROOT/hack/envtest-assets.sh" >/dev/null
   timing "binaries built" "$(elapsed "$t")"
+}
+
+# ensure_dns_binary builds the cluster DNS (hack/cluster/dns, registrar's module) into
+# bin/cluster-dns when it is missing or older than its source.
+DNS_BIN="$ROOT/bin/cluster-dns"
+ensure_dns_binary() {
+  [[ -x "$DNS_BIN" && "$DNS_BIN" -nt "$ROOT/hack/cluster/dns/main.go" ]] && return 0
+  log "building the cluster DNS into $DNS_BIN"
+  local t
+  t="$(now)"
+  (cd "$ROOT" && CGO_ENABLED=0 go build -o "$DNS_BIN" ./hack/cluster/dns) || die "building hack/cluster/dns failed"
+  timing "cluster DNS built" "$(elapsed "$t")"
 }
 
 # check_ports: the ports of components that are not running yet must be free.
@@ -358,6 +371,9 @@ evictionHard:
 oomScoreAdj: 0
 podLogsDir: $STATE/pod-logs
 clusterDomain: cluster.local
+# hack/cluster/dns on the bridge: Service and StatefulSet pod names resolve in pods.
+clusterDNS:
+- $BRIDGE_IP
 serializeImagePulls: false
 EOF
 }
@@ -490,6 +506,14 @@ start_apiserver() {
   wait_for "apiserver ready" 90 kube-apiserver api /readyz
 }
 
+# start_dns serves the cluster's DNS names on the bridge address (port 53), for the kubelet's
+# clusterDNS.
+start_dns() {
+  start cluster-dns "$DNS_BIN" --kubeconfig "$STATE/admin.kubeconfig" --listen "$BRIDGE_IP:53"
+  wait_for "cluster DNS serving" 30 cluster-dns dns_serving
+}
+dns_serving() { [[ -n "$(ss -Hlun "src $BRIDGE_IP:53" 2>/dev/null)" ]]; }
+
 start_controllers() {
   start kube-controller-manager "$ASSETS_DIR/kube-controller-manager" \
     --kubeconfig "$STATE/controller-manager.kubeconfig" \
@@ -559,6 +583,7 @@ main() {
   IMPORT_PID=$!
   start_etcd
   start_apiserver
+  start_dns
   start_controllers
   wait_images
   start_kubelet

@@ -41,6 +41,8 @@ const (
 	// caCommonName marks a CA (and the certificates it issued) as generated here, so that
 	// Ensure only ever replaces its own files.
 	caCommonName = "registrar self-signed webhook CA"
+	// organization is the subject organization of every certificate generated here.
+	organization = "registrar"
 	// clockSkew back-dates NotBefore so a slightly slow clock elsewhere accepts new certs.
 	clockSkew = time.Hour
 )
@@ -82,7 +84,7 @@ func Generate(hosts []string, now time.Time) (*Bundle, error) {
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          caSerial,
-		Subject:               pkix.Name{CommonName: caCommonName, Organization: []string{"registrar"}},
+		Subject:               pkix.Name{CommonName: caCommonName, Organization: []string{organization}},
 		NotBefore:             now.Add(-clockSkew),
 		NotAfter:              now.Add(Validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
@@ -109,7 +111,7 @@ func Generate(hosts []string, now time.Time) (*Bundle, error) {
 	}
 	leafTmpl := &x509.Certificate{
 		SerialNumber: leafSerial,
-		Subject:      pkix.Name{CommonName: hosts[0], Organization: []string{"registrar"}},
+		Subject:      pkix.Name{CommonName: hosts[0], Organization: []string{organization}},
 		NotBefore:    now.Add(-clockSkew),
 		NotAfter:     now.Add(Validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -164,8 +166,16 @@ func ensureAt(dir string, hosts []string, now time.Time) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if err := WriteDir(dir, b); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// WriteDir writes b into dir as tls.key, tls.crt and ca.crt, each file replaced atomically.
+func WriteDir(dir string, b *Bundle) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return false, fmt.Errorf("certs: %w", err)
+		return fmt.Errorf("certs: %w", err)
 	}
 	// Key first, then certificate, then CA: a watcher reloading between writes sees a
 	// mismatched pair, fails to load it and retries on the next write.
@@ -175,10 +185,41 @@ func ensureAt(dir string, hosts []string, now time.Time) (bool, error) {
 		mode os.FileMode
 	}{{KeyFile, b.Key, 0o600}, {CertFile, b.Cert, 0o644}, {CAFile, b.CACert, 0o644}} {
 		if err := writeAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
-			return false, err
+			return err
 		}
 	}
-	return true, nil
+	return nil
+}
+
+// ReadDir reads the bundle in dir (tls.crt, tls.key, ca.crt).
+func ReadDir(dir string) (*Bundle, error) {
+	var b Bundle
+	for _, f := range []struct {
+		name string
+		into *[]byte
+	}{{KeyFile, &b.Key}, {CertFile, &b.Cert}, {CAFile, &b.CACert}} {
+		data, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			return nil, fmt.Errorf("certs: %w", err)
+		}
+		*f.into = data
+	}
+	return &b, nil
+}
+
+// BundleFromData reads a bundle from a Secret's data (nil where a key is missing).
+func BundleFromData(data map[string][]byte) *Bundle {
+	return &Bundle{CACert: data[CAFile], Cert: data[CertFile], Key: data[KeyFile]}
+}
+
+// Data is the bundle as a Secret's data.
+func (b *Bundle) Data() map[string][]byte {
+	return map[string][]byte{CAFile: b.CACert, CertFile: b.Cert, KeyFile: b.Key}
+}
+
+// Empty reports whether the bundle holds nothing (a Secret the install created empty).
+func (b *Bundle) Empty() bool {
+	return len(b.CACert) == 0 && len(b.Cert) == 0 && len(b.Key) == 0
 }
 
 // check returns why the files in dir cannot be used for hosts ("" when they can), and

@@ -172,7 +172,8 @@ type View struct {
 	Version int64
 	// Apps are the applications sorted by name, their instances by ID.
 	Apps []*Application
-	// Delta are the applications of the recent changes (instances with Action set).
+	// Delta are the applications of the recent changes (instances with Action set; in each
+	// application the DELETED ones last, for the Java client).
 	Delta []*Application
 	// HashCode is the reconcile hash code of Apps (apps__hashcode, in full and delta).
 	HashCode string
@@ -192,6 +193,15 @@ func buildView(version int64, current, delta []*Instance) *View {
 		byID: map[string]*Instance{}, byVIP: map[string][]*Instance{}}
 	v.Apps = group(current)
 	v.Delta = group(delta)
+	for _, app := range v.Delta {
+		// DELETED after the others: when a client's registry no longer has the application,
+		// its first ADDED or MODIFIED instance makes the Java client (updateDelta) add the
+		// delta's application whole, and only the DELETED instances it meets after that are
+		// taken out again.
+		slices.SortStableFunc(app.Instances, func(a, b *Instance) int {
+			return cmpBool(a.Action == Deleted, b.Action == Deleted)
+		})
+	}
 	for _, app := range v.Apps {
 		v.byName[app.Name] = app
 		for _, inst := range app.Instances {
@@ -224,6 +234,18 @@ func group(list []*Instance) []*Application {
 		slices.SortStableFunc(app.Instances, func(a, b *Instance) int { return strings.Compare(a.ID, b.ID) })
 	}
 	return apps
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
 }
 
 // App is the application named name (case-insensitive, as Eureka's names are upper-case).

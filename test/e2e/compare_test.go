@@ -63,6 +63,9 @@ type setup struct {
 }
 
 func ttlArgs(ns string, ttl, renew string) []string {
+	if storeServer == nil {
+		Fail("the TTL setups register into the host etcd: run them with E2E_STORE=host (E2E_SETUPS=registrar with the bundled store)")
+	}
 	return []string{
 		"--self-register-etcd=" + storeServer.Endpoint(),
 		"--self-register-prefix=/ttl/services/" + ns,

@@ -44,6 +44,12 @@ var (
 	// the install's objects and CRD), so that hack/ci-e2e.sh can install again, with the other
 	// method, on the same cluster.
 	uninstallAfter = os.Getenv("E2E_UNINSTALL") == "1"
+	// E2E_STORE=bundled installs registrar with the etcd it bundles (config/components/etcd,
+	// the chart's etcd.enabled) and points the suite's callers at it; the default, host, runs
+	// a real etcd on the host for the manager and the callers (the comparison's TTL setups
+	// register into it too, so they need host). E2E_PV_DIR holds the bundled members' volumes.
+	storeMode = envOr("E2E_STORE", "host")
+	pvDir     = envOr("E2E_PV_DIR", "../../bin/cluster/pv")
 )
 
 var (
@@ -52,6 +58,10 @@ var (
 	k8s         client.WithWatch
 	storeServer *etcdtest.Server
 	storeClient *clientv3.Client
+	// installStoreEndpoint is the store the suite installed registrar with ("": the bundled
+	// one), helmCLI how it runs helm: an upgrade installs the same way.
+	installStoreEndpoint string
+	helmCLI              install.Helm
 )
 
 func envOr(k, def string) string {
@@ -78,20 +88,36 @@ var _ = BeforeSuite(func() {
 	k8s, err = client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
-	// The store: a real etcd on the pod bridge, reachable from pods and from callers here.
-	dir, err := os.MkdirTemp("", "registrar-e2e-store-")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(os.RemoveAll, dir)
-	storeServer, err = etcdtest.StartOn(dir, nodeIP)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(storeServer.Stop)
-	storeClient, err = storeServer.Client()
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(storeClient.Close)
+	Expect(storeMode).To(BeElementOf("host", "bundled"), "E2E_STORE")
+	storeEndpoint := "" // the bundled store: the install's own endpoints
+	if storeMode == "host" {
+		// The store: a real etcd on the pod bridge, reachable from pods and from callers here.
+		dir, err := os.MkdirTemp("", "registrar-e2e-store-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, dir)
+		storeServer, err = etcdtest.StartOn(dir, nodeIP)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(storeServer.Stop)
+		storeClient, err = storeServer.Client()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(storeClient.Close)
+		storeEndpoint = storeServer.Endpoint()
+	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	helm := install.Helm{Bin: os.Getenv("E2E_HELM"), Chart: "../../charts/registrar", Kubeconfig: kubeconfigPath}
+	helmCLI, installStoreEndpoint = helm, storeEndpoint
+	if storeMode == "bundled" {
+		pvDir, err = filepath.Abs(pvDir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(install.ProvideVolumes(ctx, k8s, pvDir, install.EtcdReplicas)).To(Succeed())
+		if uninstallAfter {
+			// Runs after the uninstall below (cleanups run last-registered first): the claims
+			// are gone by then and the volumes released.
+			DeferCleanup(func() { Expect(install.RemoveVolumes(context.Background(), k8s, pvDir)).To(Succeed()) })
+		}
+	}
 	if uninstallAfter {
 		// Registered before the install so that a half-done install is removed too; it runs
 		// before the store's cleanup above (the manager empties the store as registries go).
@@ -103,12 +129,21 @@ var _ = BeforeSuite(func() {
 			fmt.Fprintf(GinkgoWriter, "uninstalled (%s) in %s\n", installMethod, time.Since(start).Round(time.Millisecond))
 		})
 	}
+	start := time.Now()
 	if installMethod == "helm" {
-		Expect(install.HelmRegistrar(ctx, k8s, restCfg, helm, storeServer.Endpoint())).To(Succeed(),
-			"registrar (helm install) did not become available with its webhook CA injected")
+		Expect(install.HelmRegistrar(ctx, k8s, restCfg, helm, storeEndpoint)).To(Succeed(),
+			"registrar (helm install) did not become available with its webhook CA injected (%s)", install.MembersState(ctx, k8s))
 	} else {
-		Expect(install.Registrar(ctx, k8s, restCfg, filepath.Clean(installYAML), storeServer.Endpoint())).To(Succeed(),
-			"registrar did not become available with its webhook CA injected")
+		Expect(install.Registrar(ctx, k8s, restCfg, filepath.Clean(installYAML), storeEndpoint)).To(Succeed(),
+			"registrar did not become available with its webhook CA injected (%s)", install.MembersState(ctx, k8s))
+	}
+	if storeMode == "bundled" {
+		Expect(install.WaitStore(ctx, k8s, 3*time.Minute)).To(Succeed())
+		fmt.Fprintf(GinkgoWriter, "installed (%s) with the bundled store in %s: %s\n", installMethod,
+			time.Since(start).Round(time.Millisecond), install.MembersState(ctx, k8s))
+		storeClient, err = install.StoreClient(ctx, k8s)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(storeClient.Close)
 	}
 	waitWebhookServing(ctx)
 })

@@ -63,10 +63,22 @@ func TestChartMatchesKustomize(t *testing.T) {
 					same(t, key+" cert-manager CA injection", c.GetAnnotations()["cert-manager.io/inject-ca-from"], k.GetAnnotations()["cert-manager.io/inject-ca-from"])
 				case "Service":
 					selected := chart["Deployment/registrar-controller-manager"]
-					if key == "Service/registrar-eureka-api" {
+					switch key {
+					case "Service/registrar-eureka-api":
 						selected = chart["Deployment/registrar-eureka-api"]
+					case "Service/registrar-etcd":
+						selected = chart["StatefulSet/registrar-etcd"]
+						same(t, key+" clusterIP", c.Object["spec"].(map[string]any)["clusterIP"], k.Object["spec"].(map[string]any)["clusterIP"])
+						same(t, key+" publishNotReadyAddresses", c.Object["spec"].(map[string]any)["publishNotReadyAddresses"], k.Object["spec"].(map[string]any)["publishNotReadyAddresses"])
 					}
 					compareService(t, key, c, k, selected)
+				case "StatefulSet":
+					compareStatefulSet(t, decode[appsv1.StatefulSet](t, c), decode[appsv1.StatefulSet](t, k))
+				case "Secret": // the bundled store's PKI Secret, installed empty
+					same(t, key+" type", c.Object["type"], k.Object["type"])
+					same(t, key+" data", c.Object["data"], k.Object["data"])
+				case "PodDisruptionBudget":
+					same(t, key+" maxUnavailable", specWithout(c, "selector"), specWithout(k, "selector"))
 				case "CustomResourceDefinition":
 					// The chart keeps its CRD on helm uninstall (crds.keep); otherwise the same
 					// CRD, conversion webhook and CA injection as kustomize.
@@ -152,9 +164,46 @@ func compareService(t *testing.T, key string, c, k, deployment *unstructured.Uns
 	cs, ks := decode[corev1.Service](t, c), decode[corev1.Service](t, k)
 	same(t, key+" ports", cs.Spec.Ports, ks.Spec.Ports)
 	same(t, key+" type", cs.Spec.Type, ks.Spec.Type)
-	d := decode[appsv1.Deployment](t, deployment)
-	if len(cs.Spec.Selector) == 0 || !labels.SelectorFromSet(cs.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
-		t.Errorf("%s selector %v does not select the pods of %s: %v", key, cs.Spec.Selector, d.Name, d.Spec.Template.Labels)
+	podLabels, _, _ := unstructured.NestedStringMap(deployment.Object, "spec", "template", "metadata", "labels")
+	if len(cs.Spec.Selector) == 0 || !labels.SelectorFromSet(cs.Spec.Selector).Matches(labels.Set(podLabels)) {
+		t.Errorf("%s selector %v does not select the pods of %s: %v", key, cs.Spec.Selector, deployment.GetName(), podLabels)
+	}
+}
+
+// compareStatefulSet compares the bundled etcd (config/components/etcd, the chart's etcd.*):
+// everything but the labels, which carry the chart's instance label.
+func compareStatefulSet(t *testing.T, c, k *appsv1.StatefulSet) {
+	t.Helper()
+	same(t, "etcd replicas", c.Spec.Replicas, k.Spec.Replicas)
+	same(t, "etcd serviceName", c.Spec.ServiceName, k.Spec.ServiceName)
+	same(t, "etcd podManagementPolicy", c.Spec.PodManagementPolicy, k.Spec.PodManagementPolicy)
+	same(t, "etcd updateStrategy", c.Spec.UpdateStrategy, k.Spec.UpdateStrategy)
+	same(t, "etcd persistentVolumeClaimRetentionPolicy", c.Spec.PersistentVolumeClaimRetentionPolicy, k.Spec.PersistentVolumeClaimRetentionPolicy)
+	same(t, "etcd volumeClaimTemplates", c.Spec.VolumeClaimTemplates, k.Spec.VolumeClaimTemplates)
+	cs, ks := c.Spec.Template.Spec, k.Spec.Template.Spec
+	same(t, "etcd pod securityContext", cs.SecurityContext, ks.SecurityContext)
+	same(t, "etcd automountServiceAccountToken", cs.AutomountServiceAccountToken, ks.AutomountServiceAccountToken)
+	same(t, "etcd volumes", cs.Volumes, ks.Volumes)
+	if cs.Affinity == nil || cs.Affinity.PodAntiAffinity == nil || len(cs.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("chart etcd: no preferred pod anti-affinity: %+v", cs.Affinity)
+	}
+	if len(cs.Containers) != 1 || len(ks.Containers) != 1 {
+		t.Fatalf("etcd containers: %d, kustomize %d", len(cs.Containers), len(ks.Containers))
+	}
+	cc, kc := cs.Containers[0], ks.Containers[0]
+	same(t, "etcd image", cc.Image, kc.Image)
+	same(t, "etcd env", cc.Env, kc.Env)
+	same(t, "etcd args", cc.Args, kc.Args)
+	same(t, "etcd ports", ports(cc.Ports), ports(kc.Ports))
+	same(t, "etcd probes", []any{cc.StartupProbe, cc.LivenessProbe, cc.ReadinessProbe}, []any{kc.StartupProbe, kc.LivenessProbe, kc.ReadinessProbe})
+	if !equality.Semantic.DeepEqual(cc.Resources, kc.Resources) {
+		t.Errorf("etcd resources: chart %v, kustomize %v", cc.Resources, kc.Resources)
+	}
+	same(t, "etcd container securityContext", cc.SecurityContext, kc.SecurityContext)
+	same(t, "etcd volumeMounts", cc.VolumeMounts, kc.VolumeMounts)
+	sel, err := metav1.LabelSelectorAsSelector(c.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(c.Spec.Template.Labels)) {
+		t.Errorf("chart StatefulSet selector %v does not select its pods %v", c.Spec.Selector, c.Spec.Template.Labels)
 	}
 }
 

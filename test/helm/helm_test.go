@@ -85,7 +85,8 @@ var valueSets = map[string]map[string]string{
 		"store.prefix": "/prod/services"},
 	"noWebhook":         {"webhook.enabled": "false"},
 	"noLeaderElection":  {"leaderElection.enabled": "false", "replicaCount": "1", "webhook.certificate.mode": "selfSigned"},
-	"embeddedStoreTiny": {"store.endpoints": "", "replicaCount": "1", "webhook.certificate.mode": "selfSigned"},
+	"embeddedStoreTiny": {"etcd.enabled": "false", "replicaCount": "1", "webhook.certificate.mode": "selfSigned"},
+	"singleNodeStore":   {"etcd.replicas": "1", "etcd.persistence.deleteOnUninstall": "false", "replicaCount": "1", "webhook.certificate.mode": "selfSigned"},
 }
 
 func TestLint(t *testing.T) {
@@ -152,6 +153,10 @@ var valueSetChecks = map[string]func(t *testing.T, r renderedSet){
 		if !strings.Contains(dump(r.d), "secretName: etcd-client") {
 			t.Errorf("store TLS Secret not mounted:\n%s", dump(r.d))
 		}
+		// store.endpoints turns the bundled etcd off.
+		if r.has("StatefulSet", "registrar-etcd") || slices.ContainsFunc(r.args, func(a string) bool { return strings.HasPrefix(a, "--store-self-signed") }) {
+			t.Errorf("store.endpoints set: bundled etcd rendered anyway (args %v, objects %v)", r.args, sortedKeys(r.objs))
+		}
 	},
 	"noWebhook": func(t *testing.T, r renderedSet) {
 		if !slices.Contains(r.args, "--enable-webhook=false") || r.has("MutatingWebhookConfiguration", "registrar-mutating-webhook-configuration") ||
@@ -165,10 +170,54 @@ var valueSetChecks = map[string]func(t *testing.T, r renderedSet){
 		}
 	},
 	"embeddedStoreTiny": func(t *testing.T, r renderedSet) {
-		if slices.ContainsFunc(r.args, func(a string) bool { return strings.HasPrefix(a, "--store-endpoints") }) {
-			t.Errorf("args %v: no --store-endpoints expected (embedded etcd)", r.args)
+		if slices.ContainsFunc(r.args, func(a string) bool { return strings.HasPrefix(a, "--store-") }) ||
+			r.has("StatefulSet", "registrar-etcd") || strings.Contains(dump(r.d), "REGISTRAR_STORE_ENDPOINTS") {
+			t.Errorf("args %v, objects %v: no store flags and no bundled etcd expected (embedded etcd)", r.args, sortedKeys(r.objs))
 		}
 	},
+	"default": func(t *testing.T, r renderedSet) {
+		checkBundledStore(t, r, 3, "Delete")
+	},
+	"singleNodeStore": func(t *testing.T, r renderedSet) {
+		checkBundledStore(t, r, 1, "Retain")
+	},
+}
+
+// checkBundledStore: the bundled etcd with members members, its claims' policy on uninstall,
+// and the manager pointed at exactly those members through the PKI flags.
+func checkBundledStore(t *testing.T, r renderedSet, members int, whenDeleted string) {
+	t.Helper()
+	for _, k := range []string{"StatefulSet/registrar-etcd", "Secret/registrar-etcd-tls", "Service/registrar-etcd", "PodDisruptionBudget/registrar-etcd", "Role/registrar-etcd-pki", "RoleBinding/registrar-etcd-pki"} {
+		if r.objs[k] == nil {
+			t.Errorf("%s not rendered", k)
+		}
+	}
+	sts := r.objs["StatefulSet/registrar-etcd"]
+	if sts == nil {
+		return
+	}
+	if n, _, _ := unstructured.NestedInt64(sts.Object, "spec", "replicas"); n != int64(members) {
+		t.Errorf("etcd replicas %d, want %d", n, members)
+	}
+	if p, _, _ := unstructured.NestedString(sts.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted"); p != whenDeleted {
+		t.Errorf("whenDeleted %q, want %q", p, whenDeleted)
+	}
+	var eps []string
+	for i := range members {
+		eps = append(eps, fmt.Sprintf("https://registrar-etcd-%d.registrar-etcd.$(POD_NAMESPACE).svc:2379", i))
+	}
+	if !strings.Contains(dump(r.d), "value: "+strings.Join(eps, ",")+"\n") {
+		t.Errorf("manager not pointed at %v:\n%s", eps, dump(r.d))
+	}
+	for _, want := range []string{"--store-self-signed-secret=registrar-etcd-tls"} {
+		if !slices.Contains(r.args, want) {
+			t.Errorf("args %v lack %s", r.args, want)
+		}
+	}
+	if !strings.Contains(dump(sts), fmt.Sprintf("registrar-etcd-%d=https://", members-1)) ||
+		strings.Contains(dump(sts), fmt.Sprintf("registrar-etcd-%d=https://", members)) {
+		t.Errorf("ETCD_INITIAL_CLUSTER does not name exactly %d members:\n%s", members, dump(sts))
+	}
 }
 
 // TestTemplate renders every value set and checks what each one is for.
@@ -194,7 +243,6 @@ func TestTemplateRejects(t *testing.T) {
 		values map[string]string
 		want   string
 	}{
-		{map[string]string{"webhook.certificate.mode": "selfSigned"}, "one replica only"},
 		{map[string]string{"webhook.certificate.mode": "vault"}, "'certManager', 'selfSigned', 'secret'"}, // values.schema.json
 		{map[string]string{"replicas": "3"}, "additional properties 'replicas' not allowed"},              // a misspelt value
 		{map[string]string{"xds.bindAddress": "18000"}, "/xds/bindAddress"},

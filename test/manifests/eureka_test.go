@@ -42,15 +42,25 @@ func TestEurekaAPIInstall(t *testing.T) {
 		t.Errorf("resources %+v", c.Resources)
 	}
 	mgr := decode[appsv1.Deployment](t, objs, "Deployment/"+manager)
-	storeArg := func(args []string) string {
-		for _, a := range args {
+	// The store a container reaches: --store-endpoints, else (and for $(VAR)) the
+	// REGISTRAR_STORE_ENDPOINTS of its environment (the bundled store, config/components/etcd).
+	storeArg := func(c corev1.Container) string {
+		v := ""
+		for _, a := range c.Args {
 			if strings.HasPrefix(a, "--store-endpoints=") {
-				return a
+				v = strings.TrimPrefix(a, "--store-endpoints=")
 			}
 		}
-		return ""
+		if v == "" || v == "$(REGISTRAR_STORE_ENDPOINTS)" {
+			for _, e := range c.Env {
+				if e.Name == "REGISTRAR_STORE_ENDPOINTS" {
+					v = e.Value
+				}
+			}
+		}
+		return v
 	}
-	if got, want := storeArg(c.Args), storeArg(mgr.Spec.Template.Spec.Containers[0].Args); got == "" || got != want {
+	if got, want := storeArg(c), storeArg(mgr.Spec.Template.Spec.Containers[0]); got == "" || got != want {
 		t.Errorf("eureka-api %q, manager %q: not the same store", got, want)
 	}
 	svc := decode[corev1.Service](t, objs, "Service/registrar-eureka-api")

@@ -219,13 +219,15 @@ func TestSelfSignedInstall(t *testing.T) {
 		t.Error("the self-signed install renders a cert-manager Certificate")
 	}
 	if *d.Spec.Replicas != 1 {
-		t.Errorf("replicas = %d, want 1 (each replica would generate its own CA)", *d.Spec.Replicas)
+		t.Errorf("replicas = %d, want 1", *d.Spec.Replicas)
 	}
 	args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
 	if a := checkConversion(t, objs).Annotations; a["cert-manager.io/inject-ca-from"] != "" {
 		t.Errorf("the self-signed install's CRD asks cert-manager for its CA: %v", a)
 	}
-	for _, want := range []string{"--webhook-ca-inject=" + webhookName, "--webhook-ca-inject-crd=" + crdName, "--webhook-self-signed-hosts=registrar-webhook-service." + ns + ".svc"} {
+	const certSecret = "registrar-webhook-self-signed-cert"
+	for _, want := range []string{"--webhook-ca-inject=" + webhookName, "--webhook-ca-inject-crd=" + crdName,
+		"--webhook-self-signed-hosts=registrar-webhook-service." + ns + ".svc", "--webhook-self-signed-secret=" + certSecret} {
 		if !strings.Contains(args, want) {
 			t.Errorf("manager args %q lack %q", args, want)
 		}
@@ -237,6 +239,19 @@ func TestSelfSignedInstall(t *testing.T) {
 		}) {
 			t.Errorf("the manager may not patch %s %s: %+v", resource, name, role.Rules)
 		}
+	}
+	// The certificate every manager pod serves with is kept in a Secret the install ships
+	// empty, which the manager may read and fill.
+	if sec := decode[corev1.Secret](t, objs, "Secret/"+certSecret); sec.Namespace != ns || len(sec.Data) != 0 {
+		t.Errorf("Secret %s in %q with data %v, want it empty in %s", certSecret, sec.Namespace, sec.Data, ns)
+	}
+	certRole := decode[rbacv1.Role](t, objs, "Role/registrar-webhook-cert")
+	if len(certRole.Rules) != 1 || !slices.Equal(certRole.Rules[0].ResourceNames, []string{certSecret}) || !slices.Equal(certRole.Rules[0].Verbs, []string{"get", "update"}) {
+		t.Errorf("Role registrar-webhook-cert rules %+v, want get and update of %s", certRole.Rules, certSecret)
+	}
+	bind := decode[rbacv1.RoleBinding](t, objs, "RoleBinding/registrar-webhook-cert")
+	if bind.RoleRef.Name != "registrar-webhook-cert" || len(bind.Subjects) != 1 || bind.Subjects[0].Name != manager || bind.Subjects[0].Namespace != ns {
+		t.Errorf("RoleBinding registrar-webhook-cert %+v", bind)
 	}
 }
 

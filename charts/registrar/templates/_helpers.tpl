@@ -78,14 +78,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if not (has $mode (list "certManager" "selfSigned" "secret")) }}
 {{- fail (printf "webhook.certificate.mode %q: want certManager, selfSigned or secret" $mode) }}
 {{- end }}
-{{- if and .Values.webhook.enabled (eq $mode "selfSigned") (gt (int .Values.replicaCount) 1) }}
-{{- fail "webhook.certificate.mode=selfSigned runs one replica only (each would generate its own CA): set replicaCount=1 or use certManager or secret" }}
-{{- end }}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicaCount > 1 needs leaderElection.enabled: only the leader may write to the stores" }}
 {{- end }}
 {{- if and (eq $mode "secret") .Values.webhook.enabled (not .Values.webhook.certificate.caBundle) }}
 {{- fail "webhook.certificate.mode=secret needs webhook.certificate.caBundle (base64 PEM of the CA that signed the Secret's certificate)" }}
+{{- end }}
+{{- if and (include "registrar.bundledStore" .) .Values.store.tls.secretName }}
+{{- fail "store.tls.secretName is for your own etcd (store.endpoints); the bundled one (etcd.enabled) has a PKI the manager makes" }}
+{{- end }}
+{{- if and (include "registrar.bundledStore" .) (lt (int .Values.etcd.replicas) 1) }}
+{{- fail "etcd.replicas: want 1 (a single-node cluster) or more (3 keep a quorum with one member gone)" }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled" }}
@@ -101,4 +104,35 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and $xdsBind (not $xdsLoopback) (not .Values.xds.tls.secretName) (not .Values.xds.allowInsecure) (not $xdsByArgs) }}
 {{- fail (printf "xds.bindAddress %q serves xDS beyond the pod in plaintext, and xDS has no authentication of its own: set xds.tls.secretName (a Secret with tls.crt and tls.key), or xds.allowInsecure=true to accept that any pod reaching the port reads every service's endpoints (--xds-allow-insecure)" $xdsBind) }}
 {{- end }}
+{{- end }}
+
+{{/* Non-empty when the chart deploys the bundled etcd: etcd.enabled and no store.endpoints. */}}
+{{- define "registrar.bundledStore" -}}
+{{- if and .Values.etcd.enabled (not .Values.store.endpoints) }}true{{ end }}
+{{- end }}
+
+{{- define "registrar.etcdSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "registrar.name" . }}-etcd
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "registrar.etcdLabels" -}}
+helm.sh/chart: {{ include "registrar.chart" . }}
+{{ include "registrar.etcdSelectorLabels" . }}
+app.kubernetes.io/part-of: registrar
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "registrar.etcdImage" -}}
+{{- if .Values.etcd.image.digest }}
+{{- printf "%s@%s" .Values.etcd.image.repository .Values.etcd.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.etcd.image.repository .Values.etcd.image.tag }}
+{{- end }}
+{{- end }}
+
+{{/* The manager's store endpoints of the bundled etcd ($(POD_NAMESPACE) is expanded by the kubelet). */}}
+{{- define "registrar.etcdEndpoints" -}}
+{{- $name := printf "%s-etcd" (include "registrar.fullname" .) }}
+{{- range $i := until (int .Values.etcd.replicas) }}{{ if $i }},{{ end }}https://{{ $name }}-{{ $i }}.{{ $name }}.$(POD_NAMESPACE).svc:2379{{ end }}
 {{- end }}

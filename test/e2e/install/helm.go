@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
+	"regexp"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -36,6 +36,16 @@ type Helm struct {
 // adapts dist/install.yaml (HarnessValues), then waits like Registrar until the manager has
 // rolled out and its self-signed webhook CA is injected.
 func HelmRegistrar(ctx context.Context, c client.Client, cfg *rest.Config, h Helm, storeEndpoint string) error {
+	if err := HelmUpgrade(ctx, cfg, h, storeEndpoint, "", ""); err != nil {
+		return err
+	}
+	return WaitManager(ctx, c, "")
+}
+
+// HelmUpgrade runs `helm upgrade --install` like HelmRegistrar without waiting for the
+// manager; tag (when not "") is the manager's image tag, chartVersion (when not "") the
+// version written into a copy of the chart's Chart.yaml: an upgrade to a new image and chart.
+func HelmUpgrade(ctx context.Context, cfg *rest.Config, h Helm, storeEndpoint, tag, chartVersion string) error {
 	if h.Bin == "" {
 		return fmt.Errorf("no helm binary: E2E_HELM is not set (E2E_INSTALL_METHOD=helm make test-e2e builds bin/helm-<version> and sets it)")
 	}
@@ -52,14 +62,47 @@ func HelmRegistrar(ctx context.Context, c client.Client, cfg *rest.Config, h Hel
 	if err := os.WriteFile(valuesFile, values, 0o600); err != nil {
 		return err
 	}
-	args := []string{"upgrade", "--install", Release, h.Chart, "--namespace", Namespace, "--create-namespace",
-		"--values", valuesFile, "--kubeconfig", h.Kubeconfig, "--timeout", "3m"}
-	if err := h.run(ctx, dir, args...); err != nil {
-		return err
+	chart := h.Chart
+	if chartVersion != "" {
+		chart = filepath.Join(dir, "chart")
+		if err := copyChart(h.Chart, chart, chartVersion); err != nil {
+			return err
+		}
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		return managerReady(ctx, c), nil
+	args := []string{"upgrade", "--install", Release, chart, "--namespace", Namespace, "--create-namespace",
+		"--values", valuesFile, "--kubeconfig", h.Kubeconfig, "--timeout", "3m"}
+	if tag != "" {
+		args = append(args, "--set", "image.tag="+tag)
+	}
+	return h.run(ctx, dir, args...)
+}
+
+// copyChart copies the chart at src to dst with version written into Chart.yaml.
+func copyChart(src, dst, version string) error {
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if rel == "Chart.yaml" {
+			b = regexp.MustCompile(`(?m)^version: .*$`).ReplaceAll(b, []byte("version: "+version))
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
 	})
+	if err != nil {
+		return fmt.Errorf("copy the chart to %s: %w", dst, err)
+	}
+	return nil
 }
 
 // HarnessValues are the chart values of the e2e install: what config/default-selfsigned is
@@ -79,7 +122,6 @@ func HarnessValues(cfg *rest.Config, storeEndpoint string) ([]byte, error) {
 		"image":        map[string]any{"repository": "registrar.dev/registrar", "tag": "local", "pullPolicy": "Never"},
 		"replicaCount": 1,
 		"webhook":      map[string]any{"certificate": map[string]any{"mode": "selfSigned"}},
-		"store":        map[string]any{"endpoints": storeEndpoint},
 		"metrics":      map[string]any{"port": 18080},
 		"healthProbe":  map[string]any{"port": 18081},
 		"extraArgs":    []string{"--zap-log-level=debug"},
@@ -90,6 +132,9 @@ func HarnessValues(cfg *rest.Config, storeEndpoint string) ([]byte, error) {
 		"hostNetwork": true,
 		"dnsPolicy":   "ClusterFirstWithHostNet",
 		"strategy":    map[string]any{"type": "Recreate"},
+	}
+	if storeEndpoint != "" { // else the bundled etcd (etcd.enabled, the chart's default)
+		values["store"] = map[string]any{"endpoints": storeEndpoint}
 	}
 	return yaml.Marshal(values)
 }

@@ -38,8 +38,13 @@ const repo = "../../.."
 // applies (config/default-selfsigned through adaptManager), so the e2e suite proves the same
 // thing either way. Runs without a cluster: helm template and the kustomize library.
 func TestHelmHarnessMatchesKustomize(t *testing.T) {
+	for name, store := range map[string]string{"host store": "http://10.88.77.1:2379", "bundled store": ""} {
+		t.Run(name, func(t *testing.T) { testHelmHarnessMatchesKustomize(t, store) })
+	}
+}
+
+func testHelmHarnessMatchesKustomize(t *testing.T, store string) {
 	cfg := &rest.Config{Host: "https://10.88.77.1:6443"}
-	const store = "http://10.88.77.1:2379"
 
 	values, err := HarnessValues(cfg, store)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,28 +49,64 @@ const (
 // the harness and pointed at storeEndpoint, then waits until the manager has rolled out and
 // its webhook CA is injected.
 func Registrar(ctx context.Context, c client.Client, cfg *rest.Config, path, storeEndpoint string) error {
+	if err := Apply(ctx, c, cfg, path, storeEndpoint, ""); err != nil {
+		return err
+	}
+	return WaitManager(ctx, c, "")
+}
+
+// Apply applies the manifests at path like Registrar (storeEndpoint "" keeps the bundled
+// store the manifests point at; image "" keeps the manifests' manager image) without
+// waiting: `kubectl apply -k` of a new image is an upgrade.
+func Apply(ctx context.Context, c client.Client, cfg *rest.Config, path, storeEndpoint, image string) error {
 	objs, err := readManifests(path)
 	if err != nil {
 		return err
 	}
 	for _, u := range objs {
+		if storeEndpoint != "" && bundledStoreObject(u) {
+			continue // a store of its own: the install without config/components/etcd
+		}
 		if u.GetKind() == "Deployment" && u.GetName() == ManagerName {
 			if u, err = adaptManager(u, cfg, storeEndpoint); err != nil {
 				return err
+			}
+			if image != "" {
+				if err := setManagerImage(u, image); err != nil {
+					return err
+				}
 			}
 		}
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("registrar-install"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		return managerReady(ctx, c), nil
+	return nil
+}
+
+// WaitManager waits until the manager has rolled out (running image when it is not "") and
+// its webhook CA is injected.
+func WaitManager(ctx context.Context, c client.Client, image string) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return managerReady(ctx, c, image), nil
 	})
 }
 
-func managerReady(ctx context.Context, c client.Client) bool {
+func setManagerImage(u *unstructured.Unstructured, image string) error {
+	containers, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	if err != nil || len(containers) == 0 {
+		return fmt.Errorf("the manager Deployment has no containers (%v)", err)
+	}
+	containers[0].(map[string]any)["image"] = image
+	return unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers")
+}
+
+func managerReady(ctx context.Context, c client.Client, image string) bool {
 	d := &appsv1.Deployment{}
 	if c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: ManagerName}, d) != nil || d.Spec.Replicas == nil {
+		return false
+	}
+	if image != "" && d.Spec.Template.Spec.Containers[0].Image != image {
 		return false
 	}
 	want := *d.Spec.Replicas
@@ -110,7 +147,8 @@ func readManifests(path string) ([]*unstructured.Unstructured, error) {
 
 // adaptManager runs the manager on the host network with the locally imported image, the
 // API server's address (there is no kube-proxy for the kubernetes Service), ports clear of
-// the host's, the given store, and Recreate (a second host-network pod cannot start beside
+// the host's, the given store (none: the bundled one the manifests name, resolved through
+// the cluster DNS with dnsPolicy ClusterFirstWithHostNet), and Recreate (a second host-network pod cannot start beside
 // the first).
 func adaptManager(u *unstructured.Unstructured, cfg *rest.Config, storeEndpoint string) (*unstructured.Unstructured, error) {
 	d := &appsv1.Deployment{}
@@ -132,13 +170,21 @@ func adaptManager(u *unstructured.Unstructured, cfg *rest.Config, storeEndpoint 
 	c.ImagePullPolicy = corev1.PullNever
 	var args []string
 	for _, a := range c.Args {
-		if !strings.HasPrefix(a, "--store-endpoints=") && !strings.HasPrefix(a, "--metrics-bind-address=") &&
-			!strings.HasPrefix(a, "--health-probe-bind-address=") {
+		own := storeEndpoint != "" && (strings.HasPrefix(a, "--store-endpoints=") || strings.HasPrefix(a, "--store-self-signed-"))
+		if !own && !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
 			args = append(args, a)
 		}
 	}
-	c.Args = append(args, "--store-endpoints="+storeEndpoint, "--metrics-bind-address=:18080",
-		"--health-probe-bind-address=:18081", "--zap-log-level=debug")
+	if storeEndpoint != "" {
+		args = append(args, "--store-endpoints="+storeEndpoint)
+		// What config/components/etcd adds to the manager goes with the bundled store.
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "REGISTRAR_STORE_ENDPOINTS" || e.Name == "POD_NAMESPACE"
+		})
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "store-tls" })
+		spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "store-tls" })
+	}
+	c.Args = append(args, "--metrics-bind-address=:18080", "--health-probe-bind-address=:18081", "--zap-log-level=debug")
 	c.Env = append(c.Env,
 		corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: host},
 		corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: port})
@@ -212,4 +258,11 @@ func DemoDeployment(ns, name string, replicas int32, annotations map[string]stri
 			},
 		},
 	}
+}
+
+// bundledStoreObject: an object of config/components/etcd (the bundled store and the
+// manager's permission to keep its PKI).
+func bundledStoreObject(u *unstructured.Unstructured) bool {
+	return u.GetLabels()["app.kubernetes.io/name"] == EtcdName ||
+		(strings.HasPrefix(u.GetKind(), "Role") && u.GetName() == "registrar-etcd-pki")
 }
