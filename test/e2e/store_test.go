@@ -19,7 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/test/e2e/install"
 )
 
@@ -101,7 +101,7 @@ var _ = Describe("Upgrading registrar under load", Label("upgrade"), func() {
 		Eventually(func() int { return readyPods(ctx, sv.d) }).WithTimeout(3 * time.Minute).Should(Equal(replicas + 2))
 		var gated, ungated []string
 		for _, p := range podsOf(ctx, sv.d) {
-			if slices.Contains(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1alpha1.ReadinessGate}) {
+			if slices.Contains(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: v1beta1.ReadinessGate}) {
 				Expect(gateTrue(&p)).To(BeTrue(), "pod %s: gate not released", p.Name)
 				gated = append(gated, p.Name)
 			} else {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/test/support/testenv"
 )
 
@@ -57,11 +57,11 @@ func newKubelet(ctx context.Context, t *testing.T, env *testenv.Env) *kubelet {
 
 // registry creates the ServiceRegistry of a scenario's service.
 func (k *kubelet) registry(service string) {
-	reg := &v1alpha1.ServiceRegistry{
+	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: service},
-		Spec: v1alpha1.ServiceRegistrySpec{
+		Spec: v1beta1.ServiceRegistrySpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": service}},
-			Ports:    []v1alpha1.ServicePort{{Name: "http", Port: appPort}},
+			Ports:    []v1beta1.ServicePort{{Name: "http", Port: appPort}},
 		},
 	}
 	if err := k.k8s.Create(k.ctx, reg); err != nil {

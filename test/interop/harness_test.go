@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/registrar-dev/registrar/api/v1alpha1"
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 	"github.com/registrar-dev/registrar/test/support/ports"
@@ -95,11 +95,11 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(w.zk.Stop)
 
 	for _, svc := range []string{web, anchor} {
-		reg := &v1alpha1.ServiceRegistry{
+		reg := &v1beta1.ServiceRegistry{
 			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: svc},
-			Spec: v1alpha1.ServiceRegistrySpec{
+			Spec: v1beta1.ServiceRegistrySpec{
 				Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": svc}},
-				Ports:    []v1alpha1.ServicePort{{Name: "http", Port: 8080}},
+				Ports:    []v1beta1.ServicePort{{Name: "http", Port: 8080}},
 			},
 		}
 		if err := k8s.Create(ctx, reg); err != nil {
@@ -278,10 +278,10 @@ func (w *world) storePods(service string) []string {
 }
 
 // forceDelete deletes a ServiceRegistry without waiting for an operator's finalizer.
-func forceDelete(reg *v1alpha1.ServiceRegistry) {
+func forceDelete(reg *v1beta1.ServiceRegistry) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cur := &v1alpha1.ServiceRegistry{}
+	cur := &v1beta1.ServiceRegistry{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(reg), cur); err != nil {
 		return
 	}
