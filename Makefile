@@ -122,8 +122,9 @@ GOLANGCI_LINT_VERSION := $(shell awk '$$1 == "github.com/golangci/golangci-lint/
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml: kubebuilder's linter set, the Kube API Linter on api/).
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml: kubebuilder's linter set, the Kube API Linter on api/; the build-tagged suites too), the layering rules (hack/layercheck), the doc links and the bench tables.
 	$(GOLANGCI_LINT) run ./...
+	go run ./hack/layercheck
 	go run ./hack/doccheck
 	go run ./hack/benchdoc -check
 
