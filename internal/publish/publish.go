@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
 // Pod is one selected pod with the reconcile's verdict on it.
@@ -23,7 +23,7 @@ type Pod struct {
 	// Endpoint is the store value of a Registered pod (also set for WarmingUp pods, whose
 	// ports serve the warm-up); zero otherwise. Its Weight is the slow-start weight (0:
 	// none, full weight).
-	Endpoint store.Endpoint
+	Endpoint wire.Endpoint
 }
 
 // Registry is what one reconcile decided for one ServiceRegistry.
