@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -69,7 +70,7 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: mem, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
 		known: newKnownRecords(), owners: newOwnerIndex(), warmups: newWarmupTracker(1), acks: newGateAcks(),
-		status: newStatusWriter(c, statusWriterConfig{workers: 1, retryBase: time.Millisecond, retryMax: time.Second}),
+		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)}); err != nil {
 		t.Fatalf("Reconcile: %v", err)

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
@@ -102,7 +103,7 @@ type ServiceRegistryReconciler struct {
 	// selectors remembers each registry's parsed label selector (the zero value works).
 	selectors selindex.Parsed
 	warmups   *warmupTracker
-	status    *statusWriter
+	status    *statuswriter.Writer
 	lags      lagWindows
 	acks      *gateAcks
 	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
@@ -236,7 +237,7 @@ func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 		r.index.DeleteRegistry(name.Namespace, name.Name)
 	}
 	r.warmups.sync(name, nil)
-	r.status.forget(name)
+	r.status.Forget(name)
 	r.selectors.Forget(name)
 	forgetEndpointStates(name)
 	r.unpublish(name)
@@ -547,7 +548,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1beta1.S
 // which the cache may not show yet (the status writer writes it asynchronously). Call it
 // once per reconcile, on the status as read: it compares that with the newest one.
 func (r *ServiceRegistryReconciler) useNewestStatus(reg *v1beta1.ServiceRegistry) {
-	if st, ok := r.status.base(client.ObjectKeyFromObject(reg), reg.UID, reg.Status); ok {
+	if st, ok := r.status.Base(client.ObjectKeyFromObject(reg), reg.UID, reg.Status); ok {
 		reg.Status = st
 	}
 }
@@ -585,7 +586,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
 		return
 	}
 	r.emitConditionEvents(s)
-	r.status.submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status, regstatus.Urgent(s.originalStatus, s.reg.Status))
+	r.status.Submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status, regstatus.Urgent(s.originalStatus, s.reg.Status))
 }
 
 // injectionInput finds, for a registry with injection enabled, the selected pods the webhook

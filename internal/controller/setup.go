@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/backoff"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/echo"
@@ -117,10 +118,10 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if opts.StatusWritesQPS == 0 {
 		opts.StatusWritesQPS = DefaultStatusWritesQPS
 	}
-	r.status = newStatusWriter(mgr.GetClient(), statusWriterConfig{
-		workers: opts.StatusWorkers, retryBase: opts.RetryBase, retryMax: opts.RetryMax,
-		interval: opts.StatusWriteInterval,
-		qps:      opts.StatusWritesQPS, burst: int(math.Ceil(opts.StatusWritesQPS)),
+	r.status = statuswriter.New(mgr.GetClient(), statuswriter.Config{
+		Workers: opts.StatusWorkers, RetryBase: opts.RetryBase, RetryMax: opts.RetryMax,
+		Interval: opts.StatusWriteInterval,
+		QPS:      opts.StatusWritesQPS, Burst: int(math.Ceil(opts.StatusWritesQPS)),
 	})
 	if err := mgr.Add(r.status); err != nil {
 		return fmt.Errorf("add status writer: %w", err)
@@ -160,7 +161,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := claimindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index, versions: r.status.echoes}
+	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index, versions: r.status.Echoes()}
 	if err := releaser.setup(mgr, opts.Shards); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
 	}
@@ -185,7 +186,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
 		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
 		Watches(&v1beta1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.peersOf)),
-			builder.WithPredicates(notStatusOnly(r.status.echoes)))
+			builder.WithPredicates(notStatusOnly(r.status.Echoes())))
 	if r.NodeLeaseTimeout > 0 {
 		b = r.watchNodes(b)
 	}
@@ -203,14 +204,14 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 }
 
 // notOwnStatusWrite drops the update events of a registry that only carry back the status
-// this operator just wrote (statusWriter.isEcho): the reconcile that computed that status has
+// this operator just wrote (statuswriter.Writer.IsEcho): the reconcile that computed that status has
 // nothing new to read in it. Every other update passes, a status written by anyone else too
 // (the next reconcile corrects it).
 func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		old, okOld := e.ObjectOld.(*v1beta1.ServiceRegistry)
 		cur, okNew := e.ObjectNew.(*v1beta1.ServiceRegistry)
-		return !okOld || !okNew || !r.status.isEcho(old, cur)
+		return !okOld || !okNew || !r.status.IsEcho(old, cur)
 	}}
 }
 

@@ -1,4 +1,8 @@
-package controller
+// Package statuswriter writes ServiceRegistry statuses off the reconcile path: the reconciler
+// submits the status it computed, the writer patches the newest one of each registry through
+// the status subresource, paced per registry and within an operator-wide budget, and tells the
+// registry update events that only carry its own writes back (echoes) from the others.
+package statuswriter
 
 import (
 	"context"
@@ -23,10 +27,10 @@ import (
 	"github.com/registrar-dev/registrar/internal/metrics"
 )
 
-// statusWriteTimeout bounds one status write.
-const statusWriteTimeout = 10 * time.Second
+// writeTimeout bounds one status write.
+const writeTimeout = 10 * time.Second
 
-// statusWriter writes ServiceRegistry statuses off the reconcile path. A reconcile submits
+// Writer writes ServiceRegistry statuses off the reconcile path. A reconcile submits
 // the status it computed and returns; the writer's workers patch the newest submitted status
 // of each registry through the status subresource, only when it differs from what the
 // object holds. Submissions for a registry not yet written coalesce into one write (the
@@ -46,7 +50,7 @@ const statusWriteTimeout = 10 * time.Second
 // as JSON) would grow with the number of busy registries. A paced write beyond the budget
 // reserves the next free slot and waits for it in the queue (registries take the slots in
 // the order they asked for them); urgent writes never wait for the budget.
-type statusWriter struct {
+type Writer struct {
 	client  client.Client
 	workers int
 	queue   workqueue.TypedRateLimitingInterface[types.NamespacedName]
@@ -86,18 +90,19 @@ type statusEntry struct {
 	seq uint64
 }
 
-// statusWriterConfig configures a statusWriter.
-type statusWriterConfig struct {
-	workers             int
-	retryBase, retryMax time.Duration
-	// interval paces the writes of one registry (see statusWriter); 0 writes every change at
-	// once.
-	interval time.Duration
-	// clock times the pacing; clock.RealClock{} when nil. The queue's delays use it too.
-	clock clock.WithTicker
-	// qps and burst are the budget of paced writes across registries; qps <= 0 is no budget.
-	qps   float64
-	burst int
+// Config configures a Writer.
+type Config struct {
+	// Workers is how many statuses are written at once (at least 1).
+	Workers int
+	// RetryBase and RetryMax bound the exponential, jittered retry of a failed write.
+	RetryBase, RetryMax time.Duration
+	// Interval paces the writes of one registry (see Writer); 0 writes every change at once.
+	Interval time.Duration
+	// Clock times the pacing; clock.RealClock{} when nil. The queue's delays use it too.
+	Clock clock.WithTicker
+	// QPS and Burst are the budget of paced writes across registries; QPS <= 0 is no budget.
+	QPS   float64
+	Burst int
 }
 
 type writtenEntry struct {
@@ -108,24 +113,24 @@ type writtenEntry struct {
 	status   v1beta1.ServiceRegistryStatus
 }
 
-func newStatusWriter(c client.Client, cfg statusWriterConfig) *statusWriter {
-	if cfg.clock == nil {
-		cfg.clock = clock.RealClock{}
+func New(c client.Client, cfg Config) *Writer {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	var budget *rate.Limiter
-	if cfg.qps > 0 {
-		budget = rate.NewLimiter(rate.Limit(cfg.qps), max(cfg.burst, 1))
+	if cfg.QPS > 0 {
+		budget = rate.NewLimiter(rate.Limit(cfg.QPS), max(cfg.Burst, 1))
 	}
-	return &statusWriter{
+	return &Writer{
 		budget:   budget,
 		slot:     map[types.NamespacedName]time.Time{},
 		client:   c,
-		workers:  max(cfg.workers, 1),
-		interval: max(cfg.interval, 0),
-		clock:    cfg.clock,
+		workers:  max(cfg.Workers, 1),
+		interval: max(cfg.Interval, 0),
+		clock:    cfg.Clock,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			backoff.New[types.NamespacedName](cfg.retryBase, cfg.retryMax, 0.2),
-			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "serviceregistry_status", Clock: cfg.clock}),
+			backoff.New[types.NamespacedName](cfg.RetryBase, cfg.RetryMax, 0.2),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "serviceregistry_status", Clock: cfg.Clock}),
 		latest:    map[types.NamespacedName]statusEntry{},
 		written:   map[types.NamespacedName]writtenEntry{},
 		echoes:    echo.NewStatuses(),
@@ -136,7 +141,7 @@ func newStatusWriter(c client.Client, cfg statusWriterConfig) *statusWriter {
 // base returns the newest status computed for the registry with this UID while the cached
 // status does not show it yet; once it does, the writer forgets it and the cache is the base
 // again (so that a status changed by anyone else is corrected by the next reconcile).
-func (w *statusWriter) base(name types.NamespacedName, uid types.UID, cached v1beta1.ServiceRegistryStatus) (v1beta1.ServiceRegistryStatus, bool) {
+func (w *Writer) Base(name types.NamespacedName, uid types.UID, cached v1beta1.ServiceRegistryStatus) (v1beta1.ServiceRegistryStatus, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.latest[name]
@@ -154,7 +159,7 @@ func (w *statusWriter) base(name types.NamespacedName, uid types.UID, cached v1b
 // submit records the newest status of a registry and queues its write: at once when it is
 // urgent (regstatus.Urgent against the status it was computed over) or the registry's last
 // write is at least the pacing interval old, otherwise when that interval ends.
-func (w *statusWriter) submit(name types.NamespacedName, uid types.UID, st v1beta1.ServiceRegistryStatus, urgent bool) {
+func (w *Writer) Submit(name types.NamespacedName, uid types.UID, st v1beta1.ServiceRegistryStatus, urgent bool) {
 	w.mu.Lock()
 	if prev, ok := w.latest[name]; ok && prev.uid == uid {
 		urgent = urgent || prev.urgent // not written yet: its urgency carries over
@@ -174,7 +179,7 @@ func (w *statusWriter) submit(name types.NamespacedName, uid types.UID, st v1bet
 // for the budget slot it already reserved (budgetWait); 0 for an urgent one. A registry
 // waiting for its slot is thus queued for it straight away, without reading the cache
 // again. w.mu is held.
-func (w *statusWriter) waitLocked(name types.NamespacedName, urgent bool) time.Duration {
+func (w *Writer) waitLocked(name types.NamespacedName, urgent bool) time.Duration {
 	if urgent {
 		return 0
 	}
@@ -189,7 +194,7 @@ func (w *statusWriter) waitLocked(name types.NamespacedName, urgent bool) time.D
 }
 
 // forget drops what the writer holds for a registry that is gone.
-func (w *statusWriter) forget(name types.NamespacedName) {
+func (w *Writer) Forget(name types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.latest, name)
@@ -201,15 +206,15 @@ func (w *statusWriter) forget(name types.NamespacedName) {
 
 // isEcho reports whether a registry update is this writer's own status write coming back
 // (echo.Statuses.IsEcho): nothing but the status changed, to the status last written.
-func (w *statusWriter) isEcho(old, cur *v1beta1.ServiceRegistry) bool {
+func (w *Writer) IsEcho(old, cur *v1beta1.ServiceRegistry) bool {
 	return w.echoes.IsEcho(old, cur)
 }
 
 // NeedLeaderElection makes the writer run on the leader only, like the reconciler.
-func (w *statusWriter) NeedLeaderElection() bool { return true }
+func (w *Writer) NeedLeaderElection() bool { return true }
 
 // Start runs the workers until ctx is done.
-func (w *statusWriter) Start(ctx context.Context) error {
+func (w *Writer) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range w.workers {
 		wg.Go(func() {
@@ -224,7 +229,7 @@ func (w *statusWriter) Start(ctx context.Context) error {
 }
 
 // next writes one queued registry; false once the queue is shut down.
-func (w *statusWriter) next(ctx context.Context) bool {
+func (w *Writer) next(ctx context.Context) bool {
 	name, shutdown := w.queue.Get()
 	if shutdown {
 		return false
@@ -244,7 +249,7 @@ func (w *statusWriter) next(ctx context.Context) bool {
 }
 
 // write patches the newest status of one registry when the object does not hold it yet.
-func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) error {
+func (w *Writer) write(ctx context.Context, name types.NamespacedName) error {
 	w.mu.Lock()
 	e, ok := w.latest[name]
 	wait := w.waitLocked(name, e.urgent)
@@ -256,13 +261,13 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 		w.queue.AddAfter(name, wait)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	cached := &v1beta1.ServiceRegistry{}
 	// Read only (UID, resourceVersion, status): no copy of the cached object.
 	if err := w.client.Get(ctx, name, cached, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
-			w.forget(name)
+			w.Forget(name)
 			return nil
 		}
 		return fmt.Errorf("get ServiceRegistry %s: %w", name, err)
@@ -284,7 +289,7 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 	rv, err := w.apply(ctx, name, base.rv, e.status)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			w.forget(name)
+			w.Forget(name)
 			return nil
 		}
 		return err
@@ -309,7 +314,7 @@ func (w *statusWriter) write(ctx context.Context, name types.NamespacedName) err
 // budget: 0 when it may write now (urgent, no budget, a token free, or its reserved slot
 // has come), else until its slot. A registry that has to wait reserves one slot and keeps
 // it across re-queues, so waiting registries take the budget's slots in turn.
-func (w *statusWriter) budgetWait(name types.NamespacedName, urgent bool) time.Duration {
+func (w *Writer) budgetWait(name types.NamespacedName, urgent bool) time.Duration {
 	if w.budget == nil {
 		return 0
 	}
@@ -344,7 +349,7 @@ type statusBase struct {
 
 // baseOf is the cached object's status, or the one the writer's last write returned while
 // the cache still shows the version before it.
-func (w *statusWriter) baseOf(name types.NamespacedName, cached *v1beta1.ServiceRegistry) statusBase {
+func (w *Writer) baseOf(name types.NamespacedName, cached *v1beta1.ServiceRegistry) statusBase {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if last, ok := w.written[name]; ok && last.uid == cached.UID && last.from == cached.ResourceVersion {
@@ -367,7 +372,7 @@ type jsonPatchOp struct {
 // status (so nothing is diffed, and a field that went back to its zero value is written too).
 // The request asks for the object's metadata only (PartialObjectMetadata): the server does not
 // send the registry back, and only its resourceVersion is read.
-func (w *statusWriter) apply(ctx context.Context, name types.NamespacedName, rv string, st v1beta1.ServiceRegistryStatus) (string, error) {
+func (w *Writer) apply(ctx context.Context, name types.NamespacedName, rv string, st v1beta1.ServiceRegistryStatus) (string, error) {
 	body, err := json.Marshal([]jsonPatchOp{
 		{Op: "replace", Path: "/metadata/resourceVersion", Value: rv},
 		{Op: "add", Path: "/status", Value: st}, // add replaces a member that exists
@@ -382,4 +387,16 @@ func (w *statusWriter) apply(ctx context.Context, name types.NamespacedName, rv 
 		return "", fmt.Errorf("patch status of %s: %w", name, err)
 	}
 	return obj.ResourceVersion, nil
+}
+
+// Echoes is the record of the statuses being written, for the predicates that drop their
+// echoes (the gate releaser's and the registry controller's peers watch).
+func (w *Writer) Echoes() *echo.Statuses { return w.echoes }
+
+// Holds reports whether the writer still holds a status for the registry.
+func (w *Writer) Holds(name types.NamespacedName) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.latest[name]
+	return ok
 }
