@@ -155,18 +155,7 @@ func (r *ServiceRegistryReconciler) registeredPods(s *reconcileScope) map[string
 			out[e.Pod] = true
 		}
 	}
-	r.known.mu.Lock()
-	defer r.known.mu.Unlock()
-	for _, e := range r.known.entries[client.ObjectKeyFromObject(s.reg)] {
-		if e.uid != s.reg.UID || e.relist {
-			continue
-		}
-		for pod, rec := range e.records {
-			if rec.UID == uid[pod] {
-				out[pod] = true
-			}
-		}
-	}
+	r.syncer.MarkRecorded(client.ObjectKeyFromObject(s.reg), s.reg.UID, uid, out)
 	return out
 }
 

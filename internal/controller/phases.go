@@ -7,6 +7,8 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/registrar-dev/registrar/internal/controller/storesync"
+	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -87,12 +89,12 @@ func (r *ServiceRegistryReconciler) reconcileWarmups(_ context.Context, s *recon
 }
 
 // reconcileStore writes the difference between the eligible pods and the registry's records
-// to each of its stores (storesync.go), and retires records left under an old service name
+// to each of its stores (storesync), and retires records left under an old service name
 // without holding back the sync. It asks to come back for a node Lease that may lapse and
 // for a key conflict to re-check.
 func (r *ServiceRegistryReconciler) reconcileStore(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
-	retireErr := r.retireOldScope(ctx, s)
-	if s.storeErr = errors.Join(r.sync(ctx, s), retireErr); s.storeErr != nil {
+	retireErr := r.syncer.RetireOld(ctx, s.reg, s.target)
+	if s.storeErr = errors.Join(r.syncStores(ctx, s), retireErr); s.storeErr != nil {
 		r.acks.forget(s.reg.UID) // unknown: no other registry's gate flip counts on this one
 		return ctrl.Result{}, s.storeErr
 	}
@@ -124,4 +126,17 @@ func (r *ServiceRegistryReconciler) patchStatus(s *reconcileScope) {
 		return
 	}
 	r.submitStatus(s)
+}
+
+// syncStores has the Syncer write the registry's desired endpoints to each of its stores and
+// keeps what they hold in the scope (s.stores, s.plan, s.stored); the changes made are
+// recorded (Events, lags).
+func (r *ServiceRegistryReconciler) syncStores(ctx context.Context, s *reconcileScope) error {
+	res, err := r.syncer.Sync(ctx, storesync.Request{Registry: s.reg, Target: s.target, Desired: s.desired,
+		Weigher: func(now time.Time) plan.Weigher { return weigherOf(s.reg, now) }})
+	s.stores, s.plan, s.stored = res.Stores, res.Plan, res.Stored
+	if s.plan.Changes.Len() > 0 {
+		r.recordChanges(s, s.plan.Changes)
+	}
+	return err
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
+	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -113,9 +114,10 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: &memStore{}, Recorder: events.NewFakeRecorder(100), Clock: clk,
 		NodeLeaseTimeout: 20 * time.Second,
-		known:            newKnownRecords(), owners: newOwnerIndex(), warmups: newWarmupTracker(1), acks: newGateAcks(),
+		warmups:          newWarmupTracker(1), acks: newGateAcks(),
 		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
+	r.syncer = storesync.New(storesync.Config{Store: r.Store, Clock: r.Clock, Recorder: r.Recorder})
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)})
 	if err != nil {
 		// controller-runtime ignores res when err is set: the re-check would be lost.

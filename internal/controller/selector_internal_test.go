@@ -19,6 +19,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
+	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -69,9 +70,10 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 		WithStatusSubresource(&v1beta1.ServiceRegistry{}, &corev1.Pod{}).Build()
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: mem, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
-		known: newKnownRecords(), owners: newOwnerIndex(), warmups: newWarmupTracker(1), acks: newGateAcks(),
+		warmups: newWarmupTracker(1), acks: newGateAcks(),
 		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
+	r.syncer = storesync.New(storesync.Config{Store: r.Store, Clock: r.Clock, Recorder: r.Recorder})
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)}); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}

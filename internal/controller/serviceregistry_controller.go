@@ -26,7 +26,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
-	"github.com/registrar-dev/registrar/internal/echo"
+	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -95,8 +95,8 @@ type ServiceRegistryReconciler struct {
 	// of its oldest registry unless it is shared (tenancy.go).
 	Tenancy tenancy.Mode
 
-	known  *knownRecords
-	owners *ownerIndex
+	// syncer writes the stores and knows what they hold (storesync).
+	syncer *storesync.Syncer
 	// index maps pods to the registries selecting them and back (nil outside a manager:
 	// pods are then listed from the client by selector).
 	index *selindex.Index
@@ -113,8 +113,6 @@ type ServiceRegistryReconciler struct {
 	leases *leaseMemo
 	// triggers notes what enqueued each registry, for registrar_reconciles_total.
 	triggers *reconcileTriggers
-	// writes are the store keys being written (their watch events are echoes: antiEntropy).
-	writes *echo.Writes
 	// guard is the node Lease guard's state (leaseGuard), created on first use.
 	guardOnce sync.Once
 	guard     *leaseGuardState
@@ -162,7 +160,7 @@ type reconcileScope struct {
 	desired        map[string]store.Endpoint
 	stored         map[string]store.Record // this registry's own records, alike in every store that answered
 	// stores is what each target store held after this reconcile's sync (nil before it).
-	stores   []storeResult
+	stores   []storesync.StoreResult
 	plan     plan.Plan
 	selErr   error
 	storeErr error
@@ -231,7 +229,7 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 // forget drops what the operator keeps about a registry that no longer exists.
 func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
-	r.known.forget(name)
+	r.syncer.Forget(name)
 	r.triggers.forget(name)
 	if r.index != nil {
 		r.index.DeleteRegistry(name.Namespace, name.Name)
@@ -242,7 +240,6 @@ func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	forgetEndpointStates(name)
 	r.unpublish(name)
 	r.forgetLeaseGuard(name)
-	r.owners.forget(name)
 }
 
 // GateRetry is how soon a reconcile whose gate flip failed comes back when it also has a
@@ -378,7 +375,7 @@ func (r *ServiceRegistryReconciler) cachedPod(ctx context.Context, ns, name stri
 // new pod, and of its own records keeps only those whose pod still exists with the same UID
 // and is eligible by every other rule; the others are deregistered by the sync.
 func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s *reconcileScope) error {
-	owned, err := r.ownedAnywhere(ctx, s)
+	owned, err := r.syncer.OwnedAnywhere(ctx, s.reg, s.target)
 	if err != nil {
 		return err
 	}
@@ -410,29 +407,6 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 		s.selected = append(s.selected, p)
 	}
 	return nil
-}
-
-// ownedAnywhere is the registry's own records in any of its stores, by pod: a record that
-// only one store holds still names a pod whose endpoint must be judged. A store that cannot
-// be read is skipped (its own sync fails and reports it); an error only when none answers.
-func (r *ServiceRegistryReconciler) ownedAnywhere(ctx context.Context, s *reconcileScope) (map[string]store.Record, error) {
-	targets, notConfigured := r.targets(s.target)
-	owned := map[string]store.Record{}
-	var errs []error
-	for _, t := range targets {
-		current, _, err := r.current(ctx, client.ObjectKeyFromObject(s.reg), t, s.reg.UID, s.target)
-		if err != nil {
-			errs = append(errs, storeErr(t.Name, err))
-			continue
-		}
-		for pod, rec := range plan.Owned(string(s.reg.UID), current) {
-			owned[pod] = rec
-		}
-	}
-	if len(errs) > 0 && len(errs) == len(targets) {
-		return nil, errors.Join(append(errs, notConfigured)...)
-	}
-	return owned, nil
 }
 
 // decide gathers the facts the verdict on one pod depends on (the older registry owning it,
@@ -515,7 +489,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1beta1.S
 	name := client.ObjectKeyFromObject(reg)
 	r.unpublish(name)
 	scopes := []store.Scope{scopeOf(reg)}
-	olds, complete := r.oldServices(ctx, reg, scopes[0].Service)
+	olds, complete := r.syncer.OldServices(ctx, reg, scopes[0].Service)
 	if !complete {
 		err := errors.New("the store could not be searched for records under earlier service names")
 		r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1beta1.ReasonStoreUnreachable, "Cleanup",
@@ -525,12 +499,12 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1beta1.S
 	for _, old := range olds {
 		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
 	}
-	r.known.forget(name)
+	r.syncer.ForgetRecords(name)
 	r.warmups.sync(name, nil)
 	r.acks.forget(reg.UID)
 	r.lags.forget(reg.UID)
 	for _, target := range scopes {
-		if err := r.removeOwned(ctx, reg, target); err != nil {
+		if err := r.syncer.RemoveOwned(ctx, reg, target); err != nil {
 			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1beta1.ReasonStoreUnreachable, "Cleanup",
 				"cannot remove endpoints from the store; deletion waits until it is reachable: %v", err)
 			return err

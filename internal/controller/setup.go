@@ -27,10 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/backoff"
 	"github.com/registrar-dev/registrar/internal/claimindex"
-	"github.com/registrar-dev/registrar/internal/echo"
+	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
+	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/lazylog"
 	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
@@ -92,12 +92,10 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
 // event enqueuing the registries of its namespace whose selector matches the pod.
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	r.known = newKnownRecords()
+	r.syncer = storesync.New(storesync.Config{Store: r.Store, Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
 	r.acks = newGateAcks()
 	r.leasesSeen = newLeaseObservations()
-	r.owners = newOwnerIndex()
 	r.triggers = newReconcileTriggers()
-	r.writes = echo.NewWrites()
 	r.index = selindex.New()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
@@ -169,10 +167,10 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		opts.ResyncInterval = DefaultResyncInterval
 	}
 	if opts.Shards != nil {
-		opts.Shards.OnRelease(r.known.forgetNamespaces)
+		opts.Shards.OnRelease(r.syncer.ForgetNamespaces)
 	}
-	repairs, resyncs := make(chan event.GenericEvent, 256), make(chan event.GenericEvent, 256)
-	if err := mgr.Add(&antiEntropy{r: r, interval: opts.ResyncInterval, enqueue: repairs, resyncs: resyncs}); err != nil {
+	storeEvents := newStoreEvents(r.triggers)
+	if err := mgr.Add(storeEvents.antiEntropy(r, opts.ResyncInterval)); err != nil {
 		return fmt.Errorf("add store anti-entropy: %w", err)
 	}
 	// Every source's handler notes what it enqueues (reconcileTriggers), so that each
@@ -191,8 +189,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		b = r.watchNodes(b)
 	}
 	// antiEntropy notes its own triggers (store-watch, store-resync) as it sends.
-	b = b.WatchesRawSource(source.Channel(repairs, &handler.EnqueueRequestForObject{}))
-	b = b.WatchesRawSource(source.Channel(resyncs, enqueueAtLowPriority()))
+	b = b.WatchesRawSource(source.Channel(storeEvents.repairs, &handler.EnqueueRequestForObject{}))
+	b = b.WatchesRawSource(source.Channel(storeEvents.resyncs, enqueueAtLowPriority()))
 	if opts.StoreRecovered != nil {
 		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered,
 			r.triggers.handler(TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries))))
@@ -290,7 +288,7 @@ func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.
 	reqs := make([]reconcile.Request, len(regs.Items))
 	for i := range regs.Items {
 		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])}
-		r.known.forget(reqs[i].NamespacedName)
+		r.syncer.ForgetRecords(reqs[i].NamespacedName)
 	}
 	return reqs
 }

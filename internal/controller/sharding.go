@@ -166,15 +166,3 @@ func listWaitingPods(c client.Reader) func(ctx context.Context) ([]reconcile.Req
 		return out, nil
 	}
 }
-
-// forgetNamespaces drops what is known of the registries of the namespaces in: a shard
-// given up may come back later, and its first write then plans against a fresh listing.
-func (k *knownRecords) forgetNamespaces(in func(namespace string) bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for name := range k.entries {
-		if in(name.Namespace) {
-			delete(k.entries, name)
-		}
-	}
-}

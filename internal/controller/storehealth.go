@@ -23,7 +23,7 @@ func (r *ServiceRegistryReconciler) storeHealthCondition(s *reconcileScope) {
 	}
 	var names []string
 	for _, res := range s.stores {
-		names = append(names, res.name)
+		names = append(names, res.Name)
 	}
 	v := r.StoreHealth.Verdict(names)
 	if !v.Known {

@@ -33,14 +33,14 @@ func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1beta1.S
 	owner := string(s.reg.UID)
 	out := make([]v1beta1.StoreStatus, 0, len(s.stores))
 	for _, res := range s.stores {
-		ss := v1beta1.StoreStatus{Name: res.name, Synced: res.err == nil}
-		for _, rec := range res.records {
+		ss := v1beta1.StoreStatus{Name: res.Name, Synced: res.Err == nil}
+		for _, rec := range res.Records {
 			if rec.Owner == owner {
 				ss.Registered++
 			}
 		}
-		if res.err != nil {
-			ss.Message = res.err.Error()
+		if res.Err != nil {
+			ss.Message = res.Err.Error()
 			if len(ss.Message) > maxStoreMessage {
 				ss.Message = ss.Message[:maxStoreMessage]
 			}

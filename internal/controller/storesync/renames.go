@@ -1,4 +1,4 @@
-package controller
+package storesync
 
 import (
 	"context"
@@ -82,13 +82,13 @@ func newOwnerIndex() *ownerIndex {
 
 // fromStores returns the services of namespace ns that hold records of owner in any store
 // that can be searched; complete is false when a store could not be read.
-func (r *ServiceRegistryReconciler) fromStores(ctx context.Context, owner types.UID, ns string) (services []string, complete bool) {
-	ix := r.owners
+func (y *Syncer) fromStores(ctx context.Context, owner types.UID, ns string) (services []string, complete bool) {
+	ix := y.owners
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	found := map[string]bool{}
 	complete = true
-	for _, t := range r.allStores() {
+	for _, t := range y.allStores() {
 		sc, ok := t.Store.(store.Scanner)
 		if !ok {
 			continue
@@ -130,29 +130,29 @@ func (r *ServiceRegistryReconciler) fromStores(ctx context.Context, owner types.
 	return slices.Sorted(maps.Keys(found)), complete
 }
 
-// oldServices are the service names other than current that may hold records of reg:
+// OldServices are the service names other than current that may hold records of reg:
 // status.serviceName, the scopes known in memory, names whose removal failed before, and,
 // until the registry's first successful retirement since start, the stores' own records.
 // complete is false when a store could not be searched.
-func (r *ServiceRegistryReconciler) oldServices(ctx context.Context, reg *v1beta1.ServiceRegistry, current string) (olds []string, complete bool) {
+func (y *Syncer) OldServices(ctx context.Context, reg *v1beta1.ServiceRegistry, current string) (olds []string, complete bool) {
 	set := map[string]bool{}
 	if reg.Status.ServiceName != "" {
 		set[reg.Status.ServiceName] = true
 	}
-	for _, svc := range r.known.services(client.ObjectKeyFromObject(reg)) {
+	for _, svc := range y.known.services(client.ObjectKeyFromObject(reg)) {
 		set[svc] = true
 	}
 	name := client.ObjectKeyFromObject(reg)
-	r.owners.mu.Lock()
-	if rt := r.owners.retry[name]; rt.uid == reg.UID {
+	y.owners.mu.Lock()
+	if rt := y.owners.retry[name]; rt.uid == reg.UID {
 		maps.Copy(set, rt.names)
 	}
-	done := r.owners.done[name] == reg.UID
-	r.owners.mu.Unlock()
+	done := y.owners.done[name] == reg.UID
+	y.owners.mu.Unlock()
 	complete = true
 	if !done {
 		var found []string
-		found, complete = r.fromStores(ctx, reg.UID, reg.Namespace)
+		found, complete = y.fromStores(ctx, reg.UID, reg.Namespace)
 		for _, svc := range found {
 			set[svc] = true
 		}
@@ -161,33 +161,60 @@ func (r *ServiceRegistryReconciler) oldServices(ctx context.Context, reg *v1beta
 	return slices.Sorted(maps.Keys(set)), complete
 }
 
-// retireOldScope removes the registry's records under every service name it used before
-// (see oldServices), after spec.serviceName changed, even when the status write that
-// recorded the old name was lost.
-func (r *ServiceRegistryReconciler) retireOldScope(ctx context.Context, s *reconcileScope) error {
-	olds, complete := r.oldServices(ctx, s.reg, s.target.Service)
+// RetireOld removes the registry's records under every service name it used before
+// (see OldServices) other than target's, after spec.serviceName changed, even when the
+// status write that recorded the old name was lost.
+func (y *Syncer) RetireOld(ctx context.Context, reg *v1beta1.ServiceRegistry, target store.Scope) error {
+	olds, complete := y.OldServices(ctx, reg, target.Service)
 	failed := map[string]bool{}
 	var errs []error
 	for _, old := range olds {
-		if err := r.removeOwned(ctx, s.reg, store.Scope{Service: old, Namespace: s.reg.Namespace, Stores: storesOf(s.reg)}); err != nil {
+		if err := y.RemoveOwned(ctx, reg, store.Scope{Service: old, Namespace: reg.Namespace, Stores: target.Stores}); err != nil {
 			failed[old] = true
 			errs = append(errs, err)
 		}
 	}
-	name := client.ObjectKeyFromObject(s.reg)
-	r.owners.mu.Lock()
-	defer r.owners.mu.Unlock()
+	name := client.ObjectKeyFromObject(reg)
+	y.owners.mu.Lock()
+	defer y.owners.mu.Unlock()
 	if len(failed) > 0 {
-		r.owners.retry[name] = retryNames{uid: s.reg.UID, names: failed}
+		y.owners.retry[name] = retryNames{uid: reg.UID, names: failed}
 	} else {
-		delete(r.owners.retry, name)
+		delete(y.owners.retry, name)
 	}
 	if complete && len(failed) == 0 {
-		if old := r.owners.done[name]; old != "" && old != s.reg.UID {
-			r.owners.dropScanned(old) // a registry of that name deleted before, its deletion unseen
+		if old := y.owners.done[name]; old != "" && old != reg.UID {
+			y.owners.dropScanned(old) // a registry of that name deleted before, its deletion unseen
 		}
-		r.owners.done[name] = s.reg.UID
-		r.owners.dropScanned(s.reg.UID) // never looked up again
+		y.owners.done[name] = reg.UID
+		y.owners.dropScanned(reg.UID) // never looked up again
 	}
 	return errors.Join(errs...)
+}
+
+// OwnersHeld counts the registries among uids that the owner index still holds anything of
+// (its bound: a deleted or retired registry leaves nothing behind).
+func (y *Syncer) OwnersHeld(uids ...types.UID) int {
+	ix := y.owners
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	held := map[types.UID]bool{}
+	for _, uid := range ix.done {
+		held[uid] = true
+	}
+	for _, rt := range ix.retry {
+		held[rt.uid] = true
+	}
+	for _, byOwner := range ix.scopes {
+		for owner := range byOwner {
+			held[types.UID(owner)] = true
+		}
+	}
+	n := 0
+	for _, uid := range uids {
+		if held[uid] {
+			n++
+		}
+	}
+	return n
 }

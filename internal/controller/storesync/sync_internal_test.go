@@ -1,4 +1,4 @@
-package controller
+package storesync
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 	"github.com/registrar-dev/registrar/internal/store/storetest"
 )
 
-// syncFixture runs the reconciler's sync against two in-memory stores, a and b.
+// syncFixture runs a Syncer against two in-memory stores, a and b.
 type syncFixture struct {
-	r    *ServiceRegistryReconciler
+	r    *Syncer
 	a, b *memory.Store
 	reg  *v1beta1.ServiceRegistry
 }
@@ -33,11 +33,10 @@ func newSyncFixture(t *testing.T) *syncFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &ServiceRegistryReconciler{
+	r := New(Config{
 		Stores: stores, Recorder: events.NewFakeRecorder(1000),
 		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
-		known: newKnownRecords(), owners: newOwnerIndex(),
-	}
+	})
 	reg := &v1beta1.ServiceRegistry{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: types.UID("uid-web")},
 		Spec:       v1beta1.ServiceRegistrySpec{Stores: []string{"a", "b"}},
@@ -45,17 +44,21 @@ func newSyncFixture(t *testing.T) *syncFixture {
 	return &syncFixture{r: r, a: a, b: b, reg: reg}
 }
 
-// sync syncs the registry to the desired pods and returns the scope and the error.
-func (f *syncFixture) sync(t *testing.T, pods ...string) (*reconcileScope, error) {
+// scopeOf is the registry's scope as the reconciler computes it.
+func scopeOf(reg *v1beta1.ServiceRegistry) store.Scope {
+	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, Stores: strings.Join(reg.Spec.Stores, ",")}
+}
+
+// sync syncs the registry to the desired pods and returns the result and the error.
+func (f *syncFixture) sync(t *testing.T, pods ...string) (Result, error) {
 	t.Helper()
-	s := &reconcileScope{reg: f.reg, originalStatus: *f.reg.Status.DeepCopy(), target: scopeOf(f.reg), desired: map[string]store.Endpoint{}}
+	req := Request{Registry: f.reg, Target: scopeOf(f.reg), Desired: map[string]store.Endpoint{}}
 	for i, pod := range pods {
-		ep := storetest.Endpoint(s.target, pod, "10.0.0."+string(rune('1'+i)), string(f.reg.UID))
+		ep := storetest.Endpoint(req.Target, pod, "10.0.0."+string(rune('1'+i)), string(f.reg.UID))
 		ep.RegisteredAt = time.Time{}
-		s.desired[pod] = ep
+		req.Desired[pod] = ep
 	}
-	err := f.r.sync(context.Background(), s)
-	return s, err
+	return f.r.Sync(context.Background(), req)
 }
 
 func podsIn(t *testing.T, s *memory.Store) []string {
@@ -86,10 +89,10 @@ func TestSyncEachStoreOnItsOwn(t *testing.T) {
 		if got := podsIn(t, f.a); !slices.Equal(got, round) {
 			t.Fatalf("store a holds %v, want %v: b being down held it back", got, round)
 		}
-		st := f.r.storeStatuses(s)
-		if len(st) != 2 || st[0] != (v1beta1.StoreStatus{Name: "a", Registered: int32(len(round)), Synced: true}) ||
-			st[1].Name != "b" || st[1].Synced || !strings.Contains(st[1].Message, "down") {
-			t.Fatalf("status.stores = %+v", st)
+		st := s.Stores
+		if len(st) != 2 || st[0].Name != "a" || st[0].Err != nil || len(st[0].Records) != len(round) ||
+			st[1].Name != "b" || st[1].Err == nil || !strings.Contains(st[1].Err.Error(), "down") || st[1].Records != nil {
+			t.Fatalf("stores = %+v", st)
 		}
 	}
 	f.b.Fail(nil)
@@ -100,8 +103,8 @@ func TestSyncEachStoreOnItsOwn(t *testing.T) {
 	if got := podsIn(t, f.b); !slices.Equal(got, []string{"p3", "p4", "p5"}) {
 		t.Fatalf("store b holds %v after it came back", got)
 	}
-	if len(s.stored) != 3 {
-		t.Errorf("stored = %v, want the 3 pods both stores hold", s.stored)
+	if len(s.Stored) != 3 {
+		t.Errorf("stored = %v, want the 3 pods both stores hold", s.Stored)
 	}
 }
 

@@ -1,4 +1,4 @@
-package controller
+package storesync
 
 import (
 	"maps"
@@ -245,4 +245,34 @@ func (k *knownRecords) services(name types.NamespacedName) []string {
 		out = append(out, e.scope.Service)
 	}
 	return out
+}
+
+// forgetNamespaces drops what is known of the registries of the namespaces in: a shard
+// given up may come back later, and its first write then plans against a fresh listing.
+func (k *knownRecords) forgetNamespaces(in func(namespace string) bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for name := range k.entries {
+		if in(name.Namespace) {
+			delete(k.entries, name)
+		}
+	}
+}
+
+// markRecorded sets out[pod] for every pod whose record, with the pod's UID as podUIDs gives
+// it, is in a store entry of the registry with this UID that is current (not waiting for a
+// relist).
+func (k *knownRecords) markRecorded(name types.NamespacedName, uid types.UID, podUIDs map[string]string, out map[string]bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, e := range k.entries[name] {
+		if e.uid != uid || e.relist {
+			continue
+		}
+		for pod, rec := range e.records {
+			if rec.UID == podUIDs[pod] {
+				out[pod] = true
+			}
+		}
+	}
 }

@@ -1,16 +1,13 @@
-package controller
+package storesync
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/store"
 )
@@ -32,9 +29,10 @@ func TestRecheckOfAKeyBeingWritten(t *testing.T) {
 		{name: "somebody else's write after it", change: 7, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &ServiceRegistryReconciler{known: newKnownRecords(), writes: echo.NewWrites(), triggers: newReconcileTriggers()}
-			a := &antiEntropy{r: r, enqueue: make(chan event.GenericEvent, 1),
-				rechecks: workqueue.NewTyped[echoCheck]()}
+			r := New(Config{})
+			q := &enqueued{}
+			a := r.AntiEntropy(AntiEntropyConfig{Enqueue: q.add})
+			a.rechecks = workqueue.NewTyped[echoCheck]()
 			defer a.rechecks.ShutDown()
 			r.known.set(name, "", "uid", scope, map[string]store.Record{})
 			end := r.writes.Begin([]echo.Key{key})
@@ -45,8 +43,8 @@ func TestRecheckOfAKeyBeingWritten(t *testing.T) {
 			}
 			a.rechecks.Add(echoCheck{name: name, key: key})
 			a.recheck(context.Background()) // still in flight: waits for the write to end
-			if len(a.enqueue) != 0 || a.rechecks.Len() != 0 {
-				t.Fatalf("enqueued %d, %d rechecks queued while the write was in flight", len(a.enqueue), a.rechecks.Len())
+			if q.len() != 0 || a.rechecks.Len() != 0 {
+				t.Fatalf("enqueued %d, %d rechecks queued while the write was in flight", q.len(), a.rechecks.Len())
 			}
 			rec := store.Record{Endpoint: store.Endpoint{Pod: "web-0"}, Revision: 5}
 			r.known.set(name, "", "uid", scope, map[string]store.Record{"web-0": rec})
@@ -55,13 +53,11 @@ func TestRecheckOfAKeyBeingWritten(t *testing.T) {
 				t.Fatalf("%d rechecks queued once the write ended, want 1", a.rechecks.Len())
 			}
 			a.recheck(context.Background())
-			if got := len(a.enqueue) == 1; got != tc.want {
+			if got := q.len() == 1; got != tc.want {
 				t.Fatalf("enqueued: %v, want %v", got, tc.want)
 			}
-			if tc.want {
-				if tr := r.triggers.take(reconcile.Request{NamespacedName: name}); tr != TriggerStoreWatch {
-					t.Fatalf("trigger %q, want %q", tr, TriggerStoreWatch)
-				}
+			if tc.want && (q.names[0] != name || q.resyncs[0]) {
+				t.Fatalf("enqueued %v (resync %v), want %v as a repair", q.names[0], q.resyncs[0], name)
 			}
 		})
 	}
@@ -103,18 +99,18 @@ func TestChangeDuringReRead(t *testing.T) {
 // that nothing caused: the controller suite's "reconciles the registry once" failed so in CI).
 func TestEchoOfAWriteEndingMeanwhileEnqueuesNothing(t *testing.T) {
 	scope := store.Scope{Service: "web", Namespace: "ns"}
-	reg := &v1beta1.ServiceRegistry{}
-	reg.Namespace, reg.Name = "ns", "web"
-	reg.Spec.ServiceName = "web"
-	regs := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{registryServiceIndex: indexRegistryByService})
-	if err := regs.Add(reg); err != nil {
-		t.Fatal(err)
-	}
 	name := types.NamespacedName{Namespace: "ns", Name: "web"}
 	key := echo.Key{Service: "web", Namespace: "ns", Pod: "web-0"}
-	r := &ServiceRegistryReconciler{known: newKnownRecords(), writes: echo.NewWrites(), triggers: newReconcileTriggers(), registries: regs}
-	a := &antiEntropy{r: r, enqueue: make(chan event.GenericEvent, 1),
-		rechecks: workqueue.NewTyped[echoCheck]()}
+	r := New(Config{})
+	q := &enqueued{}
+	a := r.AntiEntropy(AntiEntropyConfig{Enqueue: q.add,
+		Registries: func(_ context.Context, ns, service string) ([]types.NamespacedName, error) {
+			if ns == "ns" && service == "web" {
+				return []types.NamespacedName{name}, nil
+			}
+			return nil, nil
+		}})
+	a.rechecks = workqueue.NewTyped[echoCheck]()
 	defer a.rechecks.ShutDown()
 	r.known.set(name, "", "uid", scope, map[string]store.Record{})
 	ctx := context.Background()
@@ -130,8 +126,28 @@ func TestEchoOfAWriteEndingMeanwhileEnqueuesNothing(t *testing.T) {
 		// Meanwhile the store's watch reports that very write.
 		a.changed(ctx, "", store.Change{Service: "web", Namespace: "ns", Pod: "web-0", Revision: rev})
 		<-done
-		if len(a.enqueue) != 0 {
-			t.Fatalf("write %d: its own echo enqueued the registry (trigger %q)", rev, r.triggers.take(reconcile.Request{NamespacedName: name}))
+		if q.len() != 0 {
+			t.Fatalf("write %d: its own echo enqueued the registry (resync %v)", rev, q.resyncs[0])
 		}
 	}
+}
+
+// enqueued records what anti-entropy enqueued.
+type enqueued struct {
+	mu      sync.Mutex
+	names   []types.NamespacedName
+	resyncs []bool
+}
+
+func (q *enqueued) add(_ context.Context, name types.NamespacedName, resync bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.names = append(q.names, name)
+	q.resyncs = append(q.resyncs, resync)
+}
+
+func (q *enqueued) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.names)
 }

@@ -1,4 +1,4 @@
-package controller
+package storesync
 
 import (
 	"maps"
@@ -81,18 +81,18 @@ func TestStoredEverywhere(t *testing.T) {
 	moved := rec("web-1", owner, "10.0.0.9")
 	for _, tc := range []struct {
 		name    string
-		results []storeResult
+		results []StoreResult
 		want    []string // nil: nothing known
 	}{
 		{name: "no store answered"},
-		{name: "one store, all its own", results: []storeResult{{records: map[string]store.Record{"web-0": mine0, "web-1": mine1}}},
+		{name: "one store, all its own", results: []StoreResult{{Records: map[string]store.Record{"web-0": mine0, "web-1": mine1}}},
 			want: []string{"web-0", "web-1"}},
 		{name: "one store, another owner's record left out",
-			results: []storeResult{{records: map[string]store.Record{"web-0": mine0, "web-2": theirs}}}, want: []string{"web-0"}},
-		{name: "one store, empty", results: []storeResult{{records: nil}}, want: []string{}},
-		{name: "two stores: only what both hold alike", results: []storeResult{
-			{records: map[string]store.Record{"web-0": mine0, "web-1": mine1}},
-			{records: map[string]store.Record{"web-0": mine0, "web-1": moved}},
+			results: []StoreResult{{Records: map[string]store.Record{"web-0": mine0, "web-2": theirs}}}, want: []string{"web-0"}},
+		{name: "one store, empty", results: []StoreResult{{Records: nil}}, want: []string{}},
+		{name: "two stores: only what both hold alike", results: []StoreResult{
+			{Records: map[string]store.Record{"web-0": mine0, "web-1": mine1}},
+			{Records: map[string]store.Record{"web-0": mine0, "web-1": moved}},
 		}, want: []string{"web-0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
