@@ -34,6 +34,8 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/certs"
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
+	"github.com/registrar-dev/registrar/internal/controller/deployment"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/memlimit"
@@ -290,7 +292,7 @@ func run(ctx context.Context, cfg config) error {
 	cfg.clusterName = cfg.multicluster.id
 	var (
 		guard  etcdstore.WriteGuard
-		shards controller.Shards
+		shards ctrlrt.Shards
 		fence  *etcdstore.Fence
 	)
 	if cfg.sharding.enabled() { // --store-shared needs --store-lease-ttl, which sharding refuses
@@ -459,7 +461,7 @@ func eventRecorder(mgr ctrl.Manager) (*eventqueue.Recorder, error) {
 	return rec, nil
 }
 
-func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard etcdstore.WriteGuard, shards controller.Shards,
+func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard etcdstore.WriteGuard, shards ctrlrt.Shards,
 	endpoints []string, events *eventqueue.Recorder) error {
 	recovered := make(chan event.GenericEvent, 1)
 	resync := func(why string) func() {
@@ -523,7 +525,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	}); err != nil {
 		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
 	}
-	d := &controller.DeploymentReconciler{Client: mgr.GetClient(), Recorder: events, Shards: shards}
+	d := &deployment.Reconciler{Client: mgr.GetClient(), Recorder: events, Shards: shards}
 	if err := d.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up Deployment controller: %w", err)
 	}

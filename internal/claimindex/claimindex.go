@@ -25,6 +25,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/annotations"
+	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
 // Field is the name of the index on ServiceRegistries and Deployments.
@@ -184,4 +185,21 @@ func RegistryOf(d *appsv1.Deployment) v1beta1.ServiceRegistry {
 		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name, CreationTimestamp: d.CreationTimestamp},
 		Spec:       annotations.Defaulted(annotations.Spec(d).Spec),
 	}
+}
+
+// Claimants describes the claimants that may select a pod with these labels in namespace
+// ns (Registries: the registries anchored under one of the labels, and
+// the registry each such annotated Deployment without one is about to get). Not the
+// namespace: the work is the pod's labels and the objects that may select it. Callers match
+// each selector.
+func Claimants(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]eligibility.Claimant, error) {
+	regs, err := Registries(ctx, c, ns, podLabels)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]eligibility.Claimant, 0, len(regs))
+	for i := range regs {
+		out = append(out, eligibility.ClaimantOf(&regs[i]))
+	}
+	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -32,7 +33,7 @@ func (r *ServiceRegistryReconciler) flipGates(ctx context.Context, s *reconcileS
 		}
 		msg := fmt.Sprintf("set by registrar: %s", want.Reason)
 		if want.Status == corev1.ConditionTrue {
-			claimants, err := claimantsOf(ctx, r.Client, s.reg.Namespace, p.pod.Labels)
+			claimants, err := claimindex.Claimants(ctx, r.Client, s.reg.Namespace, p.pod.Labels)
 			if err != nil {
 				return err
 			}

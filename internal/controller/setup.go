@@ -29,9 +29,10 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/backoff"
 	"github.com/registrar-dev/registrar/internal/claimindex"
+	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
+	"github.com/registrar-dev/registrar/internal/controller/gaterelease"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
-	"github.com/registrar-dev/registrar/internal/lazylog"
 	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
@@ -74,7 +75,7 @@ type Options struct {
 	// DefaultResyncInterval when zero.
 	ResyncInterval time.Duration
 	// Shards, when set (--sharding=lease), limits every controller to this replica's shards.
-	Shards Shards
+	Shards ctrlrt.Shards
 }
 
 // CacheByObject is the informer cache configuration of the objects the operator caches in
@@ -159,8 +160,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := claimindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	releaser := &gateReleaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, setGate: r.setGate, index: r.index, versions: r.status.Echoes()}
-	if err := releaser.setup(mgr, opts.Shards); err != nil {
+	releaser := &gaterelease.Releaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, SetGate: r.setGate, Index: r.index, Versions: r.status.Echoes()}
+	if err := releaser.SetupWithManager(mgr, opts.Shards); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
 	}
 	if opts.ResyncInterval <= 0 {
@@ -179,12 +180,12 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	// the logger keeps For's keys.
 	b := ctrl.NewControllerManagedBy(mgr).
 		Watches(&v1beta1.ServiceRegistry{}, r.triggers.handler(TriggerRegistry, &handler.EnqueueRequestForObject{}),
-			builder.WithPredicates(inShards(opts.Shards), r.notOwnStatusWrite())).
+			builder.WithPredicates(ctrlrt.InShards(opts.Shards), r.notOwnStatusWrite())).
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
 		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
 		Watches(&v1beta1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.peersOf)),
-			builder.WithPredicates(notStatusOnly(r.status.Echoes())))
+			builder.WithPredicates(ctrlrt.NotStatusOnly(r.status.Echoes())))
 	if r.NodeLeaseTimeout > 0 {
 		b = r.watchNodes(b)
 	}
@@ -198,7 +199,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	return b.
 		WithOptions(registryControllerOptions(mgr.GetClient(), mgr.GetLogger(), opts)).
 		Named("serviceregistry").
-		Complete(sharded(r, opts.Shards))
+		Complete(ctrlrt.Sharded(r, opts.Shards))
 }
 
 // notOwnStatusWrite drops the update events of a registry that only carry back the status
@@ -218,25 +219,11 @@ func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
 // reconciles' logger (requestLogger). All in one place: builder.WithOptions replaces every
 // option set before it, a WithLogConstructor included.
 func registryControllerOptions(c client.Client, log logr.Logger, opts Options) controller.Options {
-	return shardedOptions(controller.Options{
+	return ctrlrt.ShardedOptions(controller.Options{
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),
-		LogConstructor:          requestLogger(log, "serviceregistry", "ServiceRegistry"),
-	}, opts.Shards, listRegistries(c))
-}
-
-// requestLogger is the logger builder.For gives a controller's reconciles: the controller,
-// its group and kind, and the request's object. The request's pairs (and the reconcile ID
-// controller-runtime adds) are deferred until a line is written (internal/lazylog): most
-// reconciles write none, and zap encodes pairs as soon as they are given.
-func requestLogger(base logr.Logger, controllerName, kind string) func(*reconcile.Request) logr.Logger {
-	log := lazylog.Wrap(base.WithValues("controller", controllerName, "controllerGroup", v1beta1.GroupVersion.Group, "controllerKind", kind))
-	return func(req *reconcile.Request) logr.Logger {
-		if req == nil {
-			return log
-		}
-		return log.WithValues(kind, req.NamespacedName, "namespace", req.Namespace, "name", req.Name)
-	}
+		LogConstructor:          ctrlrt.RequestLogger(log, "serviceregistry", "ServiceRegistry"),
+	}, opts.Shards, ctrlrt.ListRegistries(c))
 }
 
 // podEvents records each pod event in the selector index, then enqueues the registries

@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/controller/deployment"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
@@ -137,7 +138,7 @@ func startOperator() *runningOperator {
 		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second,
 		MaxConcurrentWarmups: 16,
 	})).To(Succeed())
-	Expect((&controller.DeploymentReconciler{
+	Expect((&deployment.Reconciler{
 		Client: mgr.GetClient(), Recorder: events,
 	}).SetupWithManager(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())

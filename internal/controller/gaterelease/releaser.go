@@ -1,4 +1,9 @@
-package controller
+// Package gaterelease is the gate releaser: a pod-level controller that sets the readiness
+// gate of a gated pod no ServiceRegistry manages any more (its registry deleted, its labels
+// no longer selected, its Deployment's annotations removed before the gate flipped), so that
+// the pod becomes Ready instead of stalling its rollout. A pod some registry manages is left
+// to that registry's reconcile (internal/controller's gate phase).
+package gaterelease
 
 import (
 	"context"
@@ -14,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -23,27 +27,29 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/claimindex"
+	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/echo"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
-// gateReleaser is a pod-level reconciler for gated pods whose gate is not True: when no
+// Releaser is a pod-level reconciler for gated pods whose gate is not True: when no
 // ServiceRegistry manages such a pod any more (its registry was deleted or is being deleted,
 // stopped selecting it, or its Deployment's annotations were removed before the gate
 // flipped), nothing else would ever set the gate, the pod would never become Ready and its
 // rollout would stall. It sets the gate True with reason Released, a message saying why, and
 // an Event. A pod some registry manages is left to that registry's reconcile.
-type gateReleaser struct {
+type Releaser struct {
 	client.Client
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
-	setGate  func(ctx context.Context, pod *corev1.Pod, status corev1.ConditionStatus, reason, msg, resourceVersion string) error
-	// index, when set, finds a registry's pods without reading the namespace's.
-	index *selindex.Index
-	// versions shares StatusOnly's answers with the reconciler's handlers.
-	versions *echo.Statuses
+	// SetGate sets the readiness gate condition of a pod (the reconciler's: one writer of it).
+	SetGate func(ctx context.Context, pod *corev1.Pod, status corev1.ConditionStatus, reason, msg, resourceVersion string) error
+	// Index, when set, finds a registry's pods without reading the namespace's.
+	Index *selindex.Index
+	// Versions shares StatusOnly's answers with the reconciler's handlers.
+	Versions *echo.Statuses
 }
 
 // waitingGate passes pods that carry the gate, not True, and are not terminating.
@@ -56,31 +62,20 @@ func waitingGate(o client.Object) bool {
 	return c == nil || c.Status != corev1.ConditionTrue
 }
 
-func (g *gateReleaser) setup(mgr ctrl.Manager, shards Shards) error {
+// SetupWithManager registers the releaser with mgr, limited to shards when set.
+func (g *Releaser) SetupWithManager(mgr ctrl.Manager, shards ctrlrt.Shards) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gaterelease").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(waitingGate))).
 		Watches(&v1beta1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(g.waitingPodsOf),
-			builder.WithPredicates(notStatusOnly(g.versions))).
-		WithOptions(shardedOptions(controller.Options{}, shards, listWaitingPods(mgr.GetClient()))).
-		Complete(sharded(g, shards))
-}
-
-// notStatusOnly drops ServiceRegistry updates that change nothing but the status (the
-// operator's own status writes, above all): which pods a registry manages, and which
-// registries a registry competes with, do not depend on its status (eligibility.ClaimantOf).
-// versions remembers the answer per update for the other handlers that ask it.
-func notStatusOnly(versions *echo.Statuses) predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		old, okOld := e.ObjectOld.(*v1beta1.ServiceRegistry)
-		cur, okNew := e.ObjectNew.(*v1beta1.ServiceRegistry)
-		return !okOld || !okNew || !versions.StatusOnly(old, cur)
-	}}
+			builder.WithPredicates(ctrlrt.NotStatusOnly(g.Versions))).
+		WithOptions(ctrlrt.ShardedOptions(controller.Options{}, shards, listWaitingPods(mgr.GetClient()))).
+		Complete(ctrlrt.Sharded(g, shards))
 }
 
 // waitingPodsOf maps a ServiceRegistry event (old and new object) to the waiting gated pods
 // of its namespace that its selector matches: those it may have just stopped managing.
-func (g *gateReleaser) waitingPodsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+func (g *Releaser) waitingPodsOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	reg, ok := obj.(*v1beta1.ServiceRegistry)
 	if !ok {
 		return nil
@@ -90,8 +85,8 @@ func (g *gateReleaser) waitingPodsOf(ctx context.Context, obj client.Object) []r
 		return nil
 	}
 	var reqs []reconcile.Request
-	if g.index != nil {
-		for _, name := range g.index.Matching(reg.Namespace, &reg.Spec.Selector) {
+	if g.Index != nil {
+		for _, name := range g.Index.Matching(reg.Namespace, &reg.Spec.Selector) {
 			pod := &corev1.Pod{}
 			key := types.NamespacedName{Namespace: reg.Namespace, Name: name}
 			if err := g.Get(ctx, key, pod, client.UnsafeDisableDeepCopy); err == nil && waitingGate(pod) {
@@ -115,12 +110,12 @@ func (g *gateReleaser) waitingPodsOf(ctx context.Context, obj client.Object) []r
 }
 
 // Reconcile releases the gate of one pod if no registry manages it.
-func (g *gateReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (g *Releaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
 	if err := g.Get(ctx, req.NamespacedName, pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	claimants, err := claimantsOf(ctx, g.Client, pod.Namespace, pod.Labels)
+	claimants, err := claimindex.Claimants(ctx, g.Client, pod.Namespace, pod.Labels)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -136,7 +131,7 @@ func (g *gateReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	}
 	msg := fmt.Sprintf("released by registrar: no ServiceRegistry manages this pod (%s); the pod becomes Ready without being registered",
 		unmanagedWhy(pod, claimants))
-	err = g.setGate(ctx, pod, corev1.ConditionTrue, v1beta1.GateReleased, msg, pod.ResourceVersion)
+	err = g.SetGate(ctx, pod, corev1.ConditionTrue, v1beta1.GateReleased, msg, pod.ResourceVersion)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return ctrl.Result{}, nil // a newer version of the pod is on its way here
 	}
@@ -163,19 +158,19 @@ func unmanagedWhy(pod *corev1.Pod, cs []eligibility.Claimant) string {
 	return fmt.Sprintf("no ServiceRegistry in namespace %s selects its labels any more", pod.Namespace)
 }
 
-// claimantsOf describes the claimants that may select a pod with these labels in namespace
-// ns (internal/claimindex.Registries: the registries anchored under one of the labels, and
-// the registry each such annotated Deployment without one is about to get). Not the
-// namespace: the work is the pod's labels and the objects that may select it. Callers match
-// each selector.
-func claimantsOf(ctx context.Context, c client.Reader, ns string, podLabels map[string]string) ([]eligibility.Claimant, error) {
-	regs, err := claimindex.Registries(ctx, c, ns, podLabels)
-	if err != nil {
-		return nil, err
+// listWaitingPods are requests for every pod whose readiness gate waits.
+func listWaitingPods(c client.Reader) func(ctx context.Context) ([]reconcile.Request, error) {
+	return func(ctx context.Context) ([]reconcile.Request, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		var out []reconcile.Request
+		for i := range pods.Items {
+			if waitingGate(&pods.Items[i]) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
+			}
+		}
+		return out, nil
 	}
-	out := make([]eligibility.Claimant, 0, len(regs))
-	for i := range regs {
-		out = append(out, eligibility.ClaimantOf(&regs[i]))
-	}
-	return out, nil
 }

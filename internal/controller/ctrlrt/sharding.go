@@ -1,11 +1,13 @@
-package controller
+// Package ctrlrt is the plumbing registrar's controllers share around controller-runtime:
+// sharded queues and reconcilers (--sharding=lease: each replica queues and reconciles only
+// the namespaces of its shards) and the reconcile loggers. It decides nothing about
+// registries, pods or stores.
+package ctrlrt
 
 import (
 	"context"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -30,41 +32,41 @@ type Shards interface {
 	OnRelease(f func(owns func(namespace string) bool))
 }
 
-// shardFilteredQueue drops every request of a namespace outside this replica's shards as it
+// filteredQueue drops every request of a namespace outside this replica's shards as it
 // is added, whatever its source (watch events, channels, retries, requeues): the other
 // replicas' registries are never even queued here.
-type shardFilteredQueue struct {
+type filteredQueue struct {
 	workqueue.TypedRateLimitingInterface[reconcile.Request]
 	owns func(namespace string) bool
 }
 
-func (q *shardFilteredQueue) Add(r reconcile.Request) {
+func (q *filteredQueue) Add(r reconcile.Request) {
 	if q.owns(r.Namespace) {
 		q.TypedRateLimitingInterface.Add(r)
 	}
 }
 
-func (q *shardFilteredQueue) AddRateLimited(r reconcile.Request) {
+func (q *filteredQueue) AddRateLimited(r reconcile.Request) {
 	if q.owns(r.Namespace) {
 		q.TypedRateLimitingInterface.AddRateLimited(r)
 	}
 }
 
-func (q *shardFilteredQueue) AddAfter(r reconcile.Request, d time.Duration) {
+func (q *filteredQueue) AddAfter(r reconcile.Request, d time.Duration) {
 	if q.owns(r.Namespace) {
 		q.TypedRateLimitingInterface.AddAfter(r, d)
 	}
 }
 
-// shardedOptions makes o's queue a shardFilteredQueue when shards is set, and enqueues the
+// ShardedOptions makes o's queue a filteredQueue when shards is set, and enqueues the
 // objects list returns of every shard this replica takes (events of a shard nobody owned
 // were dropped, and a new owner must look at all of its objects once).
-func shardedOptions(o controller.Options, shards Shards, list func(ctx context.Context) ([]reconcile.Request, error)) controller.Options {
+func ShardedOptions(o controller.Options, shards Shards, list func(ctx context.Context) ([]reconcile.Request, error)) controller.Options {
 	if shards == nil {
 		return o
 	}
 	o.NewQueue = func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-		q := &shardFilteredQueue{
+		q := &filteredQueue{
 			TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name}),
 			owns:                       shards.Owns,
 		}
@@ -85,20 +87,20 @@ func shardedOptions(o controller.Options, shards Shards, list func(ctx context.C
 	return o
 }
 
-// inShards passes the events of objects in this replica's shards (all without sharding), so
+// InShards passes the events of objects in this replica's shards (all without sharding), so
 // that a pod event of another replica's namespace costs no mapping to registries here.
-func inShards(shards Shards) predicate.Predicate {
+func InShards(shards Shards) predicate.Predicate {
 	return predicate.NewPredicateFuncs(func(o client.Object) bool { return shards == nil || shards.Owns(o.GetNamespace()) })
 }
 
-// shardGuarded runs a reconcile only while its namespace's shard is this replica's, and
+// guarded runs a reconcile only while its namespace's shard is this replica's, and
 // counts it as running so that the shard is handed over only once it has finished.
-type shardGuarded struct {
+type guarded struct {
 	reconcile.Reconciler
 	shards Shards
 }
 
-func (g shardGuarded) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (g guarded) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	done, ok := g.shards.Begin(req.Namespace)
 	if !ok {
 		return reconcile.Result{}, nil
@@ -107,16 +109,16 @@ func (g shardGuarded) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	return g.Reconciler.Reconcile(ctx, req)
 }
 
-// sharded wraps r with shardGuarded when shards is set.
-func sharded(r reconcile.Reconciler, shards Shards) reconcile.Reconciler {
+// Sharded wraps r with guarded when shards is set.
+func Sharded(r reconcile.Reconciler, shards Shards) reconcile.Reconciler {
 	if shards == nil {
 		return r
 	}
-	return shardGuarded{Reconciler: r, shards: shards}
+	return guarded{Reconciler: r, shards: shards}
 }
 
-// listRegistries are requests for every ServiceRegistry in the cache.
-func listRegistries(c client.Reader) func(ctx context.Context) ([]reconcile.Request, error) {
+// ListRegistries are requests for every ServiceRegistry in the cache.
+func ListRegistries(c client.Reader) func(ctx context.Context) ([]reconcile.Request, error) {
 	return func(ctx context.Context) ([]reconcile.Request, error) {
 		var regs v1beta1.ServiceRegistryList
 		if err := c.List(ctx, &regs, client.UnsafeDisableDeepCopy); err != nil {
@@ -125,43 +127,6 @@ func listRegistries(c client.Reader) func(ctx context.Context) ([]reconcile.Requ
 		out := make([]reconcile.Request, len(regs.Items))
 		for i := range regs.Items {
 			out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])}
-		}
-		return out, nil
-	}
-}
-
-// listAnnotatedDeployments are requests for every Deployment with registrar.dev/service,
-// and for the Deployment of every ServiceRegistry (one that lost the annotation while its
-// shard had no owner).
-func listAnnotatedDeployments(c client.Reader) func(ctx context.Context) ([]reconcile.Request, error) {
-	return func(ctx context.Context) ([]reconcile.Request, error) {
-		var deps appsv1.DeploymentList
-		if err := c.List(ctx, &deps, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		var out []reconcile.Request
-		for i := range deps.Items {
-			if hasServiceAnnotation(&deps.Items[i]) {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&deps.Items[i])})
-			}
-		}
-		regs, err := listRegistries(c)(ctx)
-		return append(out, regs...), err
-	}
-}
-
-// listWaitingPods are requests for every pod whose readiness gate waits.
-func listWaitingPods(c client.Reader) func(ctx context.Context) ([]reconcile.Request, error) {
-	return func(ctx context.Context) ([]reconcile.Request, error) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		var out []reconcile.Request
-		for i := range pods.Items {
-			if waitingGate(&pods.Items[i]) {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
-			}
 		}
 		return out, nil
 	}

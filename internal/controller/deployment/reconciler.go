@@ -1,4 +1,9 @@
-package controller
+// Package deployment is the Deployment reconciler: an annotated Deployment (registrar.dev/service
+// and friends, internal/annotations) gets a ServiceRegistry of the same name that it owns,
+// kept equal to what its annotations say; a Deployment that loses the annotation loses its
+// registry. A bad annotation is reported on the Deployment (a Warning Event) and on its
+// registry (the config-error annotation), never by touching another service's registration.
+package deployment
 
 import (
 	"context"
@@ -30,21 +35,22 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/annotations"
+	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 )
 
 // maxEventNote is the longest note the API server accepts on an events.k8s.io Event.
 const maxEventNote = 1024
 
-// DeploymentReconciler owns one ServiceRegistry for each Deployment annotated with
+// Reconciler owns one ServiceRegistry for each Deployment annotated with
 // registrar.dev/service: named after the Deployment, controlled by it, its spec generated
 // from the Deployment's annotations (see package annotations). It never writes a registry's
 // status, and never touches a ServiceRegistry that the Deployment does not control.
-type DeploymentReconciler struct {
+type Reconciler struct {
 	client.Client
 	// Recorder emits Events on Deployments.
 	Recorder recorder.EventRecorder
 	// Shards, when set (--sharding=lease), limits the controller to this replica's shards.
-	Shards Shards
+	Shards ctrlrt.Shards
 
 	// warned remembers the last Warning per Deployment where no owned registry records it
 	// (in its config-error annotation), so that a Deployment's status updates repeat none.
@@ -56,7 +62,7 @@ type DeploymentReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile makes the ServiceRegistry of one Deployment follow its annotations.
-func (r *DeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	dep := &appsv1.Deployment{}
 	if err := r.Get(ctx, req.NamespacedName, dep); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -104,7 +110,7 @@ func (r *DeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 // registry returns the ServiceRegistry named like the Deployment, nil when there is none.
-func (r *DeploymentReconciler) registry(ctx context.Context, name types.NamespacedName) (*v1beta1.ServiceRegistry, error) {
+func (r *Reconciler) registry(ctx context.Context, name types.NamespacedName) (*v1beta1.ServiceRegistry, error) {
 	reg := &v1beta1.ServiceRegistry{}
 	if err := r.Get(ctx, name, reg); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -115,7 +121,7 @@ func (r *DeploymentReconciler) registry(ctx context.Context, name types.Namespac
 	return reg, nil
 }
 
-func (r *DeploymentReconciler) createRegistry(ctx context.Context, dep *appsv1.Deployment, res annotations.Result) error {
+func (r *Reconciler) createRegistry(ctx context.Context, dep *appsv1.Deployment, res annotations.Result) error {
 	reg := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: dep.Name}}
 	if err := r.render(dep, reg, res); err != nil {
 		return err
@@ -134,7 +140,7 @@ func (r *DeploymentReconciler) createRegistry(ctx context.Context, dep *appsv1.D
 	return nil
 }
 
-func (r *DeploymentReconciler) updateRegistry(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, res annotations.Result) error {
+func (r *Reconciler) updateRegistry(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, res annotations.Result) error {
 	want := reg.DeepCopy()
 	if err := r.render(dep, want, res); err != nil {
 		return err
@@ -154,7 +160,7 @@ func (r *DeploymentReconciler) updateRegistry(ctx context.Context, dep *appsv1.D
 }
 
 // reportOnly records the problems on an owned registry whose spec cannot be updated.
-func (r *DeploymentReconciler) reportOnly(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, msg string) error {
+func (r *Reconciler) reportOnly(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, msg string) error {
 	if reg.Annotations[v1beta1.AnnotationConfigError] == msg {
 		return nil
 	}
@@ -167,7 +173,7 @@ func (r *DeploymentReconciler) reportOnly(ctx context.Context, dep *appsv1.Deplo
 	return nil
 }
 
-func (r *DeploymentReconciler) deleteRegistry(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry) error {
+func (r *Reconciler) deleteRegistry(ctx context.Context, dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry) error {
 	if !reg.DeletionTimestamp.IsZero() {
 		return nil
 	}
@@ -185,7 +191,7 @@ func (r *DeploymentReconciler) deleteRegistry(ctx context.Context, dep *appsv1.D
 
 // render sets what the Deployment decides on its registry: label, config-error annotation,
 // controller reference and spec. Everything else (finalizers, status, other metadata) stays.
-func (r *DeploymentReconciler) render(dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, res annotations.Result) error {
+func (r *Reconciler) render(dep *appsv1.Deployment, reg *v1beta1.ServiceRegistry, res annotations.Result) error {
 	// A Deployment name may be longer than a label value can be; the ownerReference is what
 	// registrar relies on, the label is for people and selectors.
 	if len(validation.IsValidLabelValue(dep.Name)) == 0 {
@@ -221,13 +227,13 @@ func setConfigError(reg *v1beta1.ServiceRegistry, msg string) {
 }
 
 // warnOnce emits a Warning on the Deployment unless it is the one last emitted for it.
-func (r *DeploymentReconciler) warnOnce(dep *appsv1.Deployment, related *v1beta1.ServiceRegistry, reason, msg string) {
+func (r *Reconciler) warnOnce(dep *appsv1.Deployment, related *v1beta1.ServiceRegistry, reason, msg string) {
 	if r.warned.changed(client.ObjectKeyFromObject(dep), reason+"\x00"+msg) {
 		r.warn(dep, related, reason, msg)
 	}
 }
 
-func (r *DeploymentReconciler) warn(dep *appsv1.Deployment, related *v1beta1.ServiceRegistry, reason, msg string) {
+func (r *Reconciler) warn(dep *appsv1.Deployment, related *v1beta1.ServiceRegistry, reason, msg string) {
 	var rel runtime.Object // a nil *ServiceRegistry must not become a non-nil interface
 	if related != nil {
 		rel = related
@@ -279,14 +285,14 @@ func (w *warnings) forget(name types.NamespacedName) {
 // mapped to the Deployment of the same name: an owned registry that changes or disappears
 // is put back, a hand-written one that is deleted makes way for the Deployment's, and at
 // start-up a registry whose Deployment lost the annotation meanwhile is found and removed.
-func (r *DeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&appsv1.Deployment{}, builder.WithPredicates(annotatedDeployment())).
 		Watches(&v1beta1.ServiceRegistry{}, handler.EnqueueRequestsFromMapFunc(deploymentOfRegistry),
 			builder.WithPredicates(registryChanged())).
 		Named("deployment").
-		WithOptions(shardedOptions(controller.Options{}, r.Shards, listAnnotatedDeployments(mgr.GetClient()))).
-		Complete(sharded(r, r.Shards))
+		WithOptions(ctrlrt.ShardedOptions(controller.Options{}, r.Shards, listAnnotatedDeployments(mgr.GetClient()))).
+		Complete(ctrlrt.Sharded(r, r.Shards))
 }
 
 // deploymentOfRegistry maps a ServiceRegistry to the Deployment of the same name, the only
@@ -338,5 +344,25 @@ func registryChanged() predicate.Predicate {
 					return equality.Semantic.DeepEqual(a, b)
 				})
 		},
+	}
+}
+
+// listAnnotatedDeployments are requests for every Deployment with registrar.dev/service,
+// and for the Deployment of every ServiceRegistry (one that lost the annotation while its
+// shard had no owner).
+func listAnnotatedDeployments(c client.Reader) func(ctx context.Context) ([]reconcile.Request, error) {
+	return func(ctx context.Context) ([]reconcile.Request, error) {
+		var deps appsv1.DeploymentList
+		if err := c.List(ctx, &deps, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		var out []reconcile.Request
+		for i := range deps.Items {
+			if hasServiceAnnotation(&deps.Items[i]) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&deps.Items[i])})
+			}
+		}
+		regs, err := ctrlrt.ListRegistries(c)(ctx)
+		return append(out, regs...), err
 	}
 }
