@@ -36,6 +36,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/deployment"
+	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/memlimit"
@@ -445,7 +446,7 @@ func localConfig(rc *rest.Config, compression bool) *rest.Config {
 // the cluster.
 func cacheByObject() map[client.Object]cache.ByObject {
 	by := controller.CacheByObject()
-	by[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{controller.NodeLeaseNamespace: {}}}
+	by[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{nodeliveness.LeaseNamespace: {}}}
 	return by
 }
 

@@ -21,25 +21,10 @@ import (
 // leaseguard's; this file gathers its counts, applies the hold to the reconcile's verdicts
 // and reports it (condition, Events, registrar_deregistrations_held).
 
-// leaseGuardState is what the guard keeps across reconciles: every registry's placement of
-// endpoints on nodes (the cluster's counts) and the nodes released at the secondary rate.
-type leaseGuardState struct {
-	cluster  *leaseguard.Cluster[types.NamespacedName]
-	releaser *leaseguard.Releaser
-}
-
 // guardHold is one reconcile's hold: the decision, and how many endpoints it kept.
 type guardHold struct {
 	decision leaseguard.Decision
 	held     int
-}
-
-// leaseGuard returns the reconciler's guard state, created on first use.
-func (r *ServiceRegistryReconciler) leaseGuard() *leaseGuardState {
-	r.guardOnce.Do(func() {
-		r.guard = &leaseGuardState{cluster: leaseguard.NewCluster[types.NamespacedName](), releaser: leaseguard.NewReleaser()}
-	})
-	return r.guard
 }
 
 // reconcileLeaseGuard is the phase after the verdicts: it records the registry's placement,
@@ -55,7 +40,6 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 		return ctrl.Result{}, nil
 	}
 	name := client.ObjectKeyFromObject(s.reg)
-	g := r.leaseGuard()
 	placement := leaseguard.Placement{}
 	lapsed := map[string]bool{}
 	for _, p := range s.selected {
@@ -70,24 +54,13 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 			placement[p.pod.Spec.NodeName]++
 		}
 	}
-	g.cluster.Set(name, placement)
-	if len(lapsed) == 0 || !r.LeaseGuard.Enabled() { // no removal to hold
+	r.nodes.Place(name, placement)
+	if len(lapsed) == 0 || !r.nodes.GuardEnabled() { // no removal to hold
 		metrics.DeregistrationsHeld.WithLabelValues(s.reg.Namespace, s.reg.Name).Set(0)
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
-	lapsing := func(node string) bool {
-		if _, known := lapsed[node]; !known {
-			l, ok := r.nodeLeaseOf(ctx, node)
-			// a node the API server deleted (in another registry's placement, not yet
-			// reconciled since) is no sign of blindness: it never pushes towards a hold
-			lapsed[node] = ok && !l.Gone() && leaseguard.Lapsing(l, r.NodeLeaseTimeout, now)
-		}
-		return lapsed[node]
-	}
-	regCounts := placement.Count(lapsing)
-	clusterCounts := g.cluster.Count(lapsing)
-	d := r.LeaseGuard.Decide(regCounts, clusterCounts)
+	d := r.nodes.DecideHold(ctx, placement, lapsed, now)
 	// A hold that ends while nodes are still lapsed (the Leases come back one by one, the share
 	// falls under the threshold) gives those nodes a fresh bound from now, as the node
 	// lifecycle controller resets every node's probe time when it leaves full disruption:
@@ -100,12 +73,12 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 			if p.verdict.Reason != v1beta1.ReasonNodeLeaseExpired || !registered[p.pod.Name] || nodeGone(s, p.pod.Spec.NodeName) {
 				continue
 			}
-			if d.Trickle && g.releaser.Released(p.pod.Spec.NodeName, r.LeaseGuard.SecondaryRate, now) {
+			if d.Trickle && r.nodes.Released(p.pod.Spec.NodeName, now) {
 				continue
 			}
 			if grace {
-				if l, ok := r.nodeLeaseOf(ctx, p.pod.Spec.NodeName); ok && !l.Gone() {
-					r.leasesSeen.restart(p.pod.Spec.NodeName, l.RenewTime, now)
+				if l, ok := r.nodes.Lease(ctx, p.pod.Spec.NodeName); ok && !l.Gone() {
+					r.nodes.Restart(p.pod.Spec.NodeName, l.RenewTime, now)
 				}
 			}
 			ep, err := eligibility.Endpoint(s.reg, p.pod, eligibility.Placement{Zone: r.zoneOf(ctx, s, p.pod), Cluster: r.Cluster})
@@ -184,6 +157,6 @@ func (r *ServiceRegistryReconciler) holdCondition(s *reconcileScope) {
 
 // forgetLeaseGuard drops a registry that is gone from the cluster's counts.
 func (r *ServiceRegistryReconciler) forgetLeaseGuard(name types.NamespacedName) {
-	r.leaseGuard().cluster.Set(name, nil)
+	r.nodes.Place(name, nil)
 	metrics.DeregistrationsHeld.DeleteLabelValues(name.Namespace, name.Name)
 }

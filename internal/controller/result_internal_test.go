@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
-	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -98,7 +98,7 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}},
 	}
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: NodeLeaseNamespace, Name: "node-1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: nodeliveness.LeaseNamespace, Name: "node-1"},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now}, LeaseDurationSeconds: ptr.To[int32](40)},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(reg, pod, lease).
@@ -117,7 +117,7 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 		warmups:          newWarmupTracker(1), acks: newGateAcks(),
 		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
-	r.syncer = storesync.New(storesync.Config{Store: r.Store, Clock: r.Clock, Recorder: r.Recorder})
+	r.components(c)
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)})
 	if err != nil {
 		// controller-runtime ignores res when err is set: the re-check would be lost.

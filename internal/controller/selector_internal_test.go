@@ -19,7 +19,6 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
-	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -73,7 +72,7 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 		warmups: newWarmupTracker(1), acks: newGateAcks(),
 		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
-	r.syncer = storesync.New(storesync.Config{Store: r.Store, Clock: r.Clock, Recorder: r.Recorder})
+	r.components(c)
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)}); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -106,16 +106,11 @@ type ServiceRegistryReconciler struct {
 	status    *statuswriter.Writer
 	lags      lagWindows
 	acks      *gateAcks
-	// leasesSeen records when node Lease renewals were seen (see leaseObservations).
-	leasesSeen *leaseObservations
-	// leases are the node Leases as the Lease watch delivered them (SetupWithManager, with
-	// NodeLeaseTimeout); nil reads them through the client.
-	leases *leaseMemo
+	// nodes are the node liveness facts: Leases, renewals seen, tombstones, the guard's
+	// counts (nodeliveness).
+	nodes *nodeliveness.Tracker
 	// triggers notes what enqueued each registry, for registrar_reconciles_total.
 	triggers *reconcileTriggers
-	// guard is the node Lease guard's state (leaseGuard), created on first use.
-	guardOnce sync.Once
-	guard     *leaseGuardState
 	// podStore is the pod informer's store (SetupWithManager), read directly by podsOf;
 	// nil reads pods through the client.
 	podStore podStore

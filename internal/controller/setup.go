@@ -31,6 +31,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/gaterelease"
+	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/leancache"
@@ -93,9 +94,8 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
 // event enqueuing the registries of its namespace whose selector matches the pod.
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	r.syncer = storesync.New(storesync.Config{Store: r.Store, Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
+	r.components(mgr.GetClient())
 	r.acks = newGateAcks()
-	r.leasesSeen = newLeaseObservations()
 	r.triggers = newReconcileTriggers()
 	r.index = selindex.New()
 	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
@@ -125,7 +125,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := mgr.Add(r.status); err != nil {
 		return fmt.Errorf("add status writer: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podNodeNameField,
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, nodeliveness.PodNodeNameField,
 		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {
 		return fmt.Errorf("index pods by node: %w", err)
 	}
@@ -200,6 +200,13 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		WithOptions(registryControllerOptions(mgr.GetClient(), mgr.GetLogger(), opts)).
 		Named("serviceregistry").
 		Complete(ctrlrt.Sharded(r, opts.Shards))
+}
+
+// components builds the parts the reconciler delegates to from its configuration: the store
+// sync (storesync) and node liveness (nodeliveness), reading through c.
+func (r *ServiceRegistryReconciler) components(c client.Client) {
+	r.syncer = storesync.New(storesync.Config{Store: r.Store, Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
+	r.nodes = nodeliveness.New(nodeliveness.Config{Client: c, Clock: r.Clock, Timeout: r.NodeLeaseTimeout, Guard: r.LeaseGuard})
 }
 
 // notOwnStatusWrite drops the update events of a registry that only carry back the status

@@ -1,4 +1,4 @@
-package controller
+package nodeliveness
 
 import (
 	"fmt"
@@ -30,38 +30,38 @@ func TestReleasedNodesForgottenWithTheirLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).
-		WithIndex(&corev1.Pod{}, podNodeNameField, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Pod{}, PodNodeNameField, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
 		Build()
-	r := &ServiceRegistryReconciler{Client: c, Clock: clk, NodeLeaseTimeout: 20 * time.Second,
-		leasesSeen: newLeaseObservations(), leases: newLeaseMemo()}
-	pred := r.leaseRenewedAfterLapse()
+	r := New(Config{Client: c, Clock: clk, Timeout: 20 * time.Second})
+	r.Watching()
+	pred := r.LeaseRenewedAfterLapse()
 	const n = 50
 	for i := range n {
 		node := fmt.Sprintf("node-%d", i)
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: NodeLeaseNamespace, Name: node},
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: node},
 			Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-time.Minute)}, LeaseDurationSeconds: ptr.To[int32](40)}}
 		pred.Create(event.CreateEvent{Object: lease})
 		clk.Step(time.Second)
-		if !r.leaseGuard().releaser.Released(node, 1, clk.Now()) {
+		if !r.guard().releaser.Released(node, 1, clk.Now()) {
 			t.Fatalf("%s was not released at one node per second", node)
 		}
 		pred.Delete(event.DeleteEvent{Object: lease}) // the node is gone, and its Lease with it
 	}
-	if got := r.leaseGuard().releaser.ReleasedNodes(); len(got) != 0 {
+	if got := r.guard().releaser.ReleasedNodes(); len(got) != 0 {
 		t.Errorf("%d released nodes kept after their Leases were deleted, want 0: %v", len(got), got)
 	}
 
 	// A Node deleted (its Lease not yet garbage-collected) is forgotten as well.
-	nodes := r.nodeEvents()
+	nodes := r.NodeEvents()
 	for i := range n {
 		node := fmt.Sprintf("gone-%d", i)
 		clk.Step(time.Second)
-		if !r.leaseGuard().releaser.Released(node, 1, clk.Now()) {
+		if !r.guard().releaser.Released(node, 1, clk.Now()) {
 			t.Fatalf("%s was not released at one node per second", node)
 		}
 		nodes.Delete(event.DeleteEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: node}}})
 	}
-	if got := r.leaseGuard().releaser.ReleasedNodes(); len(got) != 0 {
+	if got := r.guard().releaser.ReleasedNodes(); len(got) != 0 {
 		t.Errorf("%d released nodes kept after their Nodes were deleted, want 0: %v", len(got), got)
 	}
 	if r.leases.size() != 0 {

@@ -1,4 +1,4 @@
-package controller
+package nodeliveness
 
 import (
 	"testing"
@@ -21,7 +21,7 @@ func TestLeaseMemo(t *testing.T) {
 	if _, ok := m.get("node-a"); ok {
 		t.Fatal("an empty memo holds node-a")
 	}
-	m.record(lease(NodeLeaseNamespace, "node-a"))
+	m.record(lease(LeaseNamespace, "node-a"))
 	m.record(lease("default", "node-b")) // not a node Lease
 	l, ok := m.get("node-a")
 	if !ok || !l.RenewTime.Equal(renew.Time) || l.DurationSecs != 40 {
@@ -31,7 +31,7 @@ func TestLeaseMemo(t *testing.T) {
 		t.Error("a Lease of another namespace was recorded")
 	}
 	later := metav1.NewMicroTime(renew.Add(10 * time.Second))
-	renewed := lease(NodeLeaseNamespace, "node-a")
+	renewed := lease(LeaseNamespace, "node-a")
 	renewed.Spec.RenewTime = &later
 	m.record(renewed)
 	if l, _ := m.get("node-a"); !l.RenewTime.Equal(later.Time) {
@@ -45,7 +45,7 @@ func TestLeaseMemo(t *testing.T) {
 		t.Errorf("memo holds %d nodes, want 0", m.size())
 	}
 	var none *leaseMemo // a reconciler without the Lease watch
-	none.record(lease(NodeLeaseNamespace, "node-a"))
+	none.record(lease(LeaseNamespace, "node-a"))
 	none.leaseDeleted("node-a", eligibility.NodeLease{}, true)
 	none.nodeDeleted("node-a", true)
 	none.nodeCreated("node-a")
@@ -61,7 +61,7 @@ func TestLeaseMemoTombstones(t *testing.T) {
 	renew := time.Date(2026, 12, 4, 17, 0, 0, 0, time.UTC)
 	last := eligibility.NodeLease{RenewTime: renew, DurationSecs: 40, ObservedAt: renew.Add(time.Second)}
 	m := newLeaseMemo()
-	m.record(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: NodeLeaseNamespace, Name: "node-a"},
+	m.record(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: "node-a"},
 		Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: renew}, LeaseDurationSeconds: ptr.To[int32](40)}})
 
 	m.leaseDeleted("node-a", last, true) // its pods remain
@@ -79,7 +79,7 @@ func TestLeaseMemoTombstones(t *testing.T) {
 	if l, _ := m.get("node-a"); l.NodeDeleted || !l.Deleted {
 		t.Errorf("node-a = %+v after its Node was created again, want only the Lease tombstone", l)
 	}
-	m.record(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: NodeLeaseNamespace, Name: "node-a"},
+	m.record(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: "node-a"},
 		Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: renew.Add(time.Minute)}, LeaseDurationSeconds: ptr.To[int32](40)}})
 	if l, _ := m.get("node-a"); l.Gone() || !l.RenewTime.Equal(renew.Add(time.Minute)) || m.tombstoned("node-a") {
 		t.Errorf("node-a = %+v after a new Lease, want the new Lease alone", l)

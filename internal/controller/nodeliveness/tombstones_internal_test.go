@@ -1,4 +1,4 @@
-package controller
+package nodeliveness
 
 import (
 	"context"
@@ -29,20 +29,20 @@ func TestNodeTombstonesGoWithTheLastPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).
-		WithIndex(&corev1.Pod{}, podNodeNameField, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Pod{}, PodNodeNameField, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
 		Build()
-	r := &ServiceRegistryReconciler{Client: c, Clock: clocktesting.NewFakeClock(now), NodeLeaseTimeout: 20 * time.Second,
-		leasesSeen: newLeaseObservations(), leases: newLeaseMemo()}
-	leases, nodes, pods := r.leaseRenewedAfterLapse(), r.nodeEvents(), r.podDeletedFromNode()
+	r := New(Config{Client: c, Clock: clocktesting.NewFakeClock(now), Timeout: 20 * time.Second})
+	r.Watching()
+	leases, nodes, pods := r.LeaseRenewedAfterLapse(), r.NodeEvents(), r.PodDeletedFromNode()
 	ctx := context.Background()
 	const n = 20
 	var all []*corev1.Pod
 	for i := range n {
 		node := fmt.Sprintf("node-%d", i)
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: NodeLeaseNamespace, Name: node},
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: node},
 			Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now}, LeaseDurationSeconds: ptr.To[int32](40)}}
 		leases.Create(event.CreateEvent{Object: lease})
-		r.leasesSeen.observe(node, now, now)
+		r.seen.observe(node, now, now)
 		for j := range 2 {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-pod-%d", node, j)},
 				Spec: corev1.PodSpec{NodeName: node}}
@@ -62,7 +62,7 @@ func TestNodeTombstonesGoWithTheLastPod(t *testing.T) {
 	if got := r.leases.size(); got != n {
 		t.Fatalf("the memo holds %d nodes, want the %d deleted nodes that have pods", got, n)
 	}
-	if got := len(r.leasesSeen.seen); got != 0 {
+	if got := len(r.seen.seen); got != 0 {
 		t.Errorf("%d renewal observations kept for deleted Leases, want 0", got)
 	}
 	for i, pod := range all {
