@@ -3,9 +3,7 @@ package controller
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,29 +128,6 @@ func (r *ServiceRegistryReconciler) registeredPods(s *reconcileScope) map[string
 	}
 	r.syncer.MarkRecorded(client.ObjectKeyFromObject(s.reg), s.reg.UID, uid, out)
 	return out
-}
-
-// holdCondition sets the DeregistrationHeld condition while the reconcile held removals and
-// removes it otherwise, with a Normal DeregistrationResumed Event when it goes (the Warning
-// Event when it comes is emitConditionEvents').
-func (r *ServiceRegistryReconciler) holdCondition(s *reconcileScope) {
-	if s.hold == nil {
-		if meta.FindStatusCondition(s.reg.Status.Conditions, v1beta1.ConditionDeregistrationHeld) != nil {
-			meta.RemoveStatusCondition(&s.reg.Status.Conditions, v1beta1.ConditionDeregistrationHeld)
-			r.Recorder.Eventf(s.reg, nil, corev1.EventTypeNormal, v1beta1.EventDeregistrationResumed, "Reconcile",
-				"node Lease deregistrations resume: the Leases were renewed or the share of lapsed endpoints fell under the threshold")
-		}
-		return
-	}
-	reason := v1beta1.ReasonNodeLeasesLapsedInRegistry
-	if s.hold.decision.Scope == leaseguard.ScopeCluster {
-		reason = v1beta1.ReasonNodeLeasesLapsedInCluster
-	}
-	meta.SetStatusCondition(&s.reg.Status.Conditions, metav1.Condition{
-		Type: v1beta1.ConditionDeregistrationHeld, Status: metav1.ConditionTrue, Reason: reason,
-		Message: s.hold.decision.Message(s.hold.held), ObservedGeneration: s.reg.Generation,
-		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
-	})
 }
 
 // forgetLeaseGuard drops a registry that is gone from the cluster's counts.

@@ -118,14 +118,18 @@ func (r *ServiceRegistryReconciler) reconcileGates(ctx context.Context, s *recon
 // --xds-gate-ack-timeout / XDSGatePoll reconciles per pod start).
 const XDSGatePoll = 200 * time.Millisecond
 
-// patchStatus is Reconcile's deferred status step: once the pods were observed, the status
-// is computed from the scope and submitted (submitStatus), except by a deposed leader, which
-// leaves the registry's status to the new one.
+// patchStatus is Reconcile's deferred last step: once the pods were observed, the verdicts
+// are published (publish: unless a phase did already, e.g. a reconcile that ended early) and
+// the status is computed from the scope and submitted (submitStatus, status.go), except by a
+// deposed leader, which leaves the registry's status to the new one.
 func (r *ServiceRegistryReconciler) patchStatus(s *reconcileScope) {
 	if !s.observed || errors.Is(s.storeErr, store.ErrFenced) {
 		return
 	}
-	r.submitStatus(s)
+	in := r.statusInput(s)
+	r.publish(s)
+	in.Published = publishedInput(s)
+	r.submitStatus(s, in)
 }
 
 // syncStores has the Syncer write the registry's desired endpoints to each of its stores and

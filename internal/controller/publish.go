@@ -1,8 +1,6 @@
 package controller
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/api/meta"
-	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
@@ -37,20 +35,6 @@ func (r *ServiceRegistryReconciler) publish(s *reconcileScope) {
 	}
 	res := r.Publisher.Publish(reg)
 	s.published = &res
-}
-
-// publishedCondition sets XDSPublished from the reconcile's publish.
-func (r *ServiceRegistryReconciler) publishedCondition(s *reconcileScope) {
-	if s.published == nil {
-		return
-	}
-	res := *s.published
-	c := v1.Condition{Type: v1beta1.ConditionXDSPublished, Status: v1.ConditionTrue, Reason: v1beta1.ReasonXDSPublished,
-		Message: res.Message, ObservedGeneration: s.reg.Generation}
-	if !res.OK() {
-		c.Status, c.Reason = v1.ConditionFalse, res.Reason
-	}
-	metav1.SetStatusCondition(&s.reg.Status.Conditions, c)
 }
 
 // unpublish removes a deleted (or deleting) registry from the Publisher.

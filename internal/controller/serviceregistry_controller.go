@@ -6,12 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,12 +26,9 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/eligibility"
-	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
-	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/publish"
-	"github.com/registrar-dev/registrar/internal/regstatus"
 	"github.com/registrar-dev/registrar/internal/selindex"
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -520,96 +515,4 @@ func (r *ServiceRegistryReconciler) useNewestStatus(reg *v1beta1.ServiceRegistry
 	if st, ok := r.status.Base(client.ObjectKeyFromObject(reg), reg.UID, reg.Status); ok {
 		reg.Status = st
 	}
-}
-
-// submitStatus computes the status from the scope and, when it changed, emits an Event for
-// every condition that changed status or reason and hands the status to the status writer,
-// which writes it off the reconcile path.
-func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope) {
-	s.reg.Status = regstatus.Build(s.originalStatus, regstatus.Input{
-		Generation:  s.reg.Generation,
-		ServiceName: s.target.Service,
-		Pods:        r.statusPods(s),
-		Stored:      s.stored,
-		Conflicts:   s.plan.Conflicts,
-		Overlaps:    s.overlaps,
-		SelectorErr: s.selErr,
-		Refused:     s.refused,
-		StoreErr:    s.storeErr,
-		StoreName:   r.StoreName,
-		Drain:       r.drainInput(s.reg),
-		Config: regstatus.Configuration{
-			Generated: s.reg.Labels[v1beta1.LabelDeployment] != "",
-			Problems:  s.reg.Annotations[v1beta1.AnnotationConfigError],
-		},
-		Injection: injectionInput(s),
-		Now:       r.Clock.Now(),
-	})
-	s.reg.Status.Stores = r.storeStatuses(s)
-	r.storeHealthCondition(s)
-	r.holdCondition(s)
-	r.publish(s)
-	r.publishedCondition(s)
-	recordEndpointStates(s.reg, s.selected, s.stored)
-	if equality.Semantic.DeepEqual(s.originalStatus, s.reg.Status) {
-		return
-	}
-	r.emitConditionEvents(s)
-	r.status.Submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status, regstatus.Urgent(s.originalStatus, s.reg.Status))
-}
-
-// injectionInput finds, for a registry with injection enabled, the selected pods the webhook
-// did not mutate (no registrar.dev/injected annotation: admitted while the webhook was
-// unreachable, its failurePolicy being Ignore, or created before the registry), and sets
-// registrar_unmutated_pods. Nil when injection is not enabled.
-func injectionInput(s *reconcileScope) *regstatus.Injection {
-	if !injector.Enabled(s.reg) {
-		metrics.Unmutated.DeleteLabelValues(s.reg.Namespace, s.reg.Name)
-		return nil
-	}
-	in := &regstatus.Injection{}
-	for _, p := range s.selected {
-		if p.pod.DeletionTimestamp != nil {
-			continue
-		}
-		if _, injected := p.pod.Annotations[v1beta1.AnnotationInjected]; injected {
-			continue
-		}
-		lacks := "the preStop drain"
-		if !eligibility.HasGate(p.pod) {
-			lacks = "the readiness gate and the preStop drain"
-		}
-		in.Unmutated = append(in.Unmutated, regstatus.Unmutated{Pod: p.pod.Name, Lacks: lacks})
-	}
-	sort.Slice(in.Unmutated, func(i, j int) bool { return in.Unmutated[i].Pod < in.Unmutated[j].Pod })
-	metrics.Unmutated.WithLabelValues(s.reg.Namespace, s.reg.Name).Set(float64(len(in.Unmutated)))
-	return in
-}
-
-func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Pod {
-	pods := make([]regstatus.Pod, len(s.selected))
-	drain := drainSeconds(s.reg)
-	for i, p := range s.selected {
-		pods[i] = regstatus.Pod{Name: p.pod.Name, UID: string(p.pod.UID), IP: p.pod.Status.PodIP,
-			Verdict: p.verdict, DrainUntil: eligibility.DrainUntil(p.pod, drain)}
-	}
-	return pods
-}
-
-func (r *ServiceRegistryReconciler) drainInput(reg *v1beta1.ServiceRegistry) regstatus.Drain {
-	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max(reg.UID)}
-	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
-		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
-	}
-	if lr, ok := r.Publisher.(publish.LagReporter); ok {
-		d.XDSPushLag = lr.PushLag(types.NamespacedName{Namespace: reg.Namespace, Name: reg.Name})
-	}
-	return d
-}
-
-func drainSeconds(reg *v1beta1.ServiceRegistry) int32 {
-	if reg.Spec.Drain == nil || reg.Spec.Drain.Seconds == nil {
-		return v1beta1.DefaultDrainSeconds
-	}
-	return *reg.Spec.Drain.Seconds
 }

@@ -79,6 +79,18 @@ type Input struct {
 	// Injection reports, for a registry with spec.injection.enabled, the selected pods the
 	// webhook did not mutate; nil when injection is not enabled.
 	Injection *Injection
+	// Stores is status.stores: each named store as the reconcile left it (nil with a single
+	// store).
+	Stores []v1beta1.StoreStatus
+	// StoreHealth is the self-monitoring verdict on the registry's stores (StoreHealthy); nil
+	// leaves the condition as it was (no monitoring, or the verdict is unknown yet).
+	StoreHealth *StoreHealth
+	// Hold, when set, is the node Lease guard's hold of this reconcile (DeregistrationHeld);
+	// nil removes the condition.
+	Hold *Hold
+	// Published, when set, is the xDS server's answer to this reconcile's verdicts
+	// (XDSPublished); nil leaves the condition as it was (no xDS server).
+	Published *Published
 	Now       time.Time
 }
 
@@ -114,6 +126,7 @@ func Build(old v1beta1.ServiceRegistryStatus, in Input) v1beta1.ServiceRegistryS
 		setCondition(&st, in.Generation, in.Now, v1beta1.ConditionReady, false, v1beta1.ReasonInvalidSelector,
 			fmt.Sprintf("spec.selector is invalid: no new pod is registered, and only endpoints of pods still eligible are kept; fix the selector: %v", in.SelectorErr))
 		healthConditions(&st, old, in)
+		outcomeConditions(&st, in)
 		return st
 	}
 	configuredCondition(&st, in)
@@ -127,6 +140,7 @@ func Build(old v1beta1.ServiceRegistryStatus, in Input) v1beta1.ServiceRegistryS
 	storeCondition(&st, in)
 	readyCondition(&st, in)
 	healthConditions(&st, old, in)
+	outcomeConditions(&st, in)
 	return st
 }
 
