@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
 )
@@ -29,8 +28,9 @@ type guardHold struct {
 // counts its endpoints and the cluster's on lapsed nodes (or nodes about to lapse:
 // leaseguard.Lapsing; evaluated only when some pod of the registry is on a lapsed node, one
 // cached Lease read per node), and, when leaseguard decides to
-// hold, turns the NodeLeaseExpired verdict of every pod whose endpoint is in the store back
-// into Registered (reason DeregistrationHeld). Pods of a node whose Node or Lease the API
+// hold, decides again every pod with the NodeLeaseExpired verdict whose endpoint is in the
+// store, with the hold as a fact (eligibility.Facts.DeregistrationHeld: Registered, reason
+// DeregistrationHeld). Pods of a node whose Node or Lease the API
 // server deleted are neither counted nor held: a deletion is no sign of blindness. Verdicts for the pods' own status are never
 // touched: they come before the node Lease in the verdict chain.
 func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
@@ -79,14 +79,14 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 					r.nodes.Restart(p.pod.Spec.NodeName, l.RenewTime, now)
 				}
 			}
-			ep, err := eligibility.Endpoint(s.reg, p.pod, eligibility.Placement{Zone: r.zoneOf(ctx, s, p.pod), Cluster: r.Cluster})
-			if err != nil {
+			// Decided again with the hold as a fact: the verdict chain keeps it Registered
+			// (DeregistrationHeld). No older registry claims it: its verdict was the node's.
+			p = r.decide(ctx, s, p.pod, nil, true)
+			if !p.verdict.Eligible() {
 				continue
 			}
-			p.verdict = eligibility.Verdict{State: v1beta1.EndpointRegistered, Reason: v1beta1.ReasonDeregistrationHeld}
-			p.endpoint = ep
 			s.selected[i] = p
-			s.desired[p.pod.Name] = ep
+			s.desired[p.pod.Name] = p.endpoint
 			held++
 		}
 		if held > 0 && grace {

@@ -290,7 +290,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	s.byName = make(map[string]int, len(pods))
 	s.selected = make([]selectedPod, 0, len(pods))
 	for _, pod := range pods {
-		p := r.decide(ctx, s, pod, older)
+		p := r.decide(ctx, s, pod, older, false)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
 		}
@@ -387,11 +387,9 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 		if string(pod.UID) != rec.UID {
 			continue
 		}
-		p := r.decide(ctx, s, pod, older)
+		p := r.decide(ctx, s, pod, older, false)
 		if p.verdict.Eligible() {
 			s.desired[p.pod.Name] = p.endpoint
-		} else if p.verdict.State == v1beta1.EndpointWarmingUp {
-			p.verdict = eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonInvalidSelector}
 		}
 		s.byName[p.pod.Name] = len(s.selected)
 		s.selected = append(s.selected, p)
@@ -400,12 +398,14 @@ func (r *ServiceRegistryReconciler) selectRegisteredPods(ctx context.Context, s 
 }
 
 // decide gathers the facts the verdict on one pod depends on (the older registry owning it,
-// its ports, its node's Lease, now) and hands them to the one verdict chain,
-// eligibility.Decide. It notes the older owner and the time the verdict changes by itself
-// (a node Lease lapsing) in the scope, and builds the endpoint of an eligible or warming pod.
-func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScope, pod *corev1.Pod, older []claim) selectedPod {
+// its ports, its node's Lease, whether the registry's selector is usable, whether the node
+// Lease guard holds its removal, now) and hands them to the one verdict chain,
+// eligibility.Decide: no verdict is written anywhere else. It notes the older owner and the
+// time the verdict changes by itself (a node Lease lapsing) in the scope, and builds the
+// endpoint of an eligible or warming pod.
+func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScope, pod *corev1.Pod, older []claim, held bool) selectedPod {
 	f := eligibility.Facts{Pod: pod, WarmupRequired: s.reg.Spec.Warmup != nil, LeaseMaxAge: r.NodeLeaseTimeout, Now: r.Clock.Now(),
-		NameRefused: s.refused != ""}
+		NameRefused: s.refused != "", SelectorUnusable: s.selErr != nil, DeregistrationHeld: held}
 	f.OlderClaim = olderClaimOn(pod, older)
 	ports, err := eligibility.ResolvePortsLike(s.reg.Spec.Ports, pod, s.ports)
 	if err != nil {
@@ -427,11 +427,7 @@ func (r *ServiceRegistryReconciler) decide(ctx context.Context, s *reconcileScop
 		s.leaseCheck = d.RecheckAt
 	}
 	if p.verdict.State != v1beta1.EndpointRegistered && p.verdict.State != v1beta1.EndpointWarmingUp {
-		return p
-	}
-	if f.PortErr != nil { // not reached: the chain registers no pod whose ports do not resolve
-		p.verdict = eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonNamedPortMissing}
-		return p
+		return p // the chain registers no pod whose ports do not resolve (f.PortErr)
 	}
 	// ports is s.ports itself when the same as the last endpoint's: the registry's endpoints
 	// share one map.

@@ -32,7 +32,15 @@ type Facts struct {
 	NodeLease *NodeLease
 	// LeaseMaxAge caps how long after its last renewal a node counts as alive (see LeaseExpiry).
 	LeaseMaxAge time.Duration
-	Now         time.Time
+	// DeregistrationHeld is set when the node Lease guard holds this registered pod's removal
+	// (internal/leaseguard: too many Leases lapsed at once to trust them): a pod whose node is
+	// lost stays Registered, with reason DeregistrationHeld.
+	DeregistrationHeld bool
+	// SelectorUnusable is set when the registry's selector cannot be used (invalid or empty):
+	// the pod is one of its own records, judged by every other rule, and a pod that would
+	// warm up is not registered (Pending, InvalidSelector): no new pod is.
+	SelectorUnusable bool
+	Now              time.Time
 }
 
 // Decision is the verdict on a pod, and when to decide again if nothing else changes.
@@ -108,6 +116,9 @@ func nodeLease(f Facts, d *Decision) bool {
 		return false
 	}
 	d.Verdict = Verdict{v1beta1.EndpointUnready, v1beta1.ReasonNodeLeaseExpired}
+	if f.DeregistrationHeld {
+		d.Verdict = Verdict{v1beta1.EndpointRegistered, v1beta1.ReasonDeregistrationHeld}
+	}
 	return true
 }
 
@@ -116,5 +127,8 @@ func warmupGate(f Facts, d *Decision) bool {
 		return false
 	}
 	d.Verdict = gated(f.Pod, f.WarmupRequired)
+	if f.SelectorUnusable && d.State == v1beta1.EndpointWarmingUp {
+		d.Verdict = Verdict{v1beta1.EndpointPending, v1beta1.ReasonInvalidSelector}
+	}
 	return true
 }

@@ -67,6 +67,23 @@ func TestDecide(t *testing.T) {
 		{name: "gated, warm-up failed", f: Facts{Pod: ready(gatedPod(v1beta1.GateWarmupFailed)), WarmupRequired: true},
 			state: v1beta1.EndpointPending, reason: v1beta1.ReasonWarmupFailed},
 		{name: "gated, no warm-up asked", f: Facts{Pod: ready(gatedPod(""))}, state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonContainersReady},
+		{name: "lease lapsed, removal held by the guard: registered, still re-checked",
+			f:     Facts{Pod: ready(), NodeLease: lapsed, LeaseMaxAge: 20 * time.Second, Now: now, DeregistrationHeld: true},
+			state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonDeregistrationHeld, recheck: now.Add(LapsedLeaseRecheck)},
+		{name: "a hold does not register a pod the node Lease did not remove",
+			f:     Facts{Pod: ready(), PortErr: portErr, NodeLease: lapsed, LeaseMaxAge: 20 * time.Second, Now: now, DeregistrationHeld: true},
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonNamedPortMissing},
+		{name: "a hold on a live node changes nothing",
+			f:     Facts{Pod: ready(gatedPod("")), WarmupRequired: true, NodeLease: fresh, LeaseMaxAge: 20 * time.Second, Now: now, DeregistrationHeld: true},
+			state: v1beta1.EndpointWarmingUp, reason: v1beta1.ReasonWarmingUp, recheck: now.Add(15 * time.Second)},
+		{name: "selector unusable: a pod that would warm up is not registered",
+			f:     Facts{Pod: ready(gatedPod("")), WarmupRequired: true, SelectorUnusable: true},
+			state: v1beta1.EndpointPending, reason: v1beta1.ReasonInvalidSelector},
+		{name: "selector unusable: a warmed-up pod stays registered",
+			f:     Facts{Pod: ready(gatedPod(v1beta1.GateWarmedUp)), WarmupRequired: true, SelectorUnusable: true},
+			state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonWarmedUp},
+		{name: "selector unusable: a ready pod stays registered", f: Facts{Pod: ready(), SelectorUnusable: true},
+			state: v1beta1.EndpointRegistered, reason: v1beta1.ReasonContainersReady},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := Decide(tt.f)
