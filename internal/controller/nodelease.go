@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
@@ -77,9 +78,9 @@ func (r *ServiceRegistryReconciler) registriesForLease(ctx context.Context, leas
 func (r *ServiceRegistryReconciler) watchNodes(b *builder.Builder) *builder.Builder {
 	r.nodes.Watching()
 	return b.
-		Watches(&coordinationv1.Lease{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
+		Watches(&coordinationv1.Lease{}, r.triggers.Handler(ctrlrt.TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
 			builder.WithPredicates(r.nodes.LeaseRenewedAfterLapse())).
-		Watches(&corev1.Node{}, r.triggers.handler(TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
+		Watches(&corev1.Node{}, r.triggers.Handler(ctrlrt.TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
 			builder.OnlyMetadata, builder.WithPredicates(r.nodes.NodeEvents())).
 		Watches(&corev1.Pod{}, r.nodes.PodDeletedFromNode())
 }

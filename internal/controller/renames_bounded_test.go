@@ -10,7 +10,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
-// Issue 34, defect 10: the owner index (renames.go) forgets a registry once it is deleted,
+// Issue 34, defect 10: the owner index (storesync) forgets a registry once it is deleted,
 // so that it does not grow with every registry the operator ever saw.
 var _ = Describe("The owner index of renames", func() {
 	It("holds nothing of registries that were deleted", func() {

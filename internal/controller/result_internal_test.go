@@ -24,6 +24,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
 // memStore is a minimal store.Store for unit tests of the reconcile flow.
@@ -114,7 +115,7 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: &memStore{}, Recorder: events.NewFakeRecorder(100), Clock: clk,
 		NodeLeaseTimeout: 20 * time.Second,
-		warmups:          newWarmupTracker(1), acks: newGateAcks(),
+		warmups:          warmup.NewTracker(1), acks: newGateAcks(),
 		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
 	r.components(c)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/selindex"
 )
 
@@ -102,7 +102,7 @@ var _ = Describe("Reconciles per pod transition", func() {
 	// timeDriven are the triggers no event causes (a requeue after a delay, the periodic
 	// re-read of the stores): the counter is the whole operator's, and registries other specs
 	// left behind may be requeued in the window; the registry here has no reason to be.
-	timeDriven := map[string]bool{controller.TriggerRequeue: true, controller.TriggerStoreResync: true}
+	timeDriven := map[string]bool{ctrlrt.TriggerRequeue: true, ctrlrt.TriggerStoreResync: true}
 	reconciles := func() map[string]float64 {
 		GinkgoHelper()
 		out := map[string]float64{}
@@ -145,7 +145,7 @@ var _ = Describe("Reconciles per pod transition", func() {
 				caused[trigger] = d
 			}
 		}
-		Expect(caused).To(Equal(map[string]float64{controller.TriggerPod: 1}),
+		Expect(caused).To(Equal(map[string]float64{ctrlrt.TriggerPod: 1}),
 			"reconciles caused by one pod transition, by trigger (before %v, after %v)", before, after)
 		// And the transition is still fully handled: the status reports it.
 		Expect(getRegistry(reg).Status.Endpoints).To(ConsistOf(

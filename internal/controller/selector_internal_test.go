@@ -20,6 +20,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
 // Issue 13, hole 8: a registry whose selector cannot be parsed (stored before the CRD
@@ -69,7 +70,7 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 		WithStatusSubresource(&v1beta1.ServiceRegistry{}, &corev1.Pod{}).Build()
 	r := &ServiceRegistryReconciler{
 		Client: c, Store: mem, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
-		warmups: newWarmupTracker(1), acks: newGateAcks(),
+		warmups: warmup.NewTracker(1), acks: newGateAcks(),
 		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
 	r.components(c)

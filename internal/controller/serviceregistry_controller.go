@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
@@ -75,7 +76,7 @@ type ServiceRegistryReconciler struct {
 	// Publisher, when set, follows every reconcile's verdicts besides the store (the xDS
 	// server); nil publishes nowhere else.
 	Publisher publish.Publisher
-	// StoreHealth, when set, feeds the StoreHealthy condition (storehealth.go); nil leaves
+	// StoreHealth, when set, feeds the StoreHealthy condition (status.go); nil leaves
 	// the condition out.
 	StoreHealth StoreHealthSource
 	// XDSGateAckTimeout, when positive (and Publisher tracks ACKs: the xDS server), makes a
@@ -97,7 +98,7 @@ type ServiceRegistryReconciler struct {
 	index *selindex.Index
 	// selectors remembers each registry's parsed label selector (the zero value works).
 	selectors selindex.Parsed
-	warmups   *warmupTracker
+	warmups   *warmup.Tracker
 	status    *statuswriter.Writer
 	lags      lagWindows
 	acks      *gateAcks
@@ -105,7 +106,7 @@ type ServiceRegistryReconciler struct {
 	// counts (nodeliveness).
 	nodes *nodeliveness.Tracker
 	// triggers notes what enqueued each registry, for registrar_reconciles_total.
-	triggers *reconcileTriggers
+	triggers *ctrlrt.Triggers
 	// podStore is the pod informer's store (SetupWithManager), read directly by podsOf;
 	// nil reads pods through the client.
 	podStore podStore
@@ -188,7 +189,7 @@ type reconcileScope struct {
 // gather and decide, then apply (warm-ups, the store, readiness gates). Its status is
 // computed from the scope and submitted when Reconcile returns, whatever the phases did.
 func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.triggers.countReconcile(req)
+	r.triggers.CountReconcile(req)
 	reg := &v1beta1.ServiceRegistry{}
 	if err := r.Get(ctx, req.NamespacedName, reg); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -220,11 +221,11 @@ func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 // forget drops what the operator keeps about a registry that no longer exists.
 func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	r.syncer.Forget(name)
-	r.triggers.forget(name)
+	r.triggers.Forget(name)
 	if r.index != nil {
 		r.index.DeleteRegistry(name.Namespace, name.Name)
 	}
-	r.warmups.sync(name, nil)
+	r.warmups.Sync(name, nil)
 	r.status.Forget(name)
 	r.selectors.Forget(name)
 	forgetEndpointStates(name)
@@ -486,7 +487,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1beta1.S
 		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
 	}
 	r.syncer.ForgetRecords(name)
-	r.warmups.sync(name, nil)
+	r.warmups.Sync(name, nil)
 	r.acks.forget(reg.UID)
 	r.lags.forget(reg.UID)
 	for _, target := range scopes {

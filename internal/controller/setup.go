@@ -36,6 +36,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
+	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
 // The defaults of cmd/'s --max-concurrent-reconciles and --max-concurrent-warmups; the
@@ -96,9 +97,9 @@ func CacheByObject() map[client.Object]cache.ByObject {
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	r.components(mgr.GetClient())
 	r.acks = newGateAcks()
-	r.triggers = newReconcileTriggers()
+	r.triggers = ctrlrt.NewTriggers()
 	r.index = selindex.New()
-	r.warmups = newWarmupTracker(max(opts.MaxConcurrentWarmups, 1))
+	r.warmups = warmup.NewTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
 		return fmt.Errorf("add warm-up tracker: %w", err)
 	}
@@ -174,27 +175,27 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := mgr.Add(storeEvents.antiEntropy(r, opts.ResyncInterval)); err != nil {
 		return fmt.Errorf("add store anti-entropy: %w", err)
 	}
-	// Every source's handler notes what it enqueues (reconcileTriggers), so that each
+	// Every source's handler notes what it enqueues (ctrlrt.Triggers), so that each
 	// reconcile is counted under its trigger in registrar_reconciles_total. The registry's own
 	// events are a Watches rather than For for that reason (For's handler cannot be wrapped);
 	// the logger keeps For's keys.
 	b := ctrl.NewControllerManagedBy(mgr).
-		Watches(&v1beta1.ServiceRegistry{}, r.triggers.handler(TriggerRegistry, &handler.EnqueueRequestForObject{}),
+		Watches(&v1beta1.ServiceRegistry{}, r.triggers.Handler(ctrlrt.TriggerRegistry, &handler.EnqueueRequestForObject{}),
 			builder.WithPredicates(ctrlrt.InShards(opts.Shards), r.notOwnStatusWrite())).
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
-		Watches(&corev1.Pod{}, r.triggers.handler(TriggerPod, r.podEvents())).
-		Watches(&v1beta1.ServiceRegistry{}, r.triggers.handler(TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.peersOf)),
+		Watches(&corev1.Pod{}, r.triggers.Handler(ctrlrt.TriggerPod, r.podEvents())).
+		Watches(&v1beta1.ServiceRegistry{}, r.triggers.Handler(ctrlrt.TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.peersOf)),
 			builder.WithPredicates(ctrlrt.NotStatusOnly(r.status.Echoes())))
 	if r.NodeLeaseTimeout > 0 {
 		b = r.watchNodes(b)
 	}
-	// antiEntropy notes its own triggers (store-watch, store-resync) as it sends.
+	// storeEvents notes the anti-entropy triggers (store-watch, store-resync) as it sends.
 	b = b.WatchesRawSource(source.Channel(storeEvents.repairs, &handler.EnqueueRequestForObject{}))
 	b = b.WatchesRawSource(source.Channel(storeEvents.resyncs, enqueueAtLowPriority()))
 	if opts.StoreRecovered != nil {
 		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered,
-			r.triggers.handler(TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries))))
+			r.triggers.Handler(ctrlrt.TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries))))
 	}
 	return b.
 		WithOptions(registryControllerOptions(mgr.GetClient(), mgr.GetLogger(), opts)).

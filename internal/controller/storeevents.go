@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 )
 
@@ -25,12 +26,12 @@ const DefaultResyncInterval = 5 * time.Minute
 // into the queue at low priority (resyncPriority) so that the pod events that arrive
 // meanwhile are never queued behind them (a re-read enqueues every registry at once).
 type storeEvents struct {
-	triggers *reconcileTriggers
+	triggers *ctrlrt.Triggers
 	repairs  chan event.GenericEvent
 	resyncs  chan event.GenericEvent
 }
 
-func newStoreEvents(triggers *reconcileTriggers) *storeEvents {
+func newStoreEvents(triggers *ctrlrt.Triggers) *storeEvents {
 	return &storeEvents{triggers: triggers, repairs: make(chan event.GenericEvent, 256), resyncs: make(chan event.GenericEvent, 256)}
 }
 
@@ -54,14 +55,14 @@ func (e *storeEvents) antiEntropy(r *ServiceRegistryReconciler, interval time.Du
 // send enqueues one registry, noted under its trigger; it waits (the queue drains fast)
 // rather than drop a repair.
 func (e *storeEvents) send(ctx context.Context, name types.NamespacedName, resync bool) {
-	trigger, to := TriggerStoreWatch, e.repairs
+	trigger, to := ctrlrt.TriggerStoreWatch, e.repairs
 	if resync {
-		trigger = TriggerStoreResync
+		trigger = ctrlrt.TriggerStoreResync
 		if e.resyncs != nil {
 			to = e.resyncs
 		}
 	}
-	e.triggers.note(reconcile.Request{NamespacedName: name}, trigger)
+	e.triggers.Note(reconcile.Request{NamespacedName: name}, trigger)
 	obj := &v1beta1.ServiceRegistry{}
 	obj.Namespace, obj.Name = name.Namespace, name.Name
 	select {

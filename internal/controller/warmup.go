@@ -26,7 +26,7 @@ import (
 // those whose pod no longer is. Warm-ups run in the background and never block a reconcile.
 func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
 	name := client.ObjectKeyFromObject(s.reg)
-	jobs := map[types.UID]warmupJob{}
+	jobs := map[types.UID]warmup.Job{}
 	for _, p := range s.selected {
 		if p.verdict.State != v1beta1.EndpointWarmingUp {
 			continue
@@ -36,15 +36,15 @@ func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
 			continue // reported as NamedPortMissing by selectPods
 		}
 		regObj, podObj := s.reg, p.pod
-		jobs[p.pod.UID] = warmupJob{
-			registry: name, pod: client.ObjectKeyFromObject(p.pod), uid: p.pod.UID,
-			newRun: func() func(ctx context.Context) bool { // copies only for a warm-up that starts
+		jobs[p.pod.UID] = warmup.Job{
+			Registry: name, Pod: client.ObjectKeyFromObject(p.pod), UID: p.pod.UID,
+			NewRun: func() func(ctx context.Context) bool { // copies only for a warm-up that starts
 				reg, pod := regObj.DeepCopy(), podObj.DeepCopy()
 				return func(ctx context.Context) bool { return r.warmUp(ctx, reg, pod, spec) }
 			},
 		}
 	}
-	r.warmups.sync(name, jobs)
+	r.warmups.Sync(name, jobs)
 }
 
 // warmupSpec turns the registry's warmup into requests against the pod's IP and port.

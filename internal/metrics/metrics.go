@@ -59,7 +59,7 @@ var (
 		Help: "Owned store records changed by anything but registrar and repaired, by store and kind (deleted: written again, rewritten: restored, extra: removed).",
 	}, []string{"store", labelKind})
 	// Reconciles counts ServiceRegistry reconciles by what enqueued them (the trigger label:
-	// see internal/controller/triggers.go), so that reconciles per pod transition can be read.
+	// see internal/controller/ctrlrt/triggers.go), so that reconciles per pod transition can be read.
 	Reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_reconciles_total",
 		Help: "ServiceRegistry reconciles by what enqueued them: pod (a pod it selects, or selected, changed), registry (the registry itself changed), service-peer (another registry of its service changed), store-watch (a store change its known records did not explain), store-resync (the periodic re-read, or a store watch that missed changes), store-recovered (the store answers again), lease (a node Lease renewed after a lapse), requeue (the reconcile asked to come back, or a retry after an error).",

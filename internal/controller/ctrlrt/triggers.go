@@ -1,4 +1,4 @@
-package controller
+package ctrlrt
 
 import (
 	"context"
@@ -29,21 +29,21 @@ const (
 	TriggerRequeue        = "requeue"         // nothing noted: RequeueAfter, a retry after an error, a shard taken over
 )
 
-// reconcileTriggers remembers, for each queued request, what enqueued it first since its
+// Triggers remembers, for each queued request, what enqueued it first since its
 // last reconcile began; the reconcile takes it (take) and counts itself under it. Requests
 // coalesce in the queue, so one reconcile counts once, under its first trigger. Entries exist
 // only for requests enqueued and not yet reconciled (at most one per registry).
-type reconcileTriggers struct {
+type Triggers struct {
 	mu      sync.Mutex
 	pending map[reconcile.Request]string
 }
 
-func newReconcileTriggers() *reconcileTriggers {
-	return &reconcileTriggers{pending: map[reconcile.Request]string{}}
+func NewTriggers() *Triggers {
+	return &Triggers{pending: map[reconcile.Request]string{}}
 }
 
-// note records trigger for req unless an earlier trigger is waiting.
-func (t *reconcileTriggers) note(req reconcile.Request, trigger string) {
+// Note records trigger for req unless an earlier trigger is waiting.
+func (t *Triggers) Note(req reconcile.Request, trigger string) {
 	if t == nil {
 		return
 	}
@@ -54,8 +54,8 @@ func (t *reconcileTriggers) note(req reconcile.Request, trigger string) {
 	}
 }
 
-// take returns and clears the trigger of req (TriggerRequeue when none was noted).
-func (t *reconcileTriggers) take(req reconcile.Request) string {
+// Take returns and clears the trigger of req (TriggerRequeue when none was noted).
+func (t *Triggers) Take(req reconcile.Request) string {
 	if t == nil {
 		return TriggerRequeue
 	}
@@ -69,8 +69,8 @@ func (t *reconcileTriggers) take(req reconcile.Request) string {
 	return trigger
 }
 
-// forget drops what is noted for a registry that is gone.
-func (t *reconcileTriggers) forget(name types.NamespacedName) {
+// Forget drops what is noted for a registry that is gone.
+func (t *Triggers) Forget(name types.NamespacedName) {
 	if t == nil {
 		return
 	}
@@ -79,19 +79,19 @@ func (t *reconcileTriggers) forget(name types.NamespacedName) {
 	delete(t.pending, reconcile.Request{NamespacedName: name})
 }
 
-// countReconcile counts one reconcile of req under its trigger.
-func (t *reconcileTriggers) countReconcile(req reconcile.Request) {
-	metrics.Reconciles.WithLabelValues(t.take(req)).Inc()
+// CountReconcile counts one reconcile of req under its trigger.
+func (t *Triggers) CountReconcile(req reconcile.Request) {
+	metrics.Reconciles.WithLabelValues(t.Take(req)).Inc()
 }
 
-// handler wraps h so that every request it enqueues is noted under trigger first.
-func (t *reconcileTriggers) handler(trigger string, h handler.EventHandler) handler.EventHandler {
+// Handler wraps h so that every request it enqueues is noted under trigger first.
+func (t *Triggers) Handler(trigger string, h handler.EventHandler) handler.EventHandler {
 	return triggeredHandler{h: h, t: t, trigger: trigger}
 }
 
 type triggeredHandler struct {
 	h       handler.EventHandler
-	t       *reconcileTriggers
+	t       *Triggers
 	trigger string
 }
 
@@ -122,22 +122,22 @@ func (th triggeredHandler) queue(q workqueue.TypedRateLimitingInterface[reconcil
 
 type triggeredQueue struct {
 	workqueue.TypedRateLimitingInterface[reconcile.Request]
-	t       *reconcileTriggers
+	t       *Triggers
 	trigger string
 }
 
 func (q triggeredQueue) Add(r reconcile.Request) {
-	q.t.note(r, q.trigger)
+	q.t.Note(r, q.trigger)
 	q.TypedRateLimitingInterface.Add(r)
 }
 
 func (q triggeredQueue) AddAfter(r reconcile.Request, d time.Duration) {
-	q.t.note(r, q.trigger)
+	q.t.Note(r, q.trigger)
 	q.TypedRateLimitingInterface.AddAfter(r, d)
 }
 
 func (q triggeredQueue) AddRateLimited(r reconcile.Request) {
-	q.t.note(r, q.trigger)
+	q.t.Note(r, q.trigger)
 	q.TypedRateLimitingInterface.AddRateLimited(r)
 }
 
@@ -150,7 +150,7 @@ type triggeredPriorityQueue struct {
 
 func (q triggeredPriorityQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
 	for _, r := range items {
-		q.t.note(r, q.trigger)
+		q.t.Note(r, q.trigger)
 	}
 	q.pq.AddWithOpts(o, items...)
 }

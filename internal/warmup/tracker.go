@@ -1,4 +1,4 @@
-package controller
+package warmup
 
 import (
 	"context"
@@ -7,53 +7,54 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// warmupJob is the warm-up of one pod, started by a reconcile and run in the background.
-type warmupJob struct {
-	registry types.NamespacedName
-	pod      types.NamespacedName
-	uid      types.UID
-	// newRun, called only when the warm-up starts, returns the function that warms the pod
+// Job is the warm-up of one pod, started by a reconcile and run in the background.
+type Job struct {
+	Registry types.NamespacedName
+	Pod      types.NamespacedName
+	UID      types.UID
+	// NewRun, called only when the warm-up starts, returns the function that warms the pod
 	// up and records the outcome on it; that reports whether the outcome was recorded
 	// (false: cancelled, or the pod could not be updated).
-	newRun func() func(ctx context.Context) bool
+	NewRun func() func(ctx context.Context) bool
 }
 
-// warmupTracker runs warm-ups off the reconcile path: at most one per pod, at most
+// Tracker runs warm-ups off the reconcile path: at most one per pod, at most
 // cap(slots) at once, each cancelled as soon as a reconcile sees that its pod is no longer
 // warming up (deleted, terminating, not ready). It is a manager Runnable, so warm-ups run only
 // on the leader and stop with the manager.
-type warmupTracker struct {
+type Tracker struct {
 	base   context.Context
 	cancel context.CancelFunc
 	slots  chan struct{}
 
 	mu   sync.Mutex
-	runs map[types.NamespacedName]map[types.UID]*warmupRun
+	runs map[types.NamespacedName]map[types.UID]*trackedRun
 }
 
-type warmupRun struct {
+type trackedRun struct {
 	cancel context.CancelFunc
 }
 
-func newWarmupTracker(maxConcurrent int) *warmupTracker {
+// NewTracker returns a Tracker that runs at most maxConcurrent warm-ups at once.
+func NewTracker(maxConcurrent int) *Tracker {
 	base, cancel := context.WithCancel(context.Background())
-	return &warmupTracker{
+	return &Tracker{
 		base: base, cancel: cancel, slots: make(chan struct{}, maxConcurrent),
-		runs: map[types.NamespacedName]map[types.UID]*warmupRun{},
+		runs: map[types.NamespacedName]map[types.UID]*trackedRun{},
 	}
 }
 
 // Start blocks until ctx is done, then cancels every warm-up.
-func (t *warmupTracker) Start(ctx context.Context) error {
+func (t *Tracker) Start(ctx context.Context) error {
 	<-ctx.Done()
 	t.cancel()
 	return nil
 }
 
-// sync makes the warm-ups of one registry match jobs (keyed by pod UID): it starts the
+// Sync makes the warm-ups of one registry match jobs (keyed by pod UID): it starts the
 // missing ones and cancels and forgets those whose pod is no longer warming up. A finished
 // warm-up is not started again while the cache still shows its pod warming.
-func (t *warmupTracker) sync(registry types.NamespacedName, jobs map[types.UID]warmupJob) {
+func (t *Tracker) Sync(registry types.NamespacedName, jobs map[types.UID]Job) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	runs := t.runs[registry]
@@ -68,7 +69,7 @@ func (t *warmupTracker) sync(registry types.NamespacedName, jobs map[types.UID]w
 			continue
 		}
 		if runs == nil {
-			runs = map[types.UID]*warmupRun{}
+			runs = map[types.UID]*trackedRun{}
 			t.runs[registry] = runs
 		}
 		runs[uid] = t.start(job)
@@ -78,10 +79,10 @@ func (t *warmupTracker) sync(registry types.NamespacedName, jobs map[types.UID]w
 	}
 }
 
-func (t *warmupTracker) start(job warmupJob) *warmupRun {
+func (t *Tracker) start(job Job) *trackedRun {
 	ctx, cancel := context.WithCancel(t.base)
-	run := &warmupRun{cancel: cancel}
-	warmUp := job.newRun()
+	tr := &trackedRun{cancel: cancel}
+	warmUp := job.NewRun()
 	go func() {
 		defer cancel()
 		select {
@@ -92,16 +93,16 @@ func (t *warmupTracker) start(job warmupJob) *warmupRun {
 		recorded := warmUp(ctx)
 		<-t.slots
 		if !recorded {
-			t.forget(job, run) // let the next reconcile start it again
+			t.forget(job, tr) // let the next reconcile start it again
 		}
 	}()
-	return run
+	return tr
 }
 
-func (t *warmupTracker) forget(job warmupJob, run *warmupRun) {
+func (t *Tracker) forget(job Job, tr *trackedRun) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if runs := t.runs[job.registry]; runs[job.uid] == run {
-		delete(runs, job.uid)
+	if runs := t.runs[job.Registry]; runs[job.UID] == tr {
+		delete(runs, job.UID)
 	}
 }

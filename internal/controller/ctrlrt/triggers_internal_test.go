@@ -1,4 +1,4 @@
-package controller
+package ctrlrt
 
 import (
 	"context"
@@ -17,26 +17,26 @@ import (
 func TestReconcileTriggers(t *testing.T) {
 	web := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}}
 	api := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "api"}}
-	tr := newReconcileTriggers()
-	if got := tr.take(web); got != TriggerRequeue {
+	tr := NewTriggers()
+	if got := tr.Take(web); got != TriggerRequeue {
 		t.Fatalf("nothing noted: %q, want %q", got, TriggerRequeue)
 	}
-	tr.note(web, TriggerPod)
-	tr.note(web, TriggerStoreWatch) // coalesced into the same reconcile: the first counts
-	tr.note(api, TriggerRegistry)
-	if got := tr.take(web); got != TriggerPod {
+	tr.Note(web, TriggerPod)
+	tr.Note(web, TriggerStoreWatch) // coalesced into the same reconcile: the first counts
+	tr.Note(api, TriggerRegistry)
+	if got := tr.Take(web); got != TriggerPod {
 		t.Fatalf("first trigger: %q, want %q", got, TriggerPod)
 	}
-	if got := tr.take(web); got != TriggerRequeue {
+	if got := tr.Take(web); got != TriggerRequeue {
 		t.Fatalf("taken twice: %q, want %q", got, TriggerRequeue)
 	}
-	tr.forget(api.NamespacedName)
-	if got := tr.take(api); got != TriggerRequeue {
+	tr.Forget(api.NamespacedName)
+	if got := tr.Take(api); got != TriggerRequeue {
 		t.Fatalf("forgotten: %q, want %q", got, TriggerRequeue)
 	}
-	var nilTriggers *reconcileTriggers
-	nilTriggers.note(web, TriggerPod)
-	if got := nilTriggers.take(web); got != TriggerRequeue {
+	var nilTriggers *Triggers
+	nilTriggers.Note(web, TriggerPod)
+	if got := nilTriggers.Take(web); got != TriggerRequeue {
 		t.Fatalf("nil: %q", got)
 	}
 }
@@ -54,8 +54,8 @@ func TestTriggeredHandler(t *testing.T) {
 	for name, q := range queues {
 		t.Run(name, func(t *testing.T) {
 			defer q.ShutDown()
-			tr := newReconcileTriggers()
-			h := tr.handler(TriggerRegistry, &handler.EnqueueRequestForObject{})
+			tr := NewTriggers()
+			h := tr.Handler(TriggerRegistry, &handler.EnqueueRequestForObject{})
 			if name == "priority" {
 				if _, ok := (triggeredHandler{t: tr}).queue(q).(priorityqueue.PriorityQueue[reconcile.Request]); !ok {
 					t.Fatal("a wrapped priority queue is no priority queue any more")
@@ -66,7 +66,7 @@ func TestTriggeredHandler(t *testing.T) {
 			if got != req {
 				t.Fatalf("queued %v, want %v", got, req)
 			}
-			if tr := tr.take(req); tr != TriggerRegistry {
+			if tr := tr.Take(req); tr != TriggerRegistry {
 				t.Fatalf("trigger %q, want %q", tr, TriggerRegistry)
 			}
 		})
