@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +39,7 @@ type claim struct {
 func (r *ServiceRegistryReconciler) olderClaims(ctx context.Context, reg *v1beta1.ServiceRegistry) ([]claim, error) {
 	// Read-only (names, creation times, selectors, once per reconcile): no deep copies
 	// (docs/development.md, "Benchmark history").
-	regs, err := r.sameService(ctx, reg.Namespace, reg.ResolvedServiceName())
+	regs, err := r.cache.SameService(ctx, reg.Namespace, reg.ResolvedServiceName())
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +88,7 @@ func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj
 	if !ok {
 		return nil
 	}
-	regs, err := r.sameService(ctx, changed.Namespace, changed.ResolvedServiceName())
+	regs, err := r.cache.SameService(ctx, changed.Namespace, changed.ResolvedServiceName())
 	if err != nil {
 		log.FromContext(ctx).Error(err, "list ServiceRegistries of a service", "namespace", changed.Namespace)
 		return nil
@@ -108,72 +107,4 @@ func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj
 // namespaces with the same name (registriesOfName: ownership of the name).
 func (r *ServiceRegistryReconciler) peersOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	return append(r.registriesOfService(ctx, obj), r.registriesOfName(ctx, obj)...)
-}
-
-// registryServiceField indexes ServiceRegistries by the service name they publish, so that
-// the registries of one service are found without reading the namespace's.
-const registryServiceField = "registrar.dev/service-name"
-
-func registryServiceName(o client.Object) []string {
-	reg, ok := o.(*v1beta1.ServiceRegistry)
-	if !ok {
-		return nil
-	}
-	return []string{reg.ResolvedServiceName()}
-}
-
-// registryServiceIndex is the registry informer's own index by namespace and service name
-// (registryServiceKey), read directly by sameService when the cache gives the informer's
-// indexer.
-const registryServiceIndex = "registrar.dev/namespace-service"
-
-func registryServiceKey(ns, service string) string { return ns + "/" + service }
-
-func indexRegistryByService(obj any) ([]string, error) {
-	reg, ok := obj.(*v1beta1.ServiceRegistry)
-	if !ok {
-		return nil, nil
-	}
-	return []string{registryServiceKey(reg.Namespace, reg.ResolvedServiceName())}, nil
-}
-
-// registryIndexer is the read sameService makes of the registry informer's indexer.
-type registryIndexer interface {
-	ByIndex(indexName, indexedValue string) ([]any, error)
-}
-
-// sameService returns the ServiceRegistries of a namespace publishing a service name, as the
-// cache's own objects (read-only: never to be modified): from the registry informer's index
-// when the reconciler has it (no REST mapping, no list built per call: it runs for every
-// reconcile and every store change), else through the cache's field index, else (a plain
-// client) by listing the namespace's and keeping those of the service.
-func (r *ServiceRegistryReconciler) sameService(ctx context.Context, ns, service string) ([]*v1beta1.ServiceRegistry, error) {
-	if r.registries != nil {
-		objs, err := r.registries.ByIndex(registryServiceIndex, registryServiceKey(ns, service))
-		if err != nil {
-			return nil, fmt.Errorf("ServiceRegistries of service %s/%s from the index: %w", ns, service, err)
-		}
-		out := make([]*v1beta1.ServiceRegistry, 0, len(objs))
-		for _, o := range objs {
-			if reg, ok := o.(*v1beta1.ServiceRegistry); ok {
-				out = append(out, reg)
-			}
-		}
-		return out, nil
-	}
-	var regs v1beta1.ServiceRegistryList
-	opts := []client.ListOption{client.InNamespace(ns), client.UnsafeDisableDeepCopy}
-	if r.index != nil {
-		opts = append(opts, client.MatchingFields{registryServiceField: service})
-	}
-	if err := r.List(ctx, &regs, opts...); err != nil {
-		return nil, fmt.Errorf("list ServiceRegistries of service %s/%s: %w", ns, service, err)
-	}
-	out := make([]*v1beta1.ServiceRegistry, 0, len(regs.Items))
-	for i := range regs.Items {
-		if regs.Items[i].ResolvedServiceName() == service {
-			out = append(out, &regs.Items[i])
-		}
-	}
-	return out, nil
 }

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -24,6 +23,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
+	"github.com/registrar-dev/registrar/internal/controller/regcache"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -39,9 +39,6 @@ import (
 
 // Finalizer keeps a ServiceRegistry until its endpoints have left the store.
 const Finalizer = "registrar.dev/store-cleanup"
-
-// ZoneLabel is the node label copied into each endpoint's zone field.
-const ZoneLabel = corev1.LabelTopologyZone
 
 // ServiceRegistryReconciler makes the store hold exactly the eligible pods of each
 // ServiceRegistry, and reports what the store holds in the registry's status.
@@ -107,17 +104,8 @@ type ServiceRegistryReconciler struct {
 	nodes *nodeliveness.Tracker
 	// triggers notes what enqueued each registry, for registrar_reconciles_total.
 	triggers *ctrlrt.Triggers
-	// podStore is the pod informer's store (SetupWithManager), read directly by podsOf;
-	// nil reads pods through the client.
-	podStore podStore
-	// registries is the ServiceRegistry informer's indexer (SetupWithManager), read by
-	// sameService; nil reads registries through the client.
-	registries registryIndexer
-}
-
-// podStore is the read the reconciler makes of the pod informer's store.
-type podStore interface {
-	GetByKey(key string) (item any, exists bool, err error)
+	// cache reads the registries, pods and nodes from the manager's cache (regcache).
+	cache *regcache.Reader
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
@@ -283,7 +271,7 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 	if err != nil {
 		return err
 	}
-	pods, err := r.podsOf(ctx, s.reg, sel)
+	pods, err := r.cache.PodsOf(ctx, s.reg, sel)
 	if err != nil {
 		return err
 	}
@@ -299,66 +287,6 @@ func (r *ServiceRegistryReconciler) selectPods(ctx context.Context, s *reconcile
 		s.selected = append(s.selected, p)
 	}
 	return nil
-}
-
-// podsOf reads the registry's pods from the cache: those the selector index holds for it,
-// each read by name (so a reconcile reads its own pods, not the namespace's), and kept if the
-// cached pod still matches (the cache may be a pod event ahead of the index: that event
-// brings the registry back). Without an index, the pods are listed by selector. Read-only:
-// the pods are classified and referenced, never modified (a warm-up copies its pod when it
-// starts), so the cache's objects are read without deep copies (docs/development.md,
-// "Benchmark history").
-func (r *ServiceRegistryReconciler) podsOf(ctx context.Context, reg *v1beta1.ServiceRegistry, sel labels.Selector) ([]*corev1.Pod, error) {
-	if r.index == nil {
-		var list corev1.PodList
-		if err := r.List(ctx, &list, client.InNamespace(reg.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("list pods of %s/%s: %w", reg.Namespace, reg.Name, err)
-		}
-		pods := make([]*corev1.Pod, len(list.Items))
-		for i := range list.Items {
-			pods[i] = &list.Items[i]
-		}
-		return pods, nil
-	}
-	names, _ := r.index.PodsOf(reg.Namespace, reg.Name)
-	pods := make([]*corev1.Pod, 0, len(names))
-	for _, name := range names {
-		pod, err := r.cachedPod(ctx, reg.Namespace, name)
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, fmt.Errorf("get pod %s/%s of %s: %w", reg.Namespace, name, reg.Name, err)
-		}
-		if sel.Matches(labels.Set(pod.Labels)) {
-			pods = append(pods, pod)
-		}
-	}
-	return pods, nil
-}
-
-// cachedPod is the cache's own pod object (never to be modified): read from the pod
-// informer's store when the reconciler has it (podStore: no allocation, no REST mapping per
-// read), else through the client without a copy.
-func (r *ServiceRegistryReconciler) cachedPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
-	if r.podStore != nil {
-		obj, exists, err := r.podStore.GetByKey(ns + "/" + name)
-		if err != nil {
-			return nil, err
-		}
-		if !exists {
-			return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
-		}
-		if pod, ok := obj.(*corev1.Pod); ok {
-			return pod, nil
-		}
-		return nil, fmt.Errorf("pod cache holds a %T", obj)
-	}
-	pod := &corev1.Pod{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	return pod, nil
 }
 
 // selectRegisteredPods is selectPods for a registry whose selector cannot be used (invalid,
@@ -444,10 +372,8 @@ func errEmptySelector(sel labels.Selector) error {
 	return nil
 }
 
-// zoneOf reads the zone label of the pod's node; empty when unknown. Only the node's
-// metadata is read, so the cache holds nodes as metadata only (a metadata-only watch):
-// a Node's status (images, conditions, capacity) is large and never read. Each node is
-// read once per reconcile (s.zones).
+// zoneOf is the zone of the pod's node (regcache.Reader.Zone); empty when unknown. Each node
+// is read once per reconcile (s.zones).
 func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, s *reconcileScope, pod *corev1.Pod) string {
 	if pod.Spec.NodeName == "" {
 		return ""
@@ -455,12 +381,7 @@ func (r *ServiceRegistryReconciler) zoneOf(ctx context.Context, s *reconcileScop
 	if zone, ok := s.zones[pod.Spec.NodeName]; ok {
 		return zone
 	}
-	zone := ""
-	node := &metav1.PartialObjectMetadata{}
-	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-	if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node, client.UnsafeDisableDeepCopy); err == nil {
-		zone = node.Labels[ZoneLabel]
-	}
+	zone := r.cache.Zone(ctx, pod.Spec.NodeName)
 	if s.zones == nil {
 		s.zones = map[string]string{}
 	}

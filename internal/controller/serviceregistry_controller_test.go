@@ -14,6 +14,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/controller/regcache"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -33,7 +34,7 @@ var _ = Describe("ServiceRegistry", func() {
 
 	It("registers a ready pod with the contract's key and value, and reports it in status", func() {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-",
-			Labels: map[string]string{controller.ZoneLabel: "zone-a"}}}
+			Labels: map[string]string{regcache.ZoneLabel: "zone-a"}}}
 		Expect(k8sClient.Create(ctx, node)).To(Succeed())
 		pod := readyPod(ns, "web-1", web, "10.0.0.1", func(p *corev1.Pod) { p.Spec.NodeName = node.Name })
 

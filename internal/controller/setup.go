@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,6 +31,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/gaterelease"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
+	"github.com/registrar-dev/registrar/internal/controller/regcache"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/leancache"
@@ -95,10 +95,10 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod
 // event enqueuing the registries of its namespace whose selector matches the pod.
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	r.index = selindex.New()
 	r.components(mgr.GetClient())
 	r.acks = newGateAcks()
 	r.triggers = ctrlrt.NewTriggers()
-	r.index = selindex.New()
 	r.warmups = warmup.NewTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
 		return fmt.Errorf("add warm-up tracker: %w", err)
@@ -130,31 +130,8 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 		func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }); err != nil {
 		return fmt.Errorf("index pods by node: %w", err)
 	}
-	// The reconciler reads its pods from the pod informer's store (podsOf), when the cache
-	// gives one (a cache of all namespaces does; a multi-namespace one reads via the client).
-	podInformer, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{})
-	if err != nil {
-		return fmt.Errorf("pod informer: %w", err)
-	}
-	if st, ok := podInformer.(interface{ GetStore() toolscache.Store }); ok {
-		r.podStore = st.GetStore()
-	}
-	// The registries of a service are read from the registry informer's own index
-	// (sameService) when the cache gives the informer's indexer, else listed through the
-	// cache's field index: one index either way.
-	regInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1beta1.ServiceRegistry{})
-	if err != nil {
-		return fmt.Errorf("ServiceRegistry informer: %w", err)
-	}
-	if inf, ok := regInformer.(interface{ GetIndexer() toolscache.Indexer }); ok {
-		if err := regInformer.AddIndexers(toolscache.Indexers{registryServiceIndex: indexRegistryByService,
-			registryNameIndex: indexRegistryByName}); err != nil {
-			return fmt.Errorf("index ServiceRegistries by namespace and service, and by service: %w", err)
-		}
-		r.registries = inf.GetIndexer()
-	} else if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1beta1.ServiceRegistry{}, registryServiceField,
-		registryServiceName); err != nil {
-		return fmt.Errorf("index ServiceRegistries by service name: %w", err)
+	if err := r.cache.Setup(context.Background(), mgr); err != nil {
+		return err
 	}
 	// The gate releaser and the gate phase read the claimants of a pod through this index,
 	// not the namespace's registries and Deployments (the webhook registers it too, once).
@@ -204,8 +181,10 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 }
 
 // components builds the parts the reconciler delegates to from its configuration: the store
-// sync (storesync) and node liveness (nodeliveness), reading through c.
+// sync (storesync), node liveness (nodeliveness) and the cluster reads (regcache, over
+// r.index when set), reading through c.
 func (r *ServiceRegistryReconciler) components(c client.Client) {
+	r.cache = regcache.New(c, r.index)
 	r.syncer = storesync.New(storesync.Config{Store: r.Store, Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
 	r.nodes = nodeliveness.New(nodeliveness.Config{Client: c, Clock: r.Clock, Timeout: r.NodeLeaseTimeout, Guard: r.LeaseGuard})
 }

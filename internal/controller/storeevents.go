@@ -36,12 +36,12 @@ func newStoreEvents(triggers *ctrlrt.Triggers) *storeEvents {
 }
 
 // antiEntropy is the Syncer's anti-entropy, enqueueing through e and finding a store
-// change's registries with r.sameService.
+// change's registries with the cache (regcache.Reader.SameService).
 func (e *storeEvents) antiEntropy(r *ServiceRegistryReconciler, interval time.Duration) *storesync.AntiEntropy {
 	return r.syncer.AntiEntropy(storesync.AntiEntropyConfig{
 		Interval: interval,
 		Registries: func(ctx context.Context, ns, service string) ([]types.NamespacedName, error) {
-			regs, err := r.sameService(ctx, ns, service)
+			regs, err := r.cache.SameService(ctx, ns, service)
 			names := make([]types.NamespacedName, len(regs))
 			for i, reg := range regs {
 				names[i] = client.ObjectKeyFromObject(reg)

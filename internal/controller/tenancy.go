@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -18,18 +17,6 @@ import (
 // internal/tenancy's; this file gathers the registries claiming a name, and maps a change of
 // one of them to the others (bounded: the registries of one name).
 
-// registryNameIndex is the registry informer's index by service name alone (every
-// namespace), read by claimsOf.
-const registryNameIndex = "registrar.dev/service"
-
-func indexRegistryByName(obj any) ([]string, error) {
-	reg, ok := obj.(*v1beta1.ServiceRegistry)
-	if !ok {
-		return nil, nil
-	}
-	return []string{reg.ResolvedServiceName()}, nil
-}
-
 // claimOf is what the tenancy decision needs of a registry.
 func claimOf(reg *v1beta1.ServiceRegistry) tenancy.Claim {
 	c := tenancy.Claim{Namespace: reg.Namespace, Name: reg.Name, Created: reg.CreationTimestamp.Time,
@@ -40,41 +27,6 @@ func claimOf(reg *v1beta1.ServiceRegistry) tenancy.Claim {
 	return c
 }
 
-// claimsOf returns the ServiceRegistries of every namespace publishing a service name, as
-// the cache's own objects (read-only): from the registry informer's index, else through the
-// cache's field index (registryServiceField, which controller-runtime also indexes across
-// namespaces), else by listing every registry.
-func (r *ServiceRegistryReconciler) claimsOf(ctx context.Context, service string) ([]*v1beta1.ServiceRegistry, error) {
-	if r.registries != nil {
-		objs, err := r.registries.ByIndex(registryNameIndex, service)
-		if err != nil {
-			return nil, fmt.Errorf("ServiceRegistries of service %s from the index: %w", service, err)
-		}
-		out := make([]*v1beta1.ServiceRegistry, 0, len(objs))
-		for _, o := range objs {
-			if reg, ok := o.(*v1beta1.ServiceRegistry); ok {
-				out = append(out, reg)
-			}
-		}
-		return out, nil
-	}
-	var regs v1beta1.ServiceRegistryList
-	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
-	if r.index != nil {
-		opts = append(opts, client.MatchingFields{registryServiceField: service})
-	}
-	if err := r.List(ctx, &regs, opts...); err != nil {
-		return nil, fmt.Errorf("list ServiceRegistries of service %s: %w", service, err)
-	}
-	out := make([]*v1beta1.ServiceRegistry, 0, len(regs.Items))
-	for i := range regs.Items {
-		if regs.Items[i].ResolvedServiceName() == service {
-			out = append(out, &regs.Items[i])
-		}
-	}
-	return out, nil
-}
-
 // decideTenancy notes in the scope whether the registry may publish under its service
 // name; a refused registry publishes nothing (eligibility.Facts.NameRefused) and reports
 // why (regstatus.Input.Refused).
@@ -82,7 +34,7 @@ func (r *ServiceRegistryReconciler) decideTenancy(ctx context.Context, s *reconc
 	if r.Tenancy == tenancy.ModeShared {
 		return nil
 	}
-	regs, err := r.claimsOf(ctx, s.target.Service)
+	regs, err := r.cache.ClaimsOf(ctx, s.target.Service)
 	if err != nil {
 		return err
 	}
@@ -108,7 +60,7 @@ func (r *ServiceRegistryReconciler) registriesOfName(ctx context.Context, obj cl
 	if !ok || r.Tenancy == tenancy.ModeShared {
 		return nil
 	}
-	regs, err := r.claimsOf(ctx, changed.ResolvedServiceName())
+	regs, err := r.cache.ClaimsOf(ctx, changed.ResolvedServiceName())
 	if err != nil {
 		log.FromContext(ctx).Error(err, "list ServiceRegistries of a service name", "service", changed.ResolvedServiceName())
 		return nil
