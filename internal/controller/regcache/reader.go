@@ -186,7 +186,6 @@ func indexRegistryByService(obj any) ([]string, error) {
 	return []string{registryServiceKey(reg.Namespace, reg.ResolvedServiceName())}, nil
 }
 
-
 // SameService returns the ServiceRegistries of a namespace publishing a service name, as the
 // cache's own objects (read-only: never to be modified): from the registry informer's index
 // when the reconciler has it (no REST mapping, no list built per call: it runs for every
