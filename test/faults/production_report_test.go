@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/registrar-dev/registrar/internal/benchfmt"
+	"github.com/registrar-dev/registrar/bench/benchfmt"
 )
 
 // scenarioRun is one seed's run of the production scenario, as committed in

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/registrar-dev/registrar/internal/benchfmt"
+	"github.com/registrar-dev/registrar/bench/benchfmt"
 	"github.com/registrar-dev/registrar/test/support/metrics"
 )
 
