@@ -1,7 +1,7 @@
 // Package benchfmt is the envelope every published measurement is committed in
 // (docs/bench/*.json): kind, date, commit, command, the machine and its load average before
-// and after, the raw runs, and the tables hack/benchdoc renders into the docs. The bench
-// harness (test/bench), hack/e2ebench (the e2e comparison) and hack/benchdoc share these
+// and after, the raw runs, and the tables bench/benchdoc renders into the docs. The bench
+// harness (bench/controlplane), bench/e2e (the e2e comparison) and bench/benchdoc share these
 // types, so the files they write and read have one shape. See docs/performance.md.
 package benchfmt
 
@@ -35,7 +35,7 @@ type Machine struct {
 	LoadAfter  [3]float64 `json:"load_after"`
 }
 
-// Table is one rendered table: hack/benchdoc replaces the text between
+// Table is one rendered table: bench/benchdoc replaces the text between
 // <!-- bench:<ID> --> and <!-- /bench:<ID> --> in the docs with it.
 type Table struct {
 	ID      string     `json:"id"`

@@ -3,7 +3,7 @@ package benchfmt
 import "time"
 
 // E2ERun is the raw result of one run of the end-to-end comparison (test/e2e, "Comparison
-// under load", written to E2E_RESULTS); hack/e2ebench publishes several as the runs of an
+// under load", written to E2E_RESULTS); bench/e2e publishes several as the runs of an
 // Envelope of kind "e2e".
 type E2ERun struct {
 	Started     time.Time     `json:"started"`

@@ -3,7 +3,7 @@ package benchfmt
 import "time"
 
 // XDSRun is the raw result of one run of the xDS benchmark (test/xds/bench_test.go, written
-// to XDS_BENCH_OUT); hack/xdsbench publishes several as the runs of an Envelope of kind
+// to XDS_BENCH_OUT); bench/xds publishes several as the runs of an Envelope of kind
 // "bench-xds". Lags are from the API write of a pod's readiness (the request sent).
 type XDSRun struct {
 	Started     time.Time  `json:"started"`

@@ -1,10 +1,10 @@
-// Package breakerbench is the seed's traced scenario (seed 000, §4) as a measurement: a
+// Package breaker is the seed's traced scenario (seed 000, §4) as a measurement: a
 // fleet of callers, each with its own discovery.Client, calls a dependency that fails for a
 // while and then recovers with capacity for only a few concurrent requests. It runs the
 // fleet with per-instance breakers and with the coordinated breaker and reports how many
 // probes hit the freshly recovered dependency, whether it relapsed, how long until every
 // caller's breaker was closed again, and how many store writes the breakers made per call.
-package breakerbench
+package breaker
 
 import (
 	"context"

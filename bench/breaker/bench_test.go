@@ -1,4 +1,4 @@
-package breakerbench_test
+package breaker_test
 
 import (
 	"context"
@@ -22,11 +22,11 @@ func TestShortScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cfg := breakerbench.Defaults()
+	cfg := breaker.Defaults()
 	cfg.Endpoint, cfg.Prefix, cfg.Coordinated = srv.Endpoint(), "/short", true
 	cfg.FailFor, cfg.Callers = 3*time.Second, 30
 	cfg.StoreTimeout = 3 * time.Second // a busy test machine must not look like a store outage
-	res, err := breakerbench.Run(context.Background(), cfg)
+	res, err := breaker.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

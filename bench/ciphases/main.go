@@ -1,10 +1,10 @@
 // Command ciphases turns the logs of `.ci/run` into a measurement file for docs/bench: each
 // log's phase table (hack/ci-phases.sh prints it at the end of the run) becomes a run, and the
-// runs become two tables that hack/benchdoc renders into docs/testing.md: every phase's wall and
+// runs become two tables that bench/benchdoc renders into docs/testing.md: every phase's wall and
 // CPU time side by side, and the time of `make test` on a fresh clone (every phase up to and
 // including it: the module download and the builds it needs) beside a warm run's.
 //
-//	go run ./hack/ciphases -o docs/bench/ci-2026-12-05.json -warm bin/warm.log cold1.log cold2.log
+//	go run ./bench/ciphases -o docs/bench/ci-2026-12-05.json -warm bin/warm.log cold1.log cold2.log
 //
 // A log names its run with the lines hack/ci-phases.sh prints: "=== ci: commit SHA started
 // RFC3339" and "N cores, load average A B C" at the start, "=== ci: finished RFC3339 load

@@ -1,10 +1,10 @@
-// Package bench is registrar's benchmark harness: a real kube-apiserver and etcd (envtest),
-// a real etcd as the store, the operator as a separate process built from ./cmd, and, side by
-// side on the same transitions, kube-controller-manager's EndpointSlice controller and a
-// self-registration TTL registry. It plays the kubelet by writing pod status at a controlled
-// rate and measures, for every transition, the time from the API write to the moment the
-// change is visible to a separate watcher of each system.
-package bench
+// Package controlplane is registrar's control-plane benchmark harness: a real kube-apiserver
+// and etcd (envtest), a real etcd as the store, the operator as a separate process built from
+// ./cmd, and, side by side on the same transitions, kube-controller-manager's EndpointSlice
+// controller and a self-registration TTL registry. It plays the kubelet by writing pod status
+// at a controlled rate and measures, for every transition, the time from the API write to the
+// moment the change is visible to a separate watcher of each system.
+package controlplane
 
 import (
 	"fmt"

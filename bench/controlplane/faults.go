@@ -1,4 +1,4 @@
-package bench
+package controlplane
 
 import (
 	"context"

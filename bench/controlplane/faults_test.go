@@ -1,4 +1,4 @@
-package bench_test
+package controlplane_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // published nothing.)
 func TestWatchFaults(t *testing.T) {
 	dir, operator, watcher := benchBinaries(t)
-	timed := []string{bench.SystemRegistrar, bench.SystemAPIWatch}
+	timed := []string{controlplane.SystemRegistrar, controlplane.SystemAPIWatch}
 	for _, tc := range []struct {
 		name        string
 		cut, relist time.Duration
@@ -30,7 +30,7 @@ func TestWatchFaults(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()
 			// 100 pods at 40/s: each round writes for 2.5 s, so faults land while pods change.
-			res, err := bench.Run(ctx, bench.Config{
+			res, err := controlplane.Run(ctx, controlplane.Config{
 				Pods: 100, Registries: 10, Namespaces: 2, Rate: 40, Writers: 16,
 				RoundTimeout: time.Minute, Operator: operator, WorkDir: filepath.Join(dir, tc.name),
 				WatcherExe: watcher, FaultWatchCut: tc.cut, FaultWatchRelist: tc.relist,
@@ -42,7 +42,7 @@ func TestWatchFaults(t *testing.T) {
 			if res.WriteErrors != 0 {
 				t.Fatalf("%d API writes failed", res.WriteErrors)
 			}
-			want := 100 * len(bench.Rounds)
+			want := 100 * len(controlplane.Rounds)
 			unmeasured := 0
 			for _, name := range timed {
 				s, ok := res.System(name)

@@ -1,4 +1,4 @@
-package bench_test
+package controlplane_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestSmoke(t *testing.T) {
 	dir, operator, watcher := benchBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	res, err := bench.Run(ctx, bench.Config{
+	res, err := controlplane.Run(ctx, controlplane.Config{
 		Pods: 100, Registries: 10, Namespaces: 2, Rate: 100, Writers: 16,
 		RoundTimeout: 2 * time.Minute, Operator: operator, WorkDir: filepath.Join(dir, "run"),
 		WatcherExe: watcher, TTLSample: 5, TTL: 6 * time.Second,
@@ -32,11 +32,11 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v (logs in %s)", err, dir)
 	}
-	reg, ok := res.System(bench.SystemRegistrar)
+	reg, ok := res.System(controlplane.SystemRegistrar)
 	if !ok {
 		t.Fatal("no registrar result")
 	}
-	want := 100 * len(bench.Rounds)
+	want := 100 * len(controlplane.Rounds)
 	if res.WriteErrors != 0 {
 		t.Fatalf("%d API writes failed", res.WriteErrors)
 	}
@@ -46,14 +46,14 @@ func TestSmoke(t *testing.T) {
 	if reg.Writes != want || reg.Unexpected != 0 {
 		t.Errorf("store writes: %d (unexpected %d) for %d transitions; want exactly one per transition", reg.Writes, reg.Unexpected, want)
 	}
-	for _, name := range []string{bench.SystemAPIWatch, bench.SystemAPIWatchShared, bench.SystemTTLGraceful, bench.SystemTTLCrash} {
+	for _, name := range []string{controlplane.SystemAPIWatch, controlplane.SystemAPIWatchShared, controlplane.SystemTTLGraceful, controlplane.SystemTTLCrash} {
 		s, ok := res.System(name)
 		if !ok || s.Lost != 0 || s.Observed != s.Transitions || s.Transitions == 0 {
 			t.Errorf("%s: %+v", name, s)
 		}
 	}
-	graceful, _ := res.System(bench.SystemTTLGraceful)
-	crash, _ := res.System(bench.SystemTTLCrash)
+	graceful, _ := res.System(controlplane.SystemTTLGraceful)
+	crash, _ := res.System(controlplane.SystemTTLCrash)
 	// A 6 s lease kept alive every 2 s expires 4 s after the last keepalive at the earliest.
 	if graceful.Deregistration.Max >= 4000 {
 		t.Errorf("graceful TTL clients deregistered after up to %.0f ms: they should revoke, not wait for the 6 s lease", graceful.Deregistration.Max)
@@ -61,7 +61,7 @@ func TestSmoke(t *testing.T) {
 	if crash.Deregistration.P50 < 3000 {
 		t.Errorf("crashed TTL clients deregistered after %.0f ms (p50): only the 6 s lease's expiry should remove them", crash.Deregistration.P50)
 	}
-	if !res.Harness.WatcherProcess || res.Workers[bench.SystemRegistrar] != 8 {
+	if !res.Harness.WatcherProcess || res.Workers[controlplane.SystemRegistrar] != 8 {
 		t.Errorf("harness %+v, workers %v", res.Harness, res.Workers)
 	}
 }

@@ -1,4 +1,4 @@
-package bench
+package controlplane
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 
 // Publication is what a published configuration's runs are committed as (docs/bench/*.json):
 // the shared envelope (kind, date, commit, command, machine, raw runs, rendered tables) that
-// hack/benchdoc turns into the tables of the docs.
+// bench/benchdoc turns into the tables of the docs.
 type Publication struct {
 	benchfmt.Envelope[*Results]
 	// Noise says which registrar/peer pairs are within noise of each other.

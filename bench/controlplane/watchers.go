@@ -1,4 +1,4 @@
-package bench
+package controlplane
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/bench/controlplane/watchgap"
+	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 )
 
 // podOfKey is the namespace/name of the pod at {prefix}/{service}/{namespace}/{pod}.

@@ -1,11 +1,11 @@
-// Command e2ebench combines the raw results of several runs of the end-to-end comparison
+// Command e2e combines the raw results of several runs of the end-to-end comparison
 // (test/e2e, "Comparison under load", each written by E2E_RESULTS) into one published JSON
 // file with the docs/bench envelope: machine facts, every run's raw data, and three tables
 // (ids e2e-rollout and e2e-failures with the median and the spread (min–max) over the runs,
 // and e2e-headline, the README's compact matrix of medians).
 //
-//	go run ./hack/e2ebench -command "make bench-e2e" -out docs/bench/e2e-2026-11-30.json bin/e2e-results/run-*.json
-//	go run ./hack/e2ebench -republish docs/bench/e2e-2026-11-30.json   # tables again from the raw runs it holds
+//	go run ./bench/e2e -command "make bench-e2e" -out docs/bench/e2e-2026-11-30.json bin/e2e-results/run-*.json
+//	go run ./bench/e2e -republish docs/bench/e2e-2026-11-30.json   # tables again from the raw runs it holds
 package main
 
 import (
@@ -50,7 +50,7 @@ func main() {
 		return
 	}
 	if flag.NArg() == 0 {
-		log.Fatal("usage: e2ebench [-out file] [-command cmd] run.json...")
+		log.Fatal("usage: e2e [-out file] [-command cmd] run.json...")
 	}
 	var runs []benchfmt.E2ERun
 	env := envelope{Kind: "e2e", Date: time.Now().UTC().Format(time.RFC3339), Command: *command}

@@ -1,4 +1,4 @@
-// Command interopdoc writes the measurement envelope (docs/bench, see hack/benchdoc) of
+// Command interop writes the measurement envelope (docs/bench, see bench/benchdoc) of
 // `make test-interop INTEROP_RUNS=N INTEROP_DOC=...` from the result files of its runs
 // (bin/interop/result-N.json, written by test/interop): per run, how soon the real Spring
 // Cloud callers stopped listing and picking a pod made unready, deleted or node-lost, how soon
@@ -68,7 +68,7 @@ func main() {
 	command := flag.String("command", "make test-interop", "the command that ran")
 	flag.Parse()
 	if err := run(*dir, *out, *before, *after, *command); err != nil {
-		fmt.Fprintln(os.Stderr, "interopdoc:", err)
+		fmt.Fprintln(os.Stderr, "interop:", err)
 		os.Exit(1)
 	}
 }

@@ -1,4 +1,4 @@
-// Command multiclusterdoc writes the measurement envelope (docs/bench, see hack/benchdoc) of
+// Command multicluster writes the measurement envelope (docs/bench, see bench/benchdoc) of
 // `make test-multicluster` from the logs of its runs: per run, the caller's cross-cluster
 // failover time and the time from a registrar's kill to its records' expiry, and the load
 // average before and after the runs.

@@ -4,7 +4,7 @@
 // heap holding them as the cache would hold them — whole, with managedFields stripped (the
 // operator before the lean cache), and trimmed by leancache.Pod (the operator now) — plus
 // the JSON and protobuf sizes of one pod. It writes the measurement JSON (docs/bench
-// envelope) that hack/benchdoc renders into docs/performance.md.
+// envelope) that bench/benchdoc renders into docs/performance.md.
 package main
 
 import (

@@ -1,7 +1,7 @@
-// Command xdsbench publishes the runs of the xDS benchmark (test/xds/bench_test.go, one
+// Command xds publishes the runs of the xDS benchmark (test/xds/bench_test.go, one
 // benchfmt.XDSRun JSON file per run) as one benchfmt envelope of kind "bench-xds": the runs,
 // the machine, and the table (median and min–max over the runs, the issue's two targets met
-// or missed) that hack/benchdoc renders into docs/xds.md (<!-- bench:bench-xds -->).
+// or missed) that bench/benchdoc renders into docs/xds.md (<!-- bench:bench-xds -->).
 // `make bench-xds` runs it.
 package main
 
@@ -27,7 +27,7 @@ func main() {
 	command := flag.String("command", "make bench-xds", "The command that produced the runs.")
 	flag.Parse()
 	if err := run(flag.Args(), *out, *command); err != nil {
-		fmt.Fprintln(os.Stderr, "xdsbench:", err)
+		fmt.Fprintln(os.Stderr, "xds:", err)
 		os.Exit(1)
 	}
 }

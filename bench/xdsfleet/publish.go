@@ -21,7 +21,7 @@ const (
 )
 
 // publishRuns writes the runs as one benchfmt envelope of kind "bench-xds-fleet" with its table
-// (hack/benchdoc renders it into docs/xds.md, <!-- bench:bench-xds-fleet -->).
+// (bench/benchdoc renders it into docs/xds.md, <!-- bench:bench-xds-fleet -->).
 func publishRuns(paths []string, out, command string) error {
 	if len(paths) == 0 || out == "" {
 		return errors.New("-publish needs -out and at least one run file")

@@ -69,7 +69,7 @@ func (r scenarioRun) note() string {
 var scenarioLoadBefore = benchfmt.LoadAvg()
 
 // writeScenarioEnvelope writes the runs as a docs/bench envelope with the table
-// "scenario" (hack/benchdoc renders it into docs/reliability.md).
+// "scenario" (bench/benchdoc renders it into docs/reliability.md).
 func writeScenarioEnvelope(path string, runs []scenarioRun) error {
 	for i := range runs {
 		runs[i].GOMAXPROCS, runs[i].GoVersion = runtime.GOMAXPROCS(0), runtime.Version()

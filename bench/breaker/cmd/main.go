@@ -1,6 +1,6 @@
-// Command breakerbench runs the seed's breaker scenario (see package breakerbench) against a
-// real etcd it starts, in both modes, several times, and prints the medians and spreads; it
-// writes every run and the machine's facts as JSON. make bench-breaker runs it.
+// Command cmd (go run ./bench/breaker/cmd) runs the seed's breaker scenario (package breaker)
+// against a real etcd it starts, in both modes, several times, and prints the medians and
+// spreads; it writes every run and the machine's facts as JSON. make bench-breaker runs it.
 package main
 
 import (
@@ -31,7 +31,7 @@ type report struct {
 	Command   string                 `json:"command"`
 	Machine   machine                `json:"machine"`
 	Config    map[string]any         `json:"config"`
-	Runs      []breakerbench.Result  `json:"runs"`
+	Runs      []breaker.Result       `json:"runs"`
 	Summary   map[string]summary     `json:"summary"`
 	HotPathNs map[string][]float64   `json:"hotPathNsPerCall"`
 	HotPath   map[string]spreadFloat `json:"hotPathSummary"`
@@ -83,7 +83,7 @@ func loadavg() string {
 }
 
 func main() {
-	def := breakerbench.Defaults()
+	def := breaker.Defaults()
 	runs := flag.Int("runs", 3, "runs per mode")
 	failFor := flag.Duration("fail-for", def.FailFor, "how long the dependency fails")
 	callers := flag.Int("callers", def.Callers, "callers (each with its own discovery client)")
@@ -92,7 +92,7 @@ func main() {
 	flag.Parse()
 	modes = strings.Split(*only, ",")
 	if err := run(*runs, *failFor, *callers, *out); err != nil {
-		fmt.Fprintln(os.Stderr, "breakerbench:", err)
+		fmt.Fprintln(os.Stderr, "breaker:", err)
 		os.Exit(1)
 	}
 }
@@ -117,7 +117,7 @@ func run(runs int, failFor time.Duration, callers int, out string) error {
 		rep.Commit = strings.TrimSpace(string(b))
 	}
 	rep.Machine = machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadavg()}
-	base := breakerbench.Defaults()
+	base := breaker.Defaults()
 	base.FailFor, base.Callers, base.Endpoint = failFor, callers, srv.Endpoint()
 	rep.Config = map[string]any{
 		"callers": base.Callers, "callEvery": base.CallEvery.String(), "failFor": base.FailFor.String(), "capacityWhileCold": base.Capacity,
@@ -126,7 +126,7 @@ func run(runs int, failFor time.Duration, callers int, out string) error {
 		"openJitter": base.Breaker.OpenJitter, "window": base.Breaker.Window.String(), "minCalls": base.Breaker.MinCalls,
 		"halfOpenPermits": base.Breaker.HalfOpenPermits, "slowStart": base.Breaker.SlowStart.String(), "settle": base.Settle.String(),
 	}
-	byMode := map[string][]breakerbench.Result{}
+	byMode := map[string][]breaker.Result{}
 	for i := range runs {
 		for _, mode := range modes {
 			cfg := base
@@ -137,7 +137,7 @@ func run(runs int, failFor time.Duration, callers int, out string) error {
 			}
 			cfg.Prefix = fmt.Sprintf("/bench/run%d-%s", i, mode)
 			fmt.Fprintf(os.Stderr, "run %d/%d %s ...\n", i+1, runs, mode)
-			res, err := breakerbench.Run(ctx, cfg)
+			res, err := breaker.Run(ctx, cfg)
 			if err != nil {
 				return fmt.Errorf("run %d (%s): %w", i, mode, err)
 			}
@@ -145,7 +145,7 @@ func run(runs int, failFor time.Duration, callers int, out string) error {
 			rep.Runs = append(rep.Runs, res)
 			byMode[res.Mode] = append(byMode[res.Mode], res)
 		}
-		hp, err := breakerbench.HotPath(ctx, srv.Endpoint(), fmt.Sprintf("/bench/hot%d", i))
+		hp, err := breaker.HotPath(ctx, srv.Endpoint(), fmt.Sprintf("/bench/hot%d", i))
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,6 @@
-// Command bench runs registrar's benchmark (see test/bench and `make bench`): it prints a
-// table per run and a summary over the runs (median, range, what is within noise), and writes
-// the envelope of docs/bench (-out).
+// Command cmd (go run ./bench/controlplane/cmd) runs registrar's control-plane benchmark
+// (package controlplane, `make bench`): it prints a table per run and a summary over the runs
+// (median, range, what is within noise), and writes the envelope of docs/bench (-out).
 package main
 
 import (
@@ -22,14 +22,14 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == bench.WatcherArg {
-		if err := bench.WatcherMain(os.Args[2:]); err != nil {
+	if len(os.Args) > 1 && os.Args[1] == controlplane.WatcherArg {
+		if err := controlplane.WatcherMain(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "bench watcher:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	var c bench.Config
+	var c controlplane.Config
 	var out string
 	var o options
 	flag.IntVar(&c.Pods, "pods", 1000, "Pods.")
@@ -42,7 +42,7 @@ func main() {
 	flag.StringVar(&c.Operator, "operator", "bin/bench/registrar", "registrar binary (go build -o ... ./cmd).")
 	flag.BoolVar(&c.EndpointSlice, "endpointslice", true, "Run kube-controller-manager's EndpointSlice controller side by side.")
 	flag.StringVar(&c.ControllerManager, "kube-controller-manager", filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), "kube-controller-manager binary.")
-	kcmArgs := flag.String("kcm-args", strings.Join(bench.KCMDefaultArgs, " "), "Extra kube-controller-manager flags (space-separated).")
+	kcmArgs := flag.String("kcm-args", strings.Join(controlplane.KCMDefaultArgs, " "), "Extra kube-controller-manager flags (space-separated).")
 	opArgs := flag.String("operator-args", "", "Extra registrar flags (space-separated).")
 	flag.IntVar(&c.TTLSample, "ttl-sample", 100, "Pods that also run a self-registration TTL instance, per kind (graceful and crashing: twice this many pods; 0: no TTL peer).")
 	flag.IntVar(&c.Reconciles, "reconciles", 8, "Workers of both controllers: registrar's --max-concurrent-reconciles and kube-controller-manager's --concurrent-service-endpoint-syncs.")
@@ -88,7 +88,7 @@ type options struct {
 	inProcess                                     bool
 }
 
-func run(c bench.Config, o options) error {
+func run(c controlplane.Config, o options) error {
 	if o.republish != "" {
 		return republish(o.republish)
 	}
@@ -116,7 +116,7 @@ func run(c bench.Config, o options) error {
 	if err != nil {
 		return err
 	}
-	pub := bench.Publish(o.kind, o.tableID, o.command, commit, runs)
+	pub := controlplane.Publish(o.kind, o.tableID, o.command, commit, runs)
 	pub.WriteSummary(os.Stdout)
 	fmt.Printf("%d run(s) took %s; results in %s\n", len(runs), time.Since(start).Round(time.Second), o.out)
 	if err := pub.WriteJSON(o.out); err != nil {
@@ -126,8 +126,8 @@ func run(c bench.Config, o options) error {
 }
 
 // runSize runs the configuration o.runs times, each on a fresh control plane under workDir.
-func runSize(ctx context.Context, c bench.Config, o options, workDir string) ([]*bench.Results, error, error) {
-	var runs []*bench.Results
+func runSize(ctx context.Context, c controlplane.Config, o options, workDir string) ([]*controlplane.Results, error, error) {
+	var runs []*controlplane.Results
 	var failed error
 	for i := range max(o.runs, 1) {
 		c := c
@@ -139,7 +139,7 @@ func runSize(ctx context.Context, c bench.Config, o options, workDir string) ([]
 		if err := os.RemoveAll(c.WorkDir); err != nil {
 			return nil, nil, err
 		}
-		res, err := bench.Run(ctx, c)
+		res, err := controlplane.Run(ctx, c)
 		if err != nil {
 			return nil, nil, fmt.Errorf("run %d: %w", i+1, err)
 		}
@@ -154,7 +154,7 @@ func runSize(ctx context.Context, c bench.Config, o options, workDir string) ([]
 }
 
 // runSweep runs every size of o.sweep and publishes the growth curve, the targets and the plot.
-func runSweep(ctx context.Context, c bench.Config, o options, commit string, start time.Time) error {
+func runSweep(ctx context.Context, c controlplane.Config, o options, commit string, start time.Time) error {
 	var sizes []int
 	for _, f := range strings.Split(o.sweep, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -164,9 +164,9 @@ func runSweep(ctx context.Context, c bench.Config, o options, commit string, sta
 		sizes = append(sizes, n)
 	}
 	if o.kind == "bench" { // the defaults of a single configuration
-		o.kind, o.tableID = bench.KindSweep, bench.KindSweep
+		o.kind, o.tableID = controlplane.KindSweep, controlplane.KindSweep
 	}
-	var runs []*bench.Results
+	var runs []*controlplane.Results
 	var failed error
 	for _, n := range sizes {
 		c := c
@@ -195,8 +195,8 @@ func runSweep(ctx context.Context, c bench.Config, o options, commit string, sta
 	return failed
 }
 
-func publishSweep(o options, commit string, runs []*bench.Results, final bool) error {
-	pub := bench.PublishSweep(o.kind, o.tableID, o.command, commit, runs)
+func publishSweep(o options, commit string, runs []*controlplane.Results, final bool) error {
+	pub := controlplane.PublishSweep(o.kind, o.tableID, o.command, commit, runs)
 	if final {
 		pub.WriteSummary(os.Stdout)
 	}
@@ -229,16 +229,16 @@ func republish(path string) error {
 	if err != nil {
 		return err
 	}
-	var old bench.Publication
+	var old controlplane.Publication
 	if err := json.Unmarshal(data, &old); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if len(old.Tables) == 0 || len(old.Runs) == 0 {
 		return fmt.Errorf("%s: no tables or no runs to rebuild from", path)
 	}
-	publish := bench.Publish
-	if old.Kind == bench.KindSweep {
-		publish = bench.PublishSweep
+	publish := controlplane.Publish
+	if old.Kind == controlplane.KindSweep {
+		publish = controlplane.PublishSweep
 	}
 	pub := publish(old.Kind, old.Tables[0].ID, old.Command, old.Commit, old.Runs)
 	pub.Date, pub.Machine = old.Date, old.Machine
@@ -246,7 +246,7 @@ func republish(path string) error {
 	if err := pub.WriteJSON(path); err != nil {
 		return err
 	}
-	if old.Kind == bench.KindSweep {
+	if old.Kind == controlplane.KindSweep {
 		return pub.WritePlot(plotPath(path))
 	}
 	return nil
