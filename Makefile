@@ -323,7 +323,7 @@ test-scenario: envtest-assets ## The production-shaped scenario at full size (a 
 	echo "$$(grep -c 'invariant violation' $(LOCALBIN)/scenario.log) invariant violations; full log: $(LOCALBIN)/scenario.log"; \
 	if [ -f $(SCENARIO_OUT) ]; then go run ./bench/benchdoc; fi; exit $$rc
 
-##@ Benchmark (bench/controlplane; see docs/performance.md)
+##@ Benchmark (bench/controlplane; every benchmark, its JSON and its page: bench/README.md)
 BENCH_DIR ?= $(LOCALBIN)/bench
 BENCH_ARGS ?=
 # BENCH_RUNS runs of the configuration, each on a fresh control plane: the summary gives the
