@@ -126,7 +126,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml: kubebuilder's linter
 	$(GOLANGCI_LINT) run ./...
 	go run ./hack/layercheck
 	go run ./hack/doccheck
-	go run ./hack/benchdoc -check
+	go run ./bench/benchdoc -check
 
 .PHONY: lint-fix
 lint-fix: $(GOLANGCI_LINT) ## Run golangci-lint and apply the fixes it knows.
@@ -242,7 +242,7 @@ BREAKER_FAIL_FOR ?= 20s
 
 .PHONY: bench-breaker
 bench-breaker: envtest-assets ## The seed's breaker scenario: 50 callers, a dependency down for 20s; per-instance vs coordinated (BREAKER_RUNS runs): table + docs/bench/breaker-*.json.
-	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./test/breakerbench/cmd -runs $(BREAKER_RUNS) -fail-for $(BREAKER_FAIL_FOR)
+	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./bench/breaker/cmd -runs $(BREAKER_RUNS) -fail-for $(BREAKER_FAIL_FOR)
 	ETCD_BIN=$(ENVTEST_ASSETS)/etcd go test ./pkg/discovery/ -run '^$$' -bench 'BenchmarkDo' -count 3
 
 ##@ Multi-cluster suite (test/multicluster; the short variant runs in make test)
@@ -260,7 +260,7 @@ test-multicluster: envtest-assets ## Two envtest control planes, one registrar e
 		echo "run $$i: $$(uptime)"; \
 		[ $$rc -eq 0 ] || { echo "run $$i failed: $(LOCALBIN)/multicluster/run-$$i.log"; exit 1; }; \
 	done; \
-	go run ./hack/multiclusterdoc -dir $(LOCALBIN)/multicluster -out $(MULTICLUSTER_OUT) -load-before "$$before" -load-after "$$(cut -d' ' -f1-3 /proc/loadavg)" \
+	go run ./bench/multicluster -dir $(LOCALBIN)/multicluster -out $(MULTICLUSTER_OUT) -load-before "$$before" -load-after "$$(cut -d' ' -f1-3 /proc/loadavg)" \
 		-command "make test-multicluster MULTICLUSTER_RUNS=$(MULTICLUSTER_RUNS)"; \
 	echo "wrote $(MULTICLUSTER_OUT) (copy it to docs/bench/ and run make docs to publish)"
 
@@ -291,7 +291,7 @@ test-interop: envtest-assets zookeeper-assets $(INTEROP_APP_JAR) ## Spring Cloud
 			go test -tags interop ./test/interop/ -count=1 -v -timeout $(INTEROP_TIMEOUT) 2>&1 | tee $(LOCALBIN)/interop/run-$$i.log | grep -v '^\s*>' \
 			|| { echo "test-interop run $$i failed: $(LOCALBIN)/interop/run-$$i.log, process logs in $(LOCALBIN)/interop/run-$$i/"; exit 1; }; \
 	done; \
-	$(if $(INTEROP_DOC),go run ./hack/interopdoc -dir $(LOCALBIN)/interop -out $(INTEROP_DOC) -load-before "$$before" \
+	$(if $(INTEROP_DOC),go run ./bench/interop -dir $(LOCALBIN)/interop -out $(INTEROP_DOC) -load-before "$$before" \
 		-load-after "$$(cut -d' ' -f1-3 /proc/loadavg)" -command "make test-interop INTEROP_RUNS=$(INTEROP_RUNS)",true)
 
 ##@ Fault tests (test/faults; a fast subset runs in make test)
@@ -321,9 +321,9 @@ test-scenario: envtest-assets ## The production-shaped scenario at full size (a 
 		go test ./test/faults/ -run '^TestProductionScenario$$' -count=1 -v -timeout $(SCENARIO_TIMEOUT) > $(LOCALBIN)/scenario.log 2>&1 || rc=$$?; \
 	grep -E -e '--- (PASS|FAIL)|_test\.go:[0-9]+: (production scenario|set up in|phase "|webhook:|node Lease loss:|kill -9:|wrote )|^(ok|FAIL|PASS)' $(LOCALBIN)/scenario.log | cut -c1-400 || true; \
 	echo "$$(grep -c 'invariant violation' $(LOCALBIN)/scenario.log) invariant violations; full log: $(LOCALBIN)/scenario.log"; \
-	if [ -f $(SCENARIO_OUT) ]; then go run ./hack/benchdoc; fi; exit $$rc
+	if [ -f $(SCENARIO_OUT) ]; then go run ./bench/benchdoc; fi; exit $$rc
 
-##@ Benchmark (test/bench; see docs/performance.md)
+##@ Benchmark (bench/controlplane; every benchmark, its JSON and its page: bench/README.md)
 BENCH_DIR ?= $(LOCALBIN)/bench
 BENCH_ARGS ?=
 # BENCH_RUNS runs of the configuration, each on a fresh control plane: the summary gives the
@@ -342,7 +342,7 @@ BENCH_SWEEP_RATE ?= 100
 # it, this many above (20,000 pods: 5,000 flipped), so the run time stays bounded.
 BENCH_SWEEP_TRANSITIONS ?= 5000
 BENCH_SWEEP_OUT ?= $(BENCH_DIR)/sweep/bench-sweep.json
-BENCH_RUN = KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./test/bench/cmd \
+BENCH_RUN = KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./bench/controlplane/cmd \
 	-operator $(BENCH_DIR)/registrar -kube-controller-manager $(ENVTEST_ASSETS)/kube-controller-manager -runs $(BENCH_RUNS)
 
 .PHONY: bench
@@ -360,7 +360,7 @@ bench-large: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## 5,000 p
 
 .PHONY: bench-cache
 bench-cache: ## Heap bytes per cached pod: whole, managedFields stripped, and trimmed by internal/leancache (5,000 realistic pods): docs/bench/cache-bytes.json.
-	go run ./hack/podbytes -pods 5000 -out docs/bench/cache-bytes.json -command "make bench-cache"
+	go run ./bench/podbytes -pods 5000 -out docs/bench/cache-bytes.json -command "make bench-cache"
 .PHONY: bench-xl
 bench-xl: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## 20,000 pods / 2,000 registries (created at the API server's pace: the run prints how long), with the operator's profiles (BENCH_RUNS runs): bin/bench/xl/ + BENCH_XL_OUT.
 	CGO_ENABLED=0 go build -o $(BENCH_DIR)/registrar ./cmd
@@ -453,7 +453,7 @@ bench-e2e: images cluster-up ## The e2e comparison (graceful rollout + four fail
 	rc=0; for i in $$(seq 1 $(E2E_RUNS)); do \
 		res=$(LOCALBIN)/e2e-results/bench/run-$$i.json; $(E2E_GO_TEST) -args -ginkgo.v -ginkgo.focus='Comparison under load' -ginkgo.seed=$$i $(E2E_ARGS) || rc=$$?; \
 	done; \
-	if ls $(LOCALBIN)/e2e-results/bench/run-*.json >/dev/null 2>&1; then go run ./hack/e2ebench -command "make bench-e2e E2E_RUNS=$(E2E_RUNS)" -out $(E2E_BENCH_OUT) $(LOCALBIN)/e2e-results/bench/run-*.json || rc=$$?; fi; \
+	if ls $(LOCALBIN)/e2e-results/bench/run-*.json >/dev/null 2>&1; then go run ./bench/e2e -command "make bench-e2e E2E_RUNS=$(E2E_RUNS)" -out $(E2E_BENCH_OUT) $(LOCALBIN)/e2e-results/bench/run-*.json || rc=$$?; fi; \
 	if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$rc
 
 .PHONY: print-envtest-assets
@@ -473,8 +473,8 @@ GENERATED += bundle bundle.Dockerfile docs/reference.md
 verify-generated: verify-bench-tables bundle docs
 
 .PHONY: verify-bench-tables
-verify-bench-tables: ## Fail when a table rendered from docs/bench/*.json into README.md or docs/*.md is stale (hack/benchdoc -check).
-	go run ./hack/benchdoc -check
+verify-bench-tables: ## Fail when a table rendered from docs/bench/*.json into README.md or docs/*.md is stale (bench/benchdoc -check).
+	go run ./bench/benchdoc -check
 
 .PHONY: bundle
 bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/manifests and config/samples, offline.
@@ -487,7 +487,7 @@ bundle-build: bundle ## Build the bundle image BUNDLE_IMG (needs a Docker engine
 .PHONY: docs
 docs: manifests ## Regenerate docs/reference.md (manager flags, annotations, conditions and reasons, Events, metrics, CRD fields) from the code, and the bench tables (<!-- bench:<id> --> markers) from docs/bench/*.json.
 	go test ./cmd -run '^TestConfigurationReference$$' -count=1 -args -update-docs
-	go run ./hack/benchdoc
+	go run ./bench/benchdoc
 
 ##@ xDS
 XDS_BENCH_RUNS ?= 3
@@ -498,8 +498,8 @@ bench-xds: envtest-assets ## 100 ADS clients × 100 registries under up to 100 p
 	rm -rf $(XDS_BENCH_DIR); mkdir -p $(XDS_BENCH_DIR)
 	for i in $$(seq 1 $(XDS_BENCH_RUNS)); do KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd XDS_BENCH_OUT=$(XDS_BENCH_DIR)/run-$$i.json \
 		go test ./test/xds/ -count=1 -timeout 20m -ginkgo.label-filter=bench || exit 1; done
-	go run ./hack/xdsbench -out $(XDS_BENCH_OUT) -command "make bench-xds XDS_BENCH_RUNS=$(XDS_BENCH_RUNS)" $(XDS_BENCH_DIR)/run-*.json
-	go run ./hack/benchdoc
+	go run ./bench/xds -out $(XDS_BENCH_OUT) -command "make bench-xds XDS_BENCH_RUNS=$(XDS_BENCH_RUNS)" $(XDS_BENCH_DIR)/run-*.json
+	go run ./bench/benchdoc
 
 FLEET_CLIENTS ?= 1000 10000
 FLEET_RATES ?= 10 100
@@ -510,12 +510,12 @@ FLEET_OUT ?= docs/bench/xds-fleet.json
 .PHONY: bench-xds-fleet
 bench-xds-fleet: ## Simulated ADS clients (FLEET_CLIENTS, SotW and delta) × 1,000 services / 50,000 endpoints at FLEET_RATES changes/s against registrar's xDS server and go-control-plane's stock server, FLEET_RUNS runs each: FLEET_OUT and its table in docs/xds.md.
 	rm -rf $(FLEET_DIR); mkdir -p $(FLEET_DIR)
-	go build -o $(FLEET_DIR)/xdsfleet ./test/bench/xdsfleet
+	go build -o $(FLEET_DIR)/xdsfleet ./bench/xdsfleet
 	for run in $$(seq 1 $(FLEET_RUNS)); do for c in $(FLEET_CLIENTS); do for r in $(FLEET_RATES); do for impl in registrar stock; do \
 		$(FLEET_DIR)/xdsfleet -impl $$impl -clients $$c -rate $$r -duration $(FLEET_DURATION) -seed $$run -out $(FLEET_DIR)/$$impl-$$c-$$r-$$run.json || exit 1; \
 	done; done; done; done
 	$(FLEET_DIR)/xdsfleet -publish -out $(FLEET_OUT) -command "make bench-xds-fleet FLEET_CLIENTS='$(FLEET_CLIENTS)' FLEET_RATES='$(FLEET_RATES)' FLEET_RUNS=$(FLEET_RUNS) FLEET_DURATION=$(FLEET_DURATION)" $(FLEET_DIR)/*.json
-	go run ./hack/benchdoc
+	go run ./bench/benchdoc
 
 # The real-Eureka comparison (issue 36 §3, test/eurekapeer): a stock Spring Cloud Netflix Eureka
 # server and registrar's Eureka API read by the same Spring caller. hack/maven.sh builds the
@@ -543,4 +543,4 @@ bench-eureka-peer: envtest-assets eureka-peer-apps ## The real-Eureka comparison
 	EUREKA_PEER_RUNS=$(EUREKA_PEER_RUNS) EUREKA_PEER_OUT=$(abspath $(EUREKA_PEER_OUT)) EUREKA_PEER_DIR=$(EUREKA_PEER_DIR) \
 	EUREKA_PEER_COMMAND="make bench-eureka-peer EUREKA_PEER_RUNS=$(EUREKA_PEER_RUNS)" \
 		go test -tags eurekapeer ./test/eurekapeer/ -run '^TestEurekaPeer$$' -count=1 -timeout 4h -v
-	go run ./hack/benchdoc
+	go run ./bench/benchdoc

@@ -5,7 +5,7 @@
 #                       (from /proc/self/stat of this shell, so it counts every process the phase
 #                       started and waited for: compilers, test binaries, servers).
 #   ci_header           prints "=== ci: commit SHA started TIME" and the cores and load average
-#                       (hack/ciphases reads them, with the table, from a saved log).
+#                       (bench/ciphases reads them, with the table, from a saved log).
 #   phase_report        prints the table (and the total) from $CI_PHASES, then
 #                       "=== ci: finished TIME load average A B C".
 #   suite_report LOG... prints the slowest test packages of `go test` logs ("ok  pkg  12.3s").

@@ -1,10 +1,10 @@
-// Command doccheck fails when a relative link or an #anchor in README.md or docs/**/*.md does
-// not resolve: the linked file or directory must exist, and an anchor must be one of the
-// target document's headings (GitHub's slug: lower case, punctuation dropped, spaces to
-// hyphens, "-1", "-2" … for repeats) or an explicit <a name="…"> / id="…". Links with a
-// scheme (https:, mailto:) are not checked; an anchor into a file that is not markdown (a
-// line of source, #L10) is not checked either. Text in fenced code blocks and code spans is
-// not a link. `make lint` runs it.
+// Command doccheck fails when a relative link or an #anchor in README.md, bench/README.md or
+// docs/**/*.md does not resolve: the linked file or directory must exist, and an anchor must
+// be one of the target document's headings (GitHub's slug: lower case, punctuation dropped,
+// spaces to hyphens, "-1", "-2" … for repeats) or an explicit <a name="…"> / id="…". Links
+// with a scheme (https:, mailto:) are not checked; an anchor into a file that is not markdown
+// (a line of source, #L10) is not checked either. Text in fenced code blocks and code spans
+// is not a link. `make lint` runs it.
 package main
 
 import (
@@ -39,11 +39,14 @@ func main() {
 	}
 }
 
-// docs lists README.md and every docs/**/*.md under root, slash-separated and relative.
+// docs lists README.md, bench/README.md and every docs/**/*.md under root, slash-separated
+// and relative.
 func docs(root string) ([]string, error) {
 	var out []string
-	if _, err := os.Stat(filepath.Join(root, "README.md")); err == nil {
-		out = append(out, "README.md")
+	for _, f := range []string{"README.md", "bench/README.md"} {
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(f))); err == nil {
+			out = append(out, f)
+		}
 	}
 	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

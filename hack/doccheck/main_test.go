@@ -75,6 +75,7 @@ func TestCheck(t *testing.T) {
 	write("docs/a.md", "# A\n## Section one\n[up](../README.md#readme) [bench](bench/HISTORY.md#2026-12-02-run)\n[out](../../etc/passwd)\n")
 	write("docs/bench/HISTORY.md", "# History\n## 2026-12-02: run\n[back](../a.md#section-one) [json](x.json) [gone](../a.md#gone)\n")
 	write("docs/bench/x.json", "{}")
+	write("bench/README.md", "# Benchmarks\n[ok](../docs/a.md#section-one) [json](../docs/bench/x.json)\n[bad](../docs/a.md#nope)\n")
 
 	problems, err := check(root)
 	if err != nil {
@@ -86,6 +87,7 @@ func TestCheck(t *testing.T) {
 		"README.md:3: #nothing: no heading or anchor #nothing in README.md",
 		"docs/a.md:4: ../../etc/passwd: outside the repository",
 		"docs/bench/HISTORY.md:3: ../a.md#gone: no heading or anchor #gone in docs/a.md",
+		"bench/README.md:3: ../docs/a.md#nope: no heading or anchor #nope in docs/a.md",
 	}
 	if len(problems) != len(wantSub) {
 		t.Errorf("got %d problems, want %d:\n%s", len(problems), len(wantSub), strings.Join(problems, "\n"))

@@ -39,6 +39,8 @@ var broken = []struct {
 	{"pkg imports no internal package", Package{ImportPath: p("pkg/discovery"), Imports: []string{p("internal/store")}}},
 	{"the product imports no test or benchmark code", Package{ImportPath: p("internal/controller"), Imports: []string{p("test/support/ports")}}},
 	{"the product imports no test or benchmark code", Package{ImportPath: p("cmd"), Imports: []string{p("hack/imagetool")}}},
+	{"the product imports no test or benchmark code", Package{ImportPath: p("internal/leancache"), Imports: []string{p("bench/benchfmt")}}},
+	{"the product imports no test or benchmark code", Package{ImportPath: p("cmd/registrarctl"), Imports: []string{p("bench/controlplane")}}},
 	{"deciding packages reach no client", Package{ImportPath: p("internal/plan"), Deps: []string{"k8s.io/client-go/kubernetes"}}},
 	{"deciding packages reach no client", Package{ImportPath: p("internal/eligibility"), Deps: []string{"sigs.k8s.io/controller-runtime/pkg/client"}}},
 	{"deciding packages reach no client", Package{ImportPath: p("internal/xds/locality"), Deps: []string{"google.golang.org/grpc"}}},
@@ -60,6 +62,9 @@ func TestAllowed(t *testing.T) {
 		{ImportPath: p("internal/controller"), Imports: []string{p("internal/plan"), p("internal/store"), "sigs.k8s.io/controller-runtime/pkg/client"}},
 		{ImportPath: p("test/faults"), Imports: []string{p("internal/controller"), p("test/support/ports")}},
 		{ImportPath: p("hack/layercheck"), Imports: []string{"os/exec"}},
+		{ImportPath: p("test/xds"), Imports: []string{p("bench/benchfmt"), p("internal/xds")}},
+		{ImportPath: p("bench/podbytes"), Imports: []string{p("bench/benchfmt"), p("internal/leancache")}},
+		{ImportPath: p("bench/controlplane"), Imports: []string{p("api/v1beta1"), p("test/support/ports")}},
 	}
 	if v := Check(pkgs, Rules); len(v) != 0 {
 		t.Errorf("Check = %v, want none", v)

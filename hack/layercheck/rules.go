@@ -49,9 +49,9 @@ var Rules = []Rule{
 	},
 	{
 		Name: "the product imports no test or benchmark code",
-		Why:  "test/ and hack/ hold harnesses and tools; the binaries must build without them",
+		Why:  "test/, hack/ and bench/ hold harnesses, tools and benchmarks; the binaries must build without them",
 		In:   anyOf(under("api"), under("pkg"), under("internal"), under("cmd")),
-		Deny: anyOf(under("test"), under("hack")),
+		Deny: anyOf(under("test"), under("hack"), under("bench")),
 	},
 	{
 		Name:       "deciding packages reach no client",

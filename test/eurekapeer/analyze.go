@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/registrar-dev/registrar/internal/benchfmt"
+	"github.com/registrar-dev/registrar/bench/benchfmt"
 )
 
 // Request is one line of a caller's log: "service sentMillis host:port ok|fail millis" ("-"

@@ -21,7 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/internal/benchfmt"
+	"github.com/registrar-dev/registrar/bench/benchfmt"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 	"github.com/registrar-dev/registrar/test/support/ports"
 	"github.com/registrar-dev/registrar/test/support/proc"

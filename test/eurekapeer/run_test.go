@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/registrar-dev/registrar/internal/benchfmt"
+	"github.com/registrar-dev/registrar/bench/benchfmt"
 	"github.com/registrar-dev/registrar/test/support/proc"
 )
 

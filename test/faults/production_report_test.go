@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/registrar-dev/registrar/internal/benchfmt"
+	"github.com/registrar-dev/registrar/bench/benchfmt"
 )
 
 // scenarioRun is one seed's run of the production scenario, as committed in
@@ -69,7 +69,7 @@ func (r scenarioRun) note() string {
 var scenarioLoadBefore = benchfmt.LoadAvg()
 
 // writeScenarioEnvelope writes the runs as a docs/bench envelope with the table
-// "scenario" (hack/benchdoc renders it into docs/reliability.md).
+// "scenario" (bench/benchdoc renders it into docs/reliability.md).
 func writeScenarioEnvelope(path string, runs []scenarioRun) error {
 	for i := range runs {
 		runs[i].GOMAXPROCS, runs[i].GoVersion = runtime.GOMAXPROCS(0), runtime.Version()

@@ -41,7 +41,7 @@ import (
 // `go test ./test/faults/` runs the short variant; FAULTS_FULL=1 the issue's sizes.
 // SCENARIO_SEEDS=1,2,3 runs one subtest per seed (default: SCENARIO_SEED, else a random
 // seed, printed); SCENARIO_JSON=path writes the per-phase table (docs/bench envelope, see
-// hack/benchdoc); SCENARIO_BIG_PODS overrides the big service's size.
+// bench/benchdoc); SCENARIO_BIG_PODS overrides the big service's size.
 
 // scenarioSize is the shape of the cluster.
 type scenarioSize struct {

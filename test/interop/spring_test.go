@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/registrar-dev/registrar/internal/benchfmt"
+	"github.com/registrar-dev/registrar/bench/benchfmt"
 	"github.com/registrar-dev/registrar/test/support/metrics"
 )
 
@@ -247,7 +247,7 @@ func checkChanges(t *testing.T, run *changeRun, before, after fetchCounts) {
 	case max(run.ServerCPUWait, run.TestCPUWait) > overloaded:
 		// When the server or the process measuring it spends more of its time waiting
 		// for a CPU than running, a 100 ms tail is the machine's run queue, not the
-		// server: reported, not asserted. The result file says so and hack/interopdoc
+		// server: reported, not asserted. The result file says so and bench/interop
 		// refuses to publish it. On a quiet machine (CI) the share is a few per cent.
 		run.Overloaded = true
 		t.Logf("NOT ASSERTED (machine overloaded): p99 from the etcd change to /eureka/apps/delta is %.1f ms, over %s, while eureka-api waited for a CPU %.0f %% and the test %.0f %% of the time they wanted one (over %.0f %%)",

@@ -37,7 +37,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/registrar-dev/registrar/internal/benchfmt"
+	"github.com/registrar-dev/registrar/bench/benchfmt"
 	"github.com/registrar-dev/registrar/internal/xds"
 	"github.com/registrar-dev/registrar/test/support/cpusplit"
 )

@@ -1,0 +1,164 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/registrar-dev/registrar/test/support/metrics"
+)
+
+// Tails are p99s over the measured phase, read from the histograms of the operator and of
+// the two etcd servers (the difference of two scrapes): where the part of registrar's
+// deregistration lag beyond the API watch floor can go. Each is as coarse as its histogram's
+// buckets (interpolated inside one, as Prometheus' histogram_quantile does); omitted when the
+// histogram had no observation or could not be read.
+type Tails struct {
+	// QueueWaitP99Ms: a ServiceRegistry's wait in the work queue (workqueue_queue_duration_seconds;
+	// buckets a factor 10 apart).
+	QueueWaitP99Ms *float64 `json:"queueWaitP99Ms,omitempty"`
+	// ReconcileP99Ms: one reconcile, the store write included (workqueue_work_duration_seconds).
+	ReconcileP99Ms *float64 `json:"reconcileP99Ms,omitempty"`
+	// StoreApplyP99Ms: the store write as the reconcile waits for it, batching included
+	// (registrar_store_operation_duration_seconds{operation="apply"}).
+	StoreApplyP99Ms *float64 `json:"storeApplyP99Ms,omitempty"`
+	// StoreFsyncP99Ms and StoreCommitP99Ms: the store etcd's WAL fsync and backend commit
+	// (etcd_disk_wal_fsync_duration_seconds, etcd_disk_backend_commit_duration_seconds).
+	StoreFsyncP99Ms  *float64 `json:"storeWalFsyncP99Ms,omitempty"`
+	StoreCommitP99Ms *float64 `json:"storeBackendCommitP99Ms,omitempty"`
+	// KubeEtcdFsyncP99Ms: the same for the API server's etcd, which every pod write (the
+	// floor) waits for, on the same disk.
+	KubeEtcdFsyncP99Ms *float64 `json:"kubeEtcdWalFsyncP99Ms,omitempty"`
+}
+
+// histogram is one histogram's cumulative bucket counts by upper bound, summed over the
+// series whose labels contain every filter.
+type histogram map[float64]float64
+
+func histogramOf(samples metrics.Samples, name string, filters ...string) histogram {
+	h := histogram{}
+	for _, s := range samples {
+		if s.Name != name+"_bucket" {
+			continue
+		}
+		ok := true
+		for _, f := range filters {
+			ok = ok && strings.Contains(s.Labels, f)
+		}
+		if !ok {
+			continue
+		}
+		le, found := labelValue(s.Labels, "le")
+		if !found {
+			continue
+		}
+		bound, err := strconv.ParseFloat(le, 64) // "+Inf" parses to +Inf
+		if err != nil {
+			continue
+		}
+		h[bound] += s.Value
+	}
+	return h
+}
+
+// labelValue is the value of label name in a label set as exposed (`a="1",le="0.5"`).
+func labelValue(labels, name string) (string, bool) {
+	for part := range strings.SplitSeq(labels, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if ok && k == name {
+			return strings.Trim(v, `"`), true
+		}
+	}
+	return "", false
+}
+
+// quantileMs is the q-quantile, in milliseconds, of what after observed beyond before (both
+// histograms in seconds), interpolated linearly inside the bucket it falls in; NaN without
+// observations. A quantile in the +Inf bucket is the largest finite bound.
+func quantileMs(before, after histogram, q float64) float64 {
+	bounds := make([]float64, 0, len(after))
+	for b := range after {
+		bounds = append(bounds, b)
+	}
+	slices.Sort(bounds)
+	if len(bounds) == 0 {
+		return math.NaN()
+	}
+	total := after[bounds[len(bounds)-1]] - before[bounds[len(bounds)-1]]
+	if total <= 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, b := range bounds {
+		cum := after[b] - before[b]
+		if cum >= rank {
+			if math.IsInf(b, 1) {
+				return lower * 1000
+			}
+			if cum == below {
+				return b * 1000
+			}
+			return (lower + (b-lower)*(rank-below)/(cum-below)) * 1000
+		}
+		lower, below = b, cum
+	}
+	return lower * 1000
+}
+
+// kubeEtcdURL is host:port of the API server's etcd, whose client port serves /metrics.
+func (cl *cluster) kubeEtcdURL() string {
+	if cl.env == nil || cl.env.ControlPlane.Etcd == nil || cl.env.ControlPlane.Etcd.URL == nil {
+		return ""
+	}
+	return cl.env.ControlPlane.Etcd.URL.Host
+}
+
+// scrapes are one reading of the operator's and both etcd servers' /metrics.
+type scrapes struct{ operator, store, kubeEtcd metrics.Samples }
+
+// scrapeMetrics reads the three /metrics. The operator's must be read (its counters are the
+// run's OperatorStats); an etcd server's that cannot be read is left empty (its tails are
+// omitted) and logged.
+func (r *runner) scrapeMetrics(ctx context.Context) (scrapes, error) {
+	var t scrapes
+	var err error
+	if t.operator, err = metrics.Scrape(ctx, r.cl.metrics); err != nil {
+		return t, fmt.Errorf("scrape operator metrics: %w", err)
+	}
+	read := func(what, addr string) metrics.Samples {
+		s, err := metrics.Scrape(ctx, addr)
+		if err != nil {
+			r.c.Logf("tails: scrape %s: %v", what, err)
+		}
+		return s
+	}
+	t.store = read("store etcd", strings.TrimPrefix(r.cl.store.Endpoint(), "http://"))
+	if u := r.cl.kubeEtcdURL(); u != "" {
+		t.kubeEtcd = read("kube-apiserver's etcd", u)
+	}
+	return t, nil
+}
+
+// tailsBetween are the tails of what happened between two scrapes.
+func tailsBetween(before, after scrapes) *Tails {
+	p99 := func(b, a metrics.Samples, name string, filters ...string) *float64 {
+		v := quantileMs(histogramOf(b, name, filters...), histogramOf(a, name, filters...), 0.99)
+		if math.IsNaN(v) {
+			return nil // JSON has no NaN
+		}
+		return &v
+	}
+	const sr = `controller="serviceregistry"`
+	return &Tails{
+		QueueWaitP99Ms:     p99(before.operator, after.operator, "workqueue_queue_duration_seconds", sr),
+		ReconcileP99Ms:     p99(before.operator, after.operator, "workqueue_work_duration_seconds", sr),
+		StoreApplyP99Ms:    p99(before.operator, after.operator, "registrar_store_operation_duration_seconds", `operation="apply"`),
+		StoreFsyncP99Ms:    p99(before.store, after.store, "etcd_disk_wal_fsync_duration_seconds"),
+		StoreCommitP99Ms:   p99(before.store, after.store, "etcd_disk_backend_commit_duration_seconds"),
+		KubeEtcdFsyncP99Ms: p99(before.kubeEtcd, after.kubeEtcd, "etcd_disk_wal_fsync_duration_seconds"),
+	}
+}
