@@ -260,7 +260,7 @@ func TestTransformsPassOtherObjects(t *testing.T) {
 }
 
 // TestSerializedSize: the cached pod is a small fraction of the full one (the measurement
-// of the heap is hack/podbytes; see docs/performance.md).
+// of the heap is bench/podbytes; see docs/performance.md).
 func TestSerializedSize(t *testing.T) {
 	full, err := json.Marshal(SamplePod(1))
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // SamplePod returns the i-th pod of a realistic Deployment as the API server serves it once
 // the kubelet runs it, injected by registrar's webhook: managedFields of three managers, env,
 // volumes, probes, a native sidecar, tolerations, container statuses. The tests and the
-// bytes-per-pod measurement (hack/podbytes) use it.
+// bytes-per-pod measurement (bench/podbytes) use it.
 func SamplePod(i int) *corev1.Pod {
 	t := metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	name := fmt.Sprintf("checkout-7d9f8b6c5d-%05d", i)

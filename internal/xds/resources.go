@@ -182,7 +182,7 @@ func cluster(name string) *clusterv3.Cluster {
 
 // StaticResources are the Listener, RouteConfiguration and Cluster this server publishes for
 // a resource name, keyed by type URL: benchmarks feed the same resources to another control
-// plane (test/bench/xdsfleet), so both serve identical bytes.
+// plane (bench/xdsfleet), so both serve identical bytes.
 func StaticResources(name string) (map[string]types.Resource, error) {
 	l, err := listener(name)
 	if err != nil {
