@@ -140,7 +140,7 @@ func (r *ServiceRegistryReconciler) syncStores(ctx context.Context, s *reconcile
 		Weigher: func(now time.Time) plan.Weigher { return weigherOf(s.reg, now) }})
 	s.stores, s.plan, s.stored = res.Stores, res.Plan, res.Stored
 	if s.plan.Changes.Len() > 0 {
-		r.recordChanges(s, s.plan.Changes)
+		r.report.Changes(s.reg, s.target.Service, s.plan.Changes, s)
 	}
 	return err
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/regcache"
+	"github.com/registrar-dev/registrar/internal/controller/report"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -97,8 +98,9 @@ type ServiceRegistryReconciler struct {
 	selectors selindex.Parsed
 	warmups   *warmup.Tracker
 	status    *statuswriter.Writer
-	lags      lagWindows
-	acks      *gateAcks
+	// report emits the reconcile's Events and measures its lags (report).
+	report *report.Reporter
+	acks   *gateAcks
 	// nodes are the node liveness facts: Leases, renewals seen, tombstones, the guard's
 	// counts (nodeliveness).
 	nodes *nodeliveness.Tracker
@@ -172,6 +174,24 @@ type reconcileScope struct {
 	ports map[string]int32
 }
 
+// Selected is the selected pod of this name and its verdict, if any (report.Pods).
+func (s *reconcileScope) Selected(name string) (*corev1.Pod, eligibility.Verdict, bool) {
+	i, ok := s.byName[name]
+	if !ok {
+		return nil, eligibility.Verdict{}, false
+	}
+	return s.selected[i].pod, s.selected[i].verdict, true
+}
+
+// All yields every selected pod with its verdict (report.Pods).
+func (s *reconcileScope) All(yield func(*corev1.Pod, eligibility.Verdict) bool) {
+	for _, p := range s.selected {
+		if !yield(p.pod, p.verdict) {
+			return
+		}
+	}
+}
+
 // Reconcile syncs one ServiceRegistry. A registry that is gone is forgotten, one being
 // deleted is finalized; any other runs its phases over one reconcileScope (see phases.go):
 // gather and decide, then apply (warm-ups, the store, readiness gates). Its status is
@@ -216,7 +236,7 @@ func (r *ServiceRegistryReconciler) forget(name types.NamespacedName) {
 	r.warmups.Sync(name, nil)
 	r.status.Forget(name)
 	r.selectors.Forget(name)
-	forgetEndpointStates(name)
+	report.ForgetEndpointStates(name)
 	r.unpublish(name)
 	r.forgetLeaseGuard(name)
 }
@@ -410,7 +430,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1beta1.S
 	r.syncer.ForgetRecords(name)
 	r.warmups.Sync(name, nil)
 	r.acks.forget(reg.UID)
-	r.lags.forget(reg.UID)
+	r.report.ForgetLags(reg.UID)
 	for _, target := range scopes {
 		if err := r.syncer.RemoveOwned(ctx, reg, target); err != nil {
 			r.Recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1beta1.ReasonStoreUnreachable, "Cleanup",

@@ -32,6 +32,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/gaterelease"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/regcache"
+	"github.com/registrar-dev/registrar/internal/controller/report"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/leancache"
@@ -185,6 +186,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 // r.index when set), reading through c.
 func (r *ServiceRegistryReconciler) components(c client.Client) {
 	r.cache = regcache.New(c, r.index)
+	r.report = report.New(r.Recorder, r.Clock, r.EndpointEvents)
 	r.syncer = storesync.New(storesync.Config{Store: r.Store, Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
 	r.nodes = nodeliveness.New(nodeliveness.Config{Client: c, Clock: r.Clock, Timeout: r.NodeLeaseTimeout, Guard: r.LeaseGuard})
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
+	"github.com/registrar-dev/registrar/internal/controller/report"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -35,7 +36,7 @@ func (r *ServiceRegistryReconciler) submitStatus(s *reconcileScope, in regstatus
 	if equality.Semantic.DeepEqual(s.originalStatus, s.reg.Status) {
 		return
 	}
-	r.emitConditionEvents(s)
+	r.report.ConditionEvents(s.reg, s.originalStatus)
 	r.status.Submit(client.ObjectKeyFromObject(s.reg), s.reg.UID, s.reg.Status, regstatus.Urgent(s.originalStatus, s.reg.Status))
 }
 
@@ -68,9 +69,9 @@ func (r *ServiceRegistryReconciler) statusInput(s *reconcileScope) regstatus.Inp
 
 // reportStatus sets the gauges of what the status reports (registrar_endpoints by state,
 // registrar_unmutated_pods) and emits the Normal DeregistrationResumed Event when a hold
-// ended (the Warning Event when it comes is emitConditionEvents').
+// ended (the Warning Event when it comes is report.Reporter.ConditionEvents').
 func (r *ServiceRegistryReconciler) reportStatus(s *reconcileScope, in regstatus.Input) {
-	recordEndpointStates(s.reg, s.selected, s.stored)
+	report.EndpointStates(s.reg, s, s.stored)
 	if in.Injection == nil {
 		metrics.Unmutated.DeleteLabelValues(s.reg.Namespace, s.reg.Name)
 	} else {
@@ -119,7 +120,7 @@ func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Po
 }
 
 func (r *ServiceRegistryReconciler) drainInput(reg *v1beta1.ServiceRegistry) regstatus.Drain {
-	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.lags.max(reg.UID)}
+	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.report.MaxLag(reg.UID)}
 	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
 		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
 	}

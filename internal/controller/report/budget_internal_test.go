@@ -1,4 +1,4 @@
-package controller
+package report
 
 import (
 	"testing"
@@ -47,9 +47,8 @@ func TestRecordChangesEndpointEventBudget(t *testing.T) {
 				tt.budget.SetBurstAt(start, tt.budget.Burst()) // a full bucket at the fake start
 			}
 			rec := events.NewFakeRecorder(20)
-			r := &ServiceRegistryReconciler{Recorder: rec, Clock: clk, EndpointEvents: tt.budget}
-			s := &reconcileScope{reg: reg, target: store.Scope{Service: "svc", Namespace: "ns"},
-				selected: []selectedPod{{pod: pod, verdict: eligibility.Verdict{State: v1beta1.EndpointRegistered}}}, byName: map[string]int{"p": 0}}
+			r := New(rec, clk, tt.budget)
+			pods := onePod{pod: pod, verdict: eligibility.Verdict{State: v1beta1.EndpointRegistered}}
 			skipped := func() float64 {
 				return testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1beta1.EventRegistered)) +
 					testutil.ToFloat64(metrics.EndpointEventsSkipped.WithLabelValues(v1beta1.EventDeregistered))
@@ -57,7 +56,7 @@ func TestRecordChangesEndpointEventBudget(t *testing.T) {
 			before := skipped()
 			for _, d := range tt.after {
 				clk.SetTime(start.Add(d))
-				r.recordChanges(s, changes)
+				r.Changes(reg, "svc", changes, pods)
 			}
 			if got := len(rec.Events); got != tt.want {
 				t.Errorf("%d Events, want %d", got, tt.want)
@@ -68,3 +67,18 @@ func TestRecordChangesEndpointEventBudget(t *testing.T) {
 		})
 	}
 }
+
+// onePod is a reconcile that selected one pod.
+type onePod struct {
+	pod     *corev1.Pod
+	verdict eligibility.Verdict
+}
+
+func (o onePod) Selected(name string) (*corev1.Pod, eligibility.Verdict, bool) {
+	if name != o.pod.Name {
+		return nil, eligibility.Verdict{}, false
+	}
+	return o.pod, o.verdict, true
+}
+
+func (o onePod) All(yield func(*corev1.Pod, eligibility.Verdict) bool) { yield(o.pod, o.verdict) }
