@@ -35,7 +35,6 @@ import (
 	"github.com/registrar-dev/registrar/internal/certs"
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
-	"github.com/registrar-dev/registrar/internal/controller/deployment"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -494,12 +493,10 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	if err != nil {
 		return err
 	}
-	r := &controller.ServiceRegistryReconciler{
-		Client:    mgr.GetClient(),
+	cc := controller.Config{
 		Stores:    stores,
 		StoreName: storeName,
 		Recorder:  events,
-		Clock:     clock.RealClock{},
 		Cluster:   cfg.clusterName,
 		Warmup: &warmup.Runner{
 			Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}},
@@ -510,25 +507,22 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 		Tenancy:            cfg.tenancy,
 		LeaseGuard:         cfg.leaseGuard,
 		EndpointEvents:     endpointEventBudget(cfg.endpointEventsQPS, cfg.endpointEventsBurst),
+		Options: controller.Options{
+			MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
+			StoreRecovered: recovered, ResyncInterval: cfg.storeResyncInterval, Shards: shards,
+			StatusWriteInterval: statusWriteInterval(cfg.statusWriteInterval),
+			StatusWritesQPS:     statusWritesQPS(cfg.statusWritesQPS),
+		},
 	}
 	if xdsServer != nil {
-		r.Publisher = xdsServer
-		r.XDSGateAckTimeout = cfg.xds.gateAckTimeout
+		cc.Publisher = xdsServer
+		cc.XDSGateAckTimeout = cfg.xds.gateAckTimeout
 	}
 	if len(health) > 0 {
-		r.StoreHealth = health
+		cc.StoreHealth = health
 	}
-	if err := r.SetupWithManager(mgr, controller.Options{
-		MaxConcurrentReconciles: cfg.maxConcurrentReconciles, MaxConcurrentWarmups: cfg.maxConcurrentWarmups,
-		StoreRecovered: recovered, ResyncInterval: cfg.storeResyncInterval, Shards: shards,
-		StatusWriteInterval: statusWriteInterval(cfg.statusWriteInterval),
-		StatusWritesQPS:     statusWritesQPS(cfg.statusWritesQPS),
-	}); err != nil {
-		return fmt.Errorf("set up ServiceRegistry controller: %w", err)
-	}
-	d := &deployment.Reconciler{Client: mgr.GetClient(), Recorder: events, Shards: shards}
-	if err := d.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up Deployment controller: %w", err)
+	if _, err := controller.Setup(mgr, cc); err != nil {
+		return err
 	}
 	return nil
 }

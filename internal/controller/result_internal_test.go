@@ -24,8 +24,19 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
+
+// oneStore names s as the installation's only store, as cmd does for --stores=etcd.
+func oneStore(t *testing.T, s store.Store) *multi.Stores {
+	t.Helper()
+	stores, err := multi.New([]multi.Named{{Name: "etcd", Store: s}}, []string{"etcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stores
+}
 
 // memStore is a minimal store.Store for unit tests of the reconcile flow.
 type memStore struct {
@@ -113,7 +124,7 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 			},
 		}).Build()
 	r := &ServiceRegistryReconciler{
-		Client: c, Store: &memStore{}, Recorder: events.NewFakeRecorder(100), Clock: clk,
+		Client: c, Stores: oneStore(t, &memStore{}), Recorder: events.NewFakeRecorder(100), Clock: clk,
 		NodeLeaseTimeout: 20 * time.Second,
 		warmups:          warmup.NewTracker(1), acks: newGateAcks(),
 		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),

@@ -69,7 +69,7 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(reg, alive, dead, recreated).
 		WithStatusSubresource(&v1beta1.ServiceRegistry{}, &corev1.Pod{}).Build()
 	r := &ServiceRegistryReconciler{
-		Client: c, Store: mem, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
+		Client: c, Stores: oneStore(t, mem), Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
 		warmups: warmup.NewTracker(1), acks: newGateAcks(),
 		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}

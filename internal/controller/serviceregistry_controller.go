@@ -45,11 +45,9 @@ const Finalizer = "registrar.dev/store-cleanup"
 // ServiceRegistry, and reports what the store holds in the registry's status.
 type ServiceRegistryReconciler struct {
 	client.Client
-	// Store is where endpoints are written when Stores is nil (a single store).
-	Store store.Store
-	// Stores, when set, are the installation's named stores: each registry is published to
-	// those its spec.stores names (else the defaults), each planned, applied and reported on
-	// its own, so that one store down never holds back another.
+	// Stores are the installation's named stores: each registry is published to those its
+	// spec.stores names (else the defaults), each planned, applied and reported on its own, so
+	// that one store down never holds back another. A single store is one named store.
 	Stores *multi.Stores
 	// StoreName describes the store in status messages (e.g. its endpoints).
 	StoreName string

@@ -187,7 +187,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 func (r *ServiceRegistryReconciler) components(c client.Client) {
 	r.cache = regcache.New(c, r.index)
 	r.report = report.New(r.Recorder, r.Clock, r.EndpointEvents)
-	r.syncer = storesync.New(storesync.Config{Store: r.Store, Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
+	r.syncer = storesync.New(storesync.Config{Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
 	r.nodes = nodeliveness.New(nodeliveness.Config{Client: c, Clock: r.Clock, Timeout: r.NodeLeaseTimeout, Guard: r.LeaseGuard})
 }
 

@@ -137,12 +137,9 @@ func drainSeconds(reg *v1beta1.ServiceRegistry) int32 {
 	return *reg.Spec.Drain.Seconds
 }
 
-// storeStatuses reports each store of the registry as this reconcile left it; nil with a
-// single Store, and the previous report when this reconcile did not reach the stores.
+// storeStatuses reports each store of the registry as this reconcile left it, and the
+// previous report when this reconcile did not reach the stores.
 func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1beta1.StoreStatus {
-	if r.Stores == nil {
-		return nil
-	}
 	if s.stores == nil {
 		return s.originalStatus.Stores
 	}

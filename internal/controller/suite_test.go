@@ -25,12 +25,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/internal/controller"
-	"github.com/registrar-dev/registrar/internal/controller/deployment"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 	"github.com/registrar-dev/registrar/test/support/ports"
@@ -120,9 +120,11 @@ func startOperator() *runningOperator {
 	Expect(fence.Acquire(context.Background())).To(Succeed())
 	etcdStore, err := etcdstore.NewOperator(cli, fence, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second})
 	Expect(err).NotTo(HaveOccurred())
-	r := &controller.ServiceRegistryReconciler{
-		Client:    mgr.GetClient(),
-		Store:     store.Instrumented(etcdStore, metrics.ObserveStore),
+	// One named store, as cmd builds --stores=etcd.
+	stores, err := multi.New([]multi.Named{{Name: "etcd", Store: store.Instrumented(etcdStore, metrics.ObserveStore)}}, []string{"etcd"})
+	Expect(err).NotTo(HaveOccurred())
+	ctrls, err := controller.Setup(mgr, controller.Config{
+		Stores:    stores,
 		StoreName: storeServer.Endpoint(),
 		Recorder:  events,
 		Clock:     clock.RealClock{},
@@ -133,14 +135,13 @@ func startOperator() *runningOperator {
 		CallerCacheSeconds: 5,
 		NodeLeaseTimeout:   20 * time.Second,
 		LeaseGuard:         leaseguard.DefaultConfig(),
-	}
-	Expect(r.SetupWithManager(mgr, controller.Options{
-		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second,
-		MaxConcurrentWarmups: 16,
-	})).To(Succeed())
-	Expect((&deployment.Reconciler{
-		Client: mgr.GetClient(), Recorder: events,
-	}).SetupWithManager(mgr)).To(Succeed())
+		Options: controller.Options{
+			MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: 2 * time.Second,
+			MaxConcurrentWarmups: 16,
+		},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	r := ctrls.Registry
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &runningOperator{cancel: cancel, done: make(chan struct{}), etcd: cli, r: r}
 	go func() {

@@ -191,17 +191,18 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 	follower.SetSink(xsrv)
 	Expect(mgr.Add(xsrv)).To(Succeed())
 	Expect(mgr.Add(follower)).To(Succeed())
-	r := &controller.ServiceRegistryReconciler{
+	_, err = controller.Setup(mgr, controller.Config{
 		Publisher: xsrv,
-		Client:    mgr.GetClient(), Stores: stores, StoreName: "etcd",
+		Stores:    stores, StoreName: "etcd",
 		Recorder: mgr.GetEventRecorder("registrar"), Clock: clock.RealClock{}, Cluster: cluster,
 		Warmup:             &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}},
 		CallerCacheSeconds: 5,
-	}
-	Expect(r.SetupWithManager(mgr, controller.Options{
-		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: time.Second, MaxConcurrentWarmups: 4,
-		ResyncInterval: 5 * time.Second, StoreRecovered: recovered,
-	})).To(Succeed())
+		Options: controller.Options{
+			MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: time.Second, MaxConcurrentWarmups: 4,
+			ResyncInterval: 5 * time.Second, StoreRecovered: recovered,
+		},
+	})
+	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &operator{cluster: cluster, installation: installation, audit: audit, store: s, xds: xsrv, cancel: cancel, done: make(chan struct{})}
 	go func() {

@@ -116,15 +116,16 @@ func startOperator() {
 		{Name: "coredns", Store: corednsstore.New(dnsCli, corednsstore.Options{Zone: zone, TTL: dnsTTL, Timeout: 2 * time.Second})},
 	}, []string{"etcd"})
 	Expect(err).NotTo(HaveOccurred())
-	r := &controller.ServiceRegistryReconciler{
-		Client: mgr.GetClient(), Stores: stores, StoreName: "etcd, coredns",
+	_, err = controller.Setup(mgr, controller.Config{
+		Stores: stores, StoreName: "etcd, coredns",
 		Recorder: mgr.GetEventRecorder("registrar"), Clock: clock.RealClock{}, Cluster: "test",
 		Warmup:             &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}},
 		CallerCacheSeconds: 5,
-	}
-	Expect(r.SetupWithManager(mgr, controller.Options{
-		MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: time.Second, MaxConcurrentWarmups: 4,
-	})).To(Succeed())
+		Options: controller.Options{
+			MaxConcurrentReconciles: 4, RetryBase: 50 * time.Millisecond, RetryMax: time.Second, MaxConcurrentWarmups: 4,
+		},
+	})
+	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
 	stopOperator, operatorDone = cancel, make(chan struct{})
 	go func() {

@@ -31,6 +31,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/internal/xds"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
@@ -139,9 +140,12 @@ func startOperator() *runningOperator {
 	})
 	Expect(mgr.Add(srv)).To(Succeed())
 	st := newHoldingStore(etcdstore.New(cli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second}))
-	r := &controller.ServiceRegistryReconciler{
-		Client:    mgr.GetClient(),
-		Store:     st,
+	stores, err := multi.New([]multi.Named{{Name: "etcd", Store: st}}, []string{"etcd"})
+	Expect(err).NotTo(HaveOccurred())
+	// The command's defaults (cmd/main.go's flags; retry backoff as controller.Options
+	// defaults it), so the specs and the benchmark measure the operator as it ships.
+	_, err = controller.Setup(mgr, controller.Config{
+		Stores:    stores,
 		StoreName: storeServer.Endpoint(),
 		Recorder:  mgr.GetEventRecorder("registrar"),
 		Clock:     clock.RealClock{},
@@ -150,13 +154,12 @@ func startOperator() *runningOperator {
 		// Gated pods wait for the subscribed clients' ACKs (gateacks_test.go); the other
 		// specs' pods have no gate.
 		XDSGateAckTimeout: gateAckTimeout,
-	}
-	// The command's defaults (cmd/main.go's flags; retry backoff as controller.Options
-	// defaults it), so the specs and the benchmark measure the operator as it ships.
-	Expect(r.SetupWithManager(mgr, controller.Options{
-		MaxConcurrentReconciles: controller.DefaultMaxConcurrentReconciles,
-		MaxConcurrentWarmups:    controller.DefaultMaxConcurrentWarmups,
-	})).To(Succeed())
+		Options: controller.Options{
+			MaxConcurrentReconciles: controller.DefaultMaxConcurrentReconciles,
+			MaxConcurrentWarmups:    controller.DefaultMaxConcurrentWarmups,
+		},
+	})
+	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &runningOperator{cancel: cancel, done: make(chan struct{}), xds: srv, cache: mgr.GetCache(), store: st}
 	go func() {

@@ -44,8 +44,6 @@ type StoreResult struct {
 
 // Config is what a Syncer writes to and reports through.
 type Config struct {
-	// Store is the single store, used when Stores is nil.
-	Store store.Store
 	// Stores are the installation's named stores: each registry goes to those its
 	// spec.stores names (else the defaults).
 	Stores *multi.Stores
@@ -58,7 +56,6 @@ type Config struct {
 // Syncer makes the stores hold each registry's desired endpoints and remembers what they
 // hold (see the package comment). Safe for concurrent reconciles of different registries.
 type Syncer struct {
-	store    store.Store
 	stores   *multi.Stores
 	clock    clock.PassiveClock
 	recorder recorder.EventRecorder
@@ -70,7 +67,7 @@ type Syncer struct {
 
 // New returns a Syncer that knows nothing yet: the first reconcile of each registry lists.
 func New(cfg Config) *Syncer {
-	return &Syncer{store: cfg.Store, stores: cfg.Stores, clock: cfg.Clock, recorder: cfg.Recorder,
+	return &Syncer{stores: cfg.Stores, clock: cfg.Clock, recorder: cfg.Recorder,
 		known: newKnownRecords(), owners: newOwnerIndex(), writes: echo.NewWrites()}
 }
 
@@ -93,21 +90,11 @@ type Result struct {
 	Stored map[string]store.Record
 }
 
-// allStores are every configured store (the single Store when Stores is nil).
-func (y *Syncer) allStores() []multi.Named {
-	if y.stores == nil {
-		return []multi.Named{{Store: y.store}}
-	}
-	return y.stores.All()
-}
+// allStores are every configured store.
+func (y *Syncer) allStores() []multi.Named { return y.stores.All() }
 
-// targets are the stores of scope: the named ones it goes to, or the single Store.
-func (y *Syncer) targets(scope store.Scope) ([]multi.Named, error) {
-	if y.stores == nil {
-		return []multi.Named{{Store: y.store}}, nil
-	}
-	return y.stores.Targets(scope)
-}
+// targets are the named stores scope goes to.
+func (y *Syncer) targets(scope store.Scope) ([]multi.Named, error) { return y.stores.Targets(scope) }
 
 // storeErr names the store in err when there are several.
 func storeErr(name string, err error) error {
