@@ -11,13 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
-	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
+	"github.com/registrar-dev/registrar/internal/controller/enqueue"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -50,37 +47,16 @@ func (r *ServiceRegistryReconciler) leaseRequeue(s *reconcileScope) ctrl.Result 
 	return ctrl.Result{RequeueAfter: max(s.leaseCheck.Sub(r.Clock.Now()), 0) + 50*time.Millisecond}
 }
 
-// registriesForLease maps a node Lease (or a Node: they share their name) to the registries
-// selecting pods on that node.
-func (r *ServiceRegistryReconciler) registriesForLease(ctx context.Context, lease client.Object) []reconcile.Request {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.MatchingFields{nodeliveness.PodNodeNameField: lease.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "list pods of node", "node", lease.GetName())
-		return nil
-	}
-	seen := map[reconcile.Request]bool{}
-	var reqs []reconcile.Request
-	for i := range pods.Items {
-		for _, req := range r.registriesForPod(&pods.Items[i]) {
-			if !seen[req] {
-				seen[req] = true
-				reqs = append(reqs, req)
-			}
-		}
-	}
-	return reqs
-}
-
 // watchNodes adds the watches the node Lease rule needs: node Leases (a Lease renewed after a
 // lapse brings its node's pods back), Nodes (a Node deleted takes its pods out; as metadata,
 // the informer zoneOf reads), and pod deletions (a deleted node's tombstone goes with its last
 // pod).
-func (r *ServiceRegistryReconciler) watchNodes(b *builder.Builder) *builder.Builder {
+func (r *ServiceRegistryReconciler) watchNodes(b *builder.Builder, m *enqueue.Mapper) *builder.Builder {
 	r.nodes.Watching()
 	return b.
-		Watches(&coordinationv1.Lease{}, r.triggers.Handler(ctrlrt.TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
+		Watches(&coordinationv1.Lease{}, r.triggers.Handler(ctrlrt.TriggerLease, handler.EnqueueRequestsFromMapFunc(m.RegistriesOfNode)),
 			builder.WithPredicates(r.nodes.LeaseRenewedAfterLapse())).
-		Watches(&corev1.Node{}, r.triggers.Handler(ctrlrt.TriggerLease, handler.EnqueueRequestsFromMapFunc(r.registriesForLease)),
+		Watches(&corev1.Node{}, r.triggers.Handler(ctrlrt.TriggerLease, handler.EnqueueRequestsFromMapFunc(m.RegistriesOfNode)),
 			builder.OnlyMetadata, builder.WithPredicates(r.nodes.NodeEvents())).
 		Watches(&corev1.Pod{}, r.nodes.PodDeletedFromNode())
 }

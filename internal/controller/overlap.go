@@ -8,8 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
@@ -77,34 +75,4 @@ func conflictRequeue(s *reconcileScope, res ctrl.Result) ctrl.Result {
 		res.RequeueAfter = ConflictRetry
 	}
 	return res
-}
-
-// registriesOfService maps a ServiceRegistry event to the other registries of its namespace
-// with the same service name (called with both the old and the new object of an update), so
-// that a younger registry yields or takes over as soon as an older one changes, and an older
-// one takes over the keys a younger one released.
-func (r *ServiceRegistryReconciler) registriesOfService(ctx context.Context, obj client.Object) []reconcile.Request {
-	changed, ok := obj.(*v1beta1.ServiceRegistry)
-	if !ok {
-		return nil
-	}
-	regs, err := r.cache.SameService(ctx, changed.Namespace, changed.ResolvedServiceName())
-	if err != nil {
-		log.FromContext(ctx).Error(err, "list ServiceRegistries of a service", "namespace", changed.Namespace)
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, o := range regs {
-		if o.UID != changed.UID {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-		}
-	}
-	return reqs
-}
-
-// peersOf maps a ServiceRegistry event to the registries its change may concern: those of
-// its namespace with the same service name (registriesOfService), and those of other
-// namespaces with the same name (registriesOfName: ownership of the name).
-func (r *ServiceRegistryReconciler) peersOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	return append(r.registriesOfService(ctx, obj), r.registriesOfName(ctx, obj)...)
 }

@@ -9,10 +9,6 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -29,6 +24,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/backoff"
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
+	"github.com/registrar-dev/registrar/internal/controller/enqueue"
 	"github.com/registrar-dev/registrar/internal/controller/gaterelease"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/regcache"
@@ -149,31 +145,32 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if opts.Shards != nil {
 		opts.Shards.OnRelease(r.syncer.ForgetNamespaces)
 	}
-	storeEvents := newStoreEvents(r.triggers)
-	if err := mgr.Add(storeEvents.antiEntropy(r, opts.ResyncInterval)); err != nil {
+	storeEvents := enqueue.NewStoreEvents(r.triggers)
+	if err := mgr.Add(storeEvents.AntiEntropy(r.syncer, r.cache, opts.ResyncInterval)); err != nil {
 		return fmt.Errorf("add store anti-entropy: %w", err)
 	}
 	// Every source's handler notes what it enqueues (ctrlrt.Triggers), so that each
 	// reconcile is counted under its trigger in registrar_reconciles_total. The registry's own
 	// events are a Watches rather than For for that reason (For's handler cannot be wrapped);
 	// the logger keeps For's keys.
+	m := r.mapper()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Watches(&v1beta1.ServiceRegistry{}, r.triggers.Handler(ctrlrt.TriggerRegistry, &handler.EnqueueRequestForObject{}),
 			builder.WithPredicates(ctrlrt.InShards(opts.Shards), r.notOwnStatusWrite())).
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
-		Watches(&corev1.Pod{}, r.triggers.Handler(ctrlrt.TriggerPod, r.podEvents())).
-		Watches(&v1beta1.ServiceRegistry{}, r.triggers.Handler(ctrlrt.TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(r.peersOf)),
+		Watches(&corev1.Pod{}, r.triggers.Handler(ctrlrt.TriggerPod, m.PodEvents())).
+		Watches(&v1beta1.ServiceRegistry{}, r.triggers.Handler(ctrlrt.TriggerServicePeer, handler.EnqueueRequestsFromMapFunc(m.Peers)),
 			builder.WithPredicates(ctrlrt.NotStatusOnly(r.status.Echoes())))
 	if r.NodeLeaseTimeout > 0 {
-		b = r.watchNodes(b)
+		b = r.watchNodes(b, m)
 	}
 	// storeEvents notes the anti-entropy triggers (store-watch, store-resync) as it sends.
-	b = b.WatchesRawSource(source.Channel(storeEvents.repairs, &handler.EnqueueRequestForObject{}))
-	b = b.WatchesRawSource(source.Channel(storeEvents.resyncs, enqueueAtLowPriority()))
+	b = b.WatchesRawSource(source.Channel(storeEvents.Repairs, &handler.EnqueueRequestForObject{}))
+	b = b.WatchesRawSource(source.Channel(storeEvents.Resyncs, enqueue.LowPriority()))
 	if opts.StoreRecovered != nil {
 		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered,
-			r.triggers.Handler(ctrlrt.TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(r.allRegistries))))
+			r.triggers.Handler(ctrlrt.TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(m.AllRegistries))))
 	}
 	return b.
 		WithOptions(registryControllerOptions(mgr.GetClient(), mgr.GetLogger(), opts)).
@@ -189,6 +186,11 @@ func (r *ServiceRegistryReconciler) components(c client.Client) {
 	r.report = report.New(r.Recorder, r.Clock, r.EndpointEvents)
 	r.syncer = storesync.New(storesync.Config{Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
 	r.nodes = nodeliveness.New(nodeliveness.Config{Client: c, Clock: r.Clock, Timeout: r.NodeLeaseTimeout, Guard: r.LeaseGuard})
+}
+
+// mapper maps the controller's events to the registries they concern (enqueue).
+func (r *ServiceRegistryReconciler) mapper() *enqueue.Mapper {
+	return &enqueue.Mapper{Client: r.Client, Index: r.index, Cache: r.cache, Tenancy: r.Tenancy, Forget: r.syncer.ForgetRecords}
 }
 
 // notOwnStatusWrite drops the update events of a registry that only carry back the status
@@ -213,64 +215,4 @@ func registryControllerOptions(c client.Client, log logr.Logger, opts Options) c
 		RateLimiter:             backoff.New[reconcile.Request](opts.RetryBase, opts.RetryMax, 0.2),
 		LogConstructor:          ctrlrt.RequestLogger(log, "serviceregistry", "ServiceRegistry"),
 	}, opts.Shards, ctrlrt.ListRegistries(c))
-}
-
-// podEvents records each pod event in the selector index, then enqueues the registries
-// that selected the pod before it or select it now (a pod whose labels change reaches both
-// the registries it left and those it joined). The index is updated in the handler that
-// enqueues, before it enqueues, so no reconcile reads an index older than its trigger; and
-// the controller starts its workers only once this handler has seen every pod of the
-// initial list. The work is the registries anchored under the pod's labels, not the
-// namespace's (internal/selindex).
-func (r *ServiceRegistryReconciler) podEvents() handler.EventHandler {
-	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], ns string, regs []string) {
-		for _, name := range regs {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object.GetNamespace(), r.index.SetPod(e.Object.GetNamespace(), e.Object.GetName(), e.Object.GetLabels()))
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			o := e.ObjectNew
-			enqueue(q, o.GetNamespace(), r.index.SetPod(o.GetNamespace(), o.GetName(), o.GetLabels()))
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object.GetNamespace(), r.index.DeletePod(e.Object.GetNamespace(), e.Object.GetName()))
-		},
-	}
-}
-
-// registriesForPod returns the ServiceRegistries that select a pod, as the selector index
-// knows them.
-func (r *ServiceRegistryReconciler) registriesForPod(pod client.Object) []reconcile.Request {
-	regs := r.index.RegistriesOf(pod.GetNamespace(), pod.GetName())
-	reqs := make([]reconcile.Request, len(regs))
-	for i, name := range regs {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: name}}
-	}
-	return reqs
-}
-
-// allRegistries maps any event to every ServiceRegistry, forgetting the records it knew of
-// them: the store may have changed behind the operator's back (an expired endpoint lease).
-func (r *ServiceRegistryReconciler) allRegistries(ctx context.Context, _ client.Object) []reconcile.Request {
-	var regs v1beta1.ServiceRegistryList
-	if err := r.List(ctx, &regs); err != nil {
-		log.FromContext(ctx).Error(err, "list ServiceRegistries")
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(regs.Items))
-	for i := range regs.Items {
-		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&regs.Items[i])}
-		r.syncer.ForgetRecords(reqs[i].NamespacedName)
-	}
-	return reqs
-}
-
-// selectsPod reports whether a registry's selector matches a pod's labels; an empty or
-// invalid selector matches nothing (selindex.Selects).
-func selectsPod(ls *metav1.LabelSelector, podLabels labels.Set) bool {
-	return selindex.Selects(ls, podLabels)
 }

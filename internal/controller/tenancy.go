@@ -3,9 +3,7 @@ package controller
 import (
 	"context"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/tenancy"
@@ -48,28 +46,4 @@ func (r *ServiceRegistryReconciler) decideTenancy(ctx context.Context, s *reconc
 		log.FromContext(ctx).V(1).Info("service name owned by another namespace", "service", s.target.Service, "owner", d.Owner.Ref())
 	}
 	return nil
-}
-
-// registriesOfName maps a ServiceRegistry event to the registries of other namespaces with
-// the same service name (called with the old and the new object of an update), so that a
-// refused registry is admitted as soon as the owner shares the name or goes, and an admitted
-// one refused as soon as the share is withdrawn. Registries of the same namespace are
-// registriesOfService's.
-func (r *ServiceRegistryReconciler) registriesOfName(ctx context.Context, obj client.Object) []reconcile.Request {
-	changed, ok := obj.(*v1beta1.ServiceRegistry)
-	if !ok || r.Tenancy == tenancy.ModeShared {
-		return nil
-	}
-	regs, err := r.cache.ClaimsOf(ctx, changed.ResolvedServiceName())
-	if err != nil {
-		log.FromContext(ctx).Error(err, "list ServiceRegistries of a service name", "service", changed.ResolvedServiceName())
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, o := range regs {
-		if o.Namespace != changed.Namespace {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-		}
-	}
-	return reqs
 }

@@ -1,4 +1,4 @@
-package controller
+package enqueue
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestResyncDoesNotDelayPodEvents(t *testing.T) {
 		resync   handler.EventHandler
 		podFirst bool
 	}{
-		{"re-reads at low priority (now)", enqueueAtLowPriority(), true},
+		{"re-reads at low priority (now)", LowPriority(), true},
 		{"re-reads as any event (before)", &handler.EnqueueRequestForObject{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
