@@ -7,6 +7,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/registrar-dev/registrar/internal/controller/gates"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/store"
@@ -95,17 +96,20 @@ func (r *ServiceRegistryReconciler) reconcileWarmups(_ context.Context, s *recon
 func (r *ServiceRegistryReconciler) reconcileStore(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
 	retireErr := r.syncer.RetireOld(ctx, s.reg, s.target)
 	if s.storeErr = errors.Join(r.syncStores(ctx, s), retireErr); s.storeErr != nil {
-		r.acks.forget(s.reg.UID) // unknown: no other registry's gate flip counts on this one
+		r.gates.Acks.Forget(s.reg.UID) // unknown: no other registry's gate flip counts on this one
 		return ctrl.Result{}, s.storeErr
 	}
 	return conflictRequeue(s, soonest(r.leaseRequeue(s), r.rampRequeue(s))), nil
 }
 
-// reconcileGates sets the readiness gates (gates.go). A failed flip keeps the requeue the
+// reconcileGates sets the readiness gates (gates.Writer.Flip). A failed flip keeps the requeue the
 // earlier phases asked for (gateFlipFailed).
 func (r *ServiceRegistryReconciler) reconcileGates(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
 	r.publish(s) // unless reconcilePublish did: a gate waiting for xDS ACKs waits for this reconcile's push
-	if err := r.flipGates(ctx, s); err != nil {
+	xdsWait, err := r.gates.Flip(ctx, gates.Flip{Registry: s.reg, Service: s.target.Service, Pods: s, Stored: s.stored,
+		XDSWait: func(pod string) (bool, int) { return r.xdsGateWait(s, pod) }})
+	s.xdsGateWait = xdsWait
+	if err != nil {
 		return gateFlipFailed(ctx, s.result, err)
 	}
 	if s.xdsGateWait {

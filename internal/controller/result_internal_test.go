@@ -126,8 +126,8 @@ func TestReconcileKeepsLeaseRequeueWhenGateFlipFails(t *testing.T) {
 	r := &ServiceRegistryReconciler{
 		Client: c, Stores: oneStore(t, &memStore{}), Recorder: events.NewFakeRecorder(100), Clock: clk,
 		NodeLeaseTimeout: 20 * time.Second,
-		warmups:          warmup.NewTracker(1), acks: newGateAcks(),
-		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
+		warmups:          warmup.NewTracker(1),
+		status:           statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
 	r.components(c)
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)})

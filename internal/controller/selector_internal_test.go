@@ -70,8 +70,8 @@ func TestInvalidSelectorKeepsOnlyEligibleRecords(t *testing.T) {
 		WithStatusSubresource(&v1beta1.ServiceRegistry{}, &corev1.Pod{}).Build()
 	r := &ServiceRegistryReconciler{
 		Client: c, Stores: oneStore(t, mem), Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(now),
-		warmups: warmup.NewTracker(1), acks: newGateAcks(),
-		status: statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
+		warmups: warmup.NewTracker(1),
+		status:  statuswriter.New(c, statuswriter.Config{Workers: 1, RetryBase: time.Millisecond, RetryMax: time.Second}),
 	}
 	r.components(c)
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(reg)}); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
+	"github.com/registrar-dev/registrar/internal/controller/gates"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/regcache"
 	"github.com/registrar-dev/registrar/internal/controller/report"
@@ -98,7 +99,8 @@ type ServiceRegistryReconciler struct {
 	status    *statuswriter.Writer
 	// report emits the reconcile's Events and measures its lags (report).
 	report *report.Reporter
-	acks   *gateAcks
+	// gates writes the readiness gates (gates).
+	gates *gates.Writer
 	// nodes are the node liveness facts: Leases, renewals seen, tombstones, the guard's
 	// counts (nodeliveness).
 	nodes *nodeliveness.Tracker
@@ -427,7 +429,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1beta1.S
 	}
 	r.syncer.ForgetRecords(name)
 	r.warmups.Sync(name, nil)
-	r.acks.forget(reg.UID)
+	r.gates.Acks.Forget(reg.UID)
 	r.report.ForgetLags(reg.UID)
 	for _, target := range scopes {
 		if err := r.syncer.RemoveOwned(ctx, reg, target); err != nil {

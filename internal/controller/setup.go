@@ -25,7 +25,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/claimindex"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/enqueue"
-	"github.com/registrar-dev/registrar/internal/controller/gaterelease"
+	"github.com/registrar-dev/registrar/internal/controller/gates"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/regcache"
 	"github.com/registrar-dev/registrar/internal/controller/report"
@@ -94,7 +94,6 @@ func CacheByObject() map[client.Object]cache.ByObject {
 func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	r.index = selindex.New()
 	r.components(mgr.GetClient())
-	r.acks = newGateAcks()
 	r.triggers = ctrlrt.NewTriggers()
 	r.warmups = warmup.NewTracker(max(opts.MaxConcurrentWarmups, 1))
 	if err := mgr.Add(r.warmups); err != nil {
@@ -135,7 +134,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	if err := claimindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	releaser := &gaterelease.Releaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, SetGate: r.setGate, Index: r.index, Versions: r.status.Echoes()}
+	releaser := &gates.Releaser{Client: mgr.GetClient(), Recorder: r.Recorder, Clock: r.Clock, SetGate: r.gates.Set, Index: r.index, Versions: r.status.Echoes()}
 	if err := releaser.SetupWithManager(mgr, opts.Shards); err != nil {
 		return fmt.Errorf("set up the gate releaser: %w", err)
 	}
@@ -184,6 +183,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 func (r *ServiceRegistryReconciler) components(c client.Client) {
 	r.cache = regcache.New(c, r.index)
 	r.report = report.New(r.Recorder, r.Clock, r.EndpointEvents)
+	r.gates = &gates.Writer{Client: c, Clock: r.Clock, Acks: gates.NewAcks()}
 	r.syncer = storesync.New(storesync.Config{Stores: r.Stores, Clock: r.Clock, Recorder: r.Recorder})
 	r.nodes = nodeliveness.New(nodeliveness.Config{Client: c, Clock: r.Clock, Timeout: r.NodeLeaseTimeout, Guard: r.LeaseGuard})
 }

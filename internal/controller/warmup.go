@@ -103,7 +103,7 @@ func (r *ServiceRegistryReconciler) warmUp(ctx context.Context, reg *v1beta1.Ser
 	metrics.WarmupDuration.WithLabelValues(outcome).Observe(res.Elapsed.Seconds())
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8},
 		func(ctx context.Context) (bool, error) {
-			return r.setGate(ctx, pod, corev1.ConditionFalse, reason, msg, "") == nil, nil
+			return r.gates.Set(ctx, pod, corev1.ConditionFalse, reason, msg, "") == nil, nil
 		})
 	if err != nil {
 		log.FromContext(ctx).Error(err, "record warm-up outcome", "pod", client.ObjectKeyFromObject(pod))

@@ -1,9 +1,10 @@
-// Package gaterelease is the gate releaser: a pod-level controller that sets the readiness
-// gate of a gated pod no ServiceRegistry manages any more (its registry deleted, its labels
-// no longer selected, its Deployment's annotations removed before the gate flipped), so that
-// the pod becomes Ready instead of stalling its rollout. A pod some registry manages is left
-// to that registry's reconcile (internal/controller's gate phase).
-package gaterelease
+// Package gates owns registrar's readiness gate (registrar.dev/ready): the one writer of the
+// condition (Writer.Set, guarded by the pod's UID and the version decided on), the gate phase
+// of a ServiceRegistry reconcile (Writer.Flip: a gate turns True only for an endpoint every
+// store of every registry selecting the pod acknowledged, and after the xDS clients' ACKs when
+// asked), the registries' acknowledgements that phase shares (Acks), and the gate releaser
+// (Releaser: a pod no registry manages any more is released rather than left unready).
+package gates
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package controller
+package gates
 
 import (
 	"sync"
@@ -8,23 +8,24 @@ import (
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
-// gateAcks remembers, per ServiceRegistry (by UID), the pod UIDs whose endpoints its store
+// Acks remembers, per ServiceRegistry (by UID), the pod UIDs whose endpoints its store
 // acknowledged at its last reconcile. A gate selected by several registries turns True
 // only once every one of them holds the endpoint (see eligibility.GateWaitsFor); each
 // registry's reconcile publishes its acknowledgements here before it flips gates, and reads
 // the others', so whichever registry stores the endpoint last flips the gate.
-type gateAcks struct {
+type Acks struct {
 	mu sync.Mutex
 	// acks holds each registry's own records by pod name, as its reconcile computed them
 	// (never modified afterwards: shared, not copied).
 	acks map[types.UID]map[string]store.Record
 }
 
-func newGateAcks() *gateAcks { return &gateAcks{acks: map[types.UID]map[string]store.Record{}} }
+// NewAcks returns an empty record of acknowledgements.
+func NewAcks() *Acks { return &Acks{acks: map[types.UID]map[string]store.Record{}} }
 
-// set records the registry's stored records (its reconcile's s.stored, which nothing
+// Set records the registry's stored records (its reconcile's stored records, which nothing
 // modifies afterwards); nil (store unread) forgets them.
-func (g *gateAcks) set(registry types.UID, stored map[string]store.Record) {
+func (g *Acks) Set(registry types.UID, stored map[string]store.Record) {
 	if g == nil {
 		return
 	}
@@ -37,7 +38,8 @@ func (g *gateAcks) set(registry types.UID, stored map[string]store.Record) {
 	g.acks[registry] = stored
 }
 
-func (g *gateAcks) has(registry types.UID, pod string, podUID types.UID) bool {
+// Has reports whether the registry's last reconcile stored the pod (of this UID).
+func (g *Acks) Has(registry types.UID, pod string, podUID types.UID) bool {
 	if g == nil {
 		return false
 	}
@@ -47,7 +49,8 @@ func (g *gateAcks) has(registry types.UID, pod string, podUID types.UID) bool {
 	return ok && rec.UID == string(podUID)
 }
 
-func (g *gateAcks) forget(registry types.UID) {
+// Forget drops a registry's acknowledgements (gone, or its store unknown).
+func (g *Acks) Forget(registry types.UID) {
 	if g == nil {
 		return
 	}
