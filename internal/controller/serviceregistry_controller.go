@@ -1,5 +1,10 @@
-// Package controller holds registrar's reconcilers. They stay thin: fetch, compute with the
-// pure packages (eligibility, plan, regstatus), apply through the store interface, patch status.
+// Package controller is the ServiceRegistry reconciler and the assembly of every controller
+// (Setup). A reconcile gathers (the registry's pods: regcache), decides (eligibility.Decide per
+// pod, tenancy, overlap, the node Lease guard), applies (xDS, warm-ups, the stores through
+// storesync, the readiness gates through gates) and reports (regstatus.Build, then report's
+// Events and gauges, then the statuswriter), all over one scope (phases.go). The parts it
+// delegates to live in the packages below it: storesync, nodeliveness, gates, enqueue,
+// regcache, report, statuswriter, deployment (the Deployment reconciler) and ctrlrt.
 package controller
 
 import (
