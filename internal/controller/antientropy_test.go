@@ -67,7 +67,7 @@ var _ = Describe("Keeping the store true", func() {
 		}).WithTimeout(timeout).Should(ContainElement(ContainSubstring("changed outside registrar")))
 		Eventually(func() float64 {
 			m := scrape()
-			return m[`registrar_store_repairs_total{kind="deleted",store="default"}`] + m[`registrar_store_repairs_total{kind="rewritten",store="default"}`]
+			return m[`registrar_store_repairs_total{kind="deleted",store="etcd"}`] + m[`registrar_store_repairs_total{kind="rewritten",store="etcd"}`]
 		}).WithTimeout(timeout).Should(BeNumerically(">=", 2))
 	})
 })

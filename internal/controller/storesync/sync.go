@@ -394,14 +394,10 @@ func (y *Syncer) countRepairs(reg *v1beta1.ServiceRegistry, target store.Scope, 
 	if len(counts) == 0 {
 		return
 	}
-	label := storeName
-	if label == "" {
-		label = "default"
-	}
 	for kind, n := range counts {
-		metrics.StoreRepairs.WithLabelValues(label, kind).Add(float64(n))
+		metrics.StoreRepairs.WithLabelValues(storeName, kind).Add(float64(n))
 	}
 	y.recorder.Eventf(reg, nil, corev1.EventTypeWarning, v1beta1.EventStoreRepaired, "Repair",
 		"store %s: repaired endpoints of service %s changed outside registrar: %d missing rewritten, %d altered restored, %d unexpected removed",
-		label, target.Service, counts[RepairDeleted], counts[RepairRewritten], counts[RepairExtra])
+		storeName, target.Service, counts[RepairDeleted], counts[RepairRewritten], counts[RepairExtra])
 }
