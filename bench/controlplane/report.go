@@ -42,11 +42,14 @@ type Results struct {
 	Operator OperatorStats `json:"operator"`
 	// Tails are p99s of the operator's queue, reconcile and store write and of both etcd
 	// servers' disk writes over the measured phase.
-	Tails    *Tails   `json:"tails,omitempty"`
-	Ratios   []Ratio  `json:"ratios"`
-	Targets  []Target `json:"targets"`
-	Notes    []string `json:"notes"`
-	Profiles []string `json:"profiles,omitempty"`
+	Tails *Tails `json:"tails,omitempty"`
+	// StoreCommit is the store etcd's own commit over the measured phase (WAL fsync and
+	// backend commit) and what it leaves of the deregistration p99 to registrar (issue 39 §4).
+	StoreCommit *StoreCommit `json:"storeCommit,omitempty"`
+	Ratios      []Ratio      `json:"ratios"`
+	Targets     []Target     `json:"targets"`
+	Notes       []string     `json:"notes"`
+	Profiles    []string     `json:"profiles,omitempty"`
 	// Workers: the operator's reconcilers and kube-controller-manager's EndpointSlice syncs.
 	Workers map[string]int `json:"workers"`
 	// Harness is the harness's own health: if it lagged, the lags include its own.
@@ -387,6 +390,12 @@ func (r *Results) WriteTable(out io.Writer) {
 		fmt.Fprintf(out, "registrar store: %d etcd transactions (%.1f/s, %.2f registry changes each) for %d transitions\n",
 			o.StoreTxns, r.StoreTxnsPerSecond(), float64(o.StoreTxnItems)/float64(max(o.StoreTxns, 1)), reg.Transitions)
 	}
+	if sc := r.StoreCommit; sc != nil {
+		fmt.Fprintf(out, "store etcd commit (measured phase): %d WAL fsyncs, p99 %s ms; %d backend commits, p99 %s ms; store commit p99 (sum) %s ms; "+
+			"registrar's part of the deregistration p99 (− floor − store commit) %s ms (target ≤ %.0f)\n",
+			sc.WALFsyncs, msCell(sc.WALFsyncP99Ms, "%.1f"), sc.BackendCommits, msCell(sc.BackendCommitP99Ms, "%.1f"), msCell(sc.P99Ms, "%.1f"),
+			msCell(sc.RegistrarPartMs, "%+.1f"), TargetRegistrarPartMs)
+	}
 	for _, sys := range []string{SystemRegistrar, SystemEndpointSlice} {
 		if v, ok := r.CPUPer1kTransitions(sys); ok {
 			fmt.Fprintf(out, "CPU seconds per 1,000 transitions, %s: %.2f\n", sys, v)
@@ -411,6 +420,14 @@ func (r *Results) WriteTable(out io.Writer) {
 	for _, w := range r.Warnings {
 		fmt.Fprintf(out, "WARNING: %s\n", w)
 	}
+}
+
+// msCell formats an optional figure, "-" when absent.
+func msCell(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
 }
 
 func cpuList(m map[string]float64) string {

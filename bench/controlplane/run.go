@@ -292,7 +292,7 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	scrapeBefore, err := r.scrapeMetrics(ctx)
+	scrapeBefore, err := r.scrapeMetrics(ctx, "before")
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +327,7 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	treeAfter := treeCPUSeconds()
 	measured := time.Since(measureStart)
 	hlag := harnessLag()
-	scrapeAfter, err := r.scrapeMetrics(ctx)
+	scrapeAfter, err := r.scrapeMetrics(ctx, "after")
 	if err != nil {
 		return nil, err
 	}
@@ -352,6 +352,7 @@ func (r *runner) measure(ctx context.Context) (*Results, error) {
 	res.Profiles = paths
 	res.Operator = operatorStats(sumMetrics(scrapeBefore.operator), sumMetrics(scrapeAfter.operator))
 	res.Tails = tailsBetween(scrapeBefore, scrapeAfter)
+	res.StoreCommit = storeCommitOf(scrapeBefore.store, scrapeAfter.store, res)
 	return res, nil
 }
 

@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,36 @@ func TestSmoke(t *testing.T) {
 	}
 	if !res.Harness.WatcherProcess || res.Workers[controlplane.SystemRegistrar] != 8 {
 		t.Errorf("harness %+v, workers %v", res.Harness, res.Workers)
+	}
+	checkStoreCommit(t, res)
+}
+
+// checkStoreCommit reads the run's JSON as a publication has it: the store etcd's commit over
+// the measured phase is there, and the run wrote, so its etcd fsynced its WAL and committed its
+// backend: every count and p99 is positive; registrar's part (a difference) is there.
+func checkStoreCommit(t *testing.T, res *controlplane.Results) {
+	t.Helper()
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct {
+		StoreCommit map[string]float64 `json:"storeCommit"`
+	}
+	if err := json.Unmarshal(data, &run); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("store commit of the measured phase: %v", run.StoreCommit)
+	if run.StoreCommit == nil {
+		t.Fatal("the run's JSON has no storeCommit: the store etcd's /metrics were not read")
+	}
+	for _, k := range []string{"walFsyncs", "backendCommits", "walFsyncP99Ms", "backendCommitP99Ms", "p99Ms"} {
+		if v, ok := run.StoreCommit[k]; !ok || !(v > 0) {
+			t.Errorf("storeCommit.%s = %v (present %v), want > 0", k, v, ok)
+		}
+	}
+	if _, ok := run.StoreCommit["registrarPartMs"]; !ok {
+		t.Error("storeCommit.registrarPartMs is missing")
 	}
 }
 

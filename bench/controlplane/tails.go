@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -25,10 +26,11 @@ type Tails struct {
 	// StoreApplyP99Ms: the store write as the reconcile waits for it, batching included
 	// (registrar_store_operation_duration_seconds{operation="apply"}).
 	StoreApplyP99Ms *float64 `json:"storeApplyP99Ms,omitempty"`
-	// StoreFsyncP99Ms and StoreCommitP99Ms: the store etcd's WAL fsync and backend commit
-	// (etcd_disk_wal_fsync_duration_seconds, etcd_disk_backend_commit_duration_seconds).
-	StoreFsyncP99Ms  *float64 `json:"storeWalFsyncP99Ms,omitempty"`
-	StoreCommitP99Ms *float64 `json:"storeBackendCommitP99Ms,omitempty"`
+	// StoreFsyncP99Ms and StoreBackendCommitP99Ms: the store etcd's WAL fsync and backend
+	// commit (etcd_disk_wal_fsync_duration_seconds, etcd_disk_backend_commit_duration_seconds;
+	// their sum is StoreCommit's).
+	StoreFsyncP99Ms         *float64 `json:"storeWalFsyncP99Ms,omitempty"`
+	StoreBackendCommitP99Ms *float64 `json:"storeBackendCommitP99Ms,omitempty"`
 	// KubeEtcdFsyncP99Ms: the same for the API server's etcd, which every pod write (the
 	// floor) waits for, on the same disk.
 	KubeEtcdFsyncP99Ms *float64 `json:"kubeEtcdWalFsyncP99Ms,omitempty"`
@@ -76,37 +78,11 @@ func labelValue(labels, name string) (string, bool) {
 }
 
 // quantileMs is the q-quantile, in milliseconds, of what after observed beyond before (both
-// histograms in seconds), interpolated linearly inside the bucket it falls in; NaN without
-// observations. A quantile in the +Inf bucket is the largest finite bound.
+// histograms in seconds): the difference of the cumulative buckets, then PromQL's
+// histogram_quantile (bucketQuantile); NaN without observations. A quantile in the +Inf
+// bucket is the largest finite bound.
 func quantileMs(before, after histogram, q float64) float64 {
-	bounds := make([]float64, 0, len(after))
-	for b := range after {
-		bounds = append(bounds, b)
-	}
-	slices.Sort(bounds)
-	if len(bounds) == 0 {
-		return math.NaN()
-	}
-	total := after[bounds[len(bounds)-1]] - before[bounds[len(bounds)-1]]
-	if total <= 0 {
-		return math.NaN()
-	}
-	rank := q * total
-	lower, below := 0.0, 0.0
-	for _, b := range bounds {
-		cum := after[b] - before[b]
-		if cum >= rank {
-			if math.IsInf(b, 1) {
-				return lower * 1000
-			}
-			if cum == below {
-				return b * 1000
-			}
-			return (lower + (b-lower)*(rank-below)/(cum-below)) * 1000
-		}
-		lower, below = b, cum
-	}
-	return lower * 1000
+	return bucketQuantile(q, deltaBuckets(before, after)) * 1000
 }
 
 // kubeEtcdURL is host:port of the API server's etcd, whose client port serves /metrics.
@@ -117,48 +93,76 @@ func (cl *cluster) kubeEtcdURL() string {
 	return cl.env.ControlPlane.Etcd.URL.Host
 }
 
-// scrapes are one reading of the operator's and both etcd servers' /metrics.
-type scrapes struct{ operator, store, kubeEtcd metrics.Samples }
+// scrapes are one reading of the operator's and both etcd servers' /metrics: the operator's
+// samples, and each etcd's histograms of etcdHistograms (parsed with expfmt).
+type scrapes struct {
+	operator        metrics.Samples
+	store, kubeEtcd map[string]histogram
+}
 
-// scrapeMetrics reads the three /metrics. The operator's must be read (its counters are the
-// run's OperatorStats); an etcd server's that cannot be read is left empty (its tails are
-// omitted) and logged.
-func (r *runner) scrapeMetrics(ctx context.Context) (scrapes, error) {
+// etcdHistograms are the histograms read from each etcd server.
+var etcdHistograms = []string{etcdWALFsync, etcdBackendCommit}
+
+// scrapeMetrics reads the three /metrics (when says which reading: before, after). The
+// operator's must be read (its counters are the run's OperatorStats); an etcd server's that
+// cannot be read is left nil (its tails and the store commit are omitted) and logged. The
+// store etcd's text is kept in the run's directory (store-etcd-metrics-<when>.txt).
+func (r *runner) scrapeMetrics(ctx context.Context, when string) (scrapes, error) {
 	var t scrapes
 	var err error
 	if t.operator, err = metrics.Scrape(ctx, r.cl.metrics); err != nil {
 		return t, fmt.Errorf("scrape operator metrics: %w", err)
 	}
-	read := func(what, addr string) metrics.Samples {
-		s, err := metrics.Scrape(ctx, addr)
+	read := func(what, addr string) ([]byte, map[string]histogram) {
+		h, text, err := scrapeHistograms(ctx, addr, etcdHistograms...)
 		if err != nil {
 			r.c.Logf("tails: scrape %s: %v", what, err)
 		}
-		return s
+		return text, h
 	}
-	t.store = read("store etcd", strings.TrimPrefix(r.cl.store.Endpoint(), "http://"))
+	text, store := read("store etcd", strings.TrimPrefix(r.cl.store.Endpoint(), "http://"))
+	t.store = store
+	if len(text) > 0 {
+		if err := os.WriteFile(filepath.Join(r.c.WorkDir, "store-etcd-metrics-"+when+".txt"), text, 0o644); err != nil {
+			r.c.Logf("tails: %v", err)
+		}
+	}
 	if u := r.cl.kubeEtcdURL(); u != "" {
-		t.kubeEtcd = read("kube-apiserver's etcd", u)
+		_, t.kubeEtcd = read("kube-apiserver's etcd", u)
 	}
 	return t, nil
 }
 
+// bothRead are an etcd server's histograms of two scrapes, both nil unless both were read: a
+// difference from a failed first scrape would count the setup too.
+func bothRead(before, after map[string]histogram) (map[string]histogram, map[string]histogram) {
+	if before == nil || after == nil {
+		return nil, nil
+	}
+	return before, after
+}
+
 // tailsBetween are the tails of what happened between two scrapes.
 func tailsBetween(before, after scrapes) *Tails {
-	p99 := func(b, a metrics.Samples, name string, filters ...string) *float64 {
-		v := quantileMs(histogramOf(b, name, filters...), histogramOf(a, name, filters...), 0.99)
+	before.store, after.store = bothRead(before.store, after.store)
+	before.kubeEtcd, after.kubeEtcd = bothRead(before.kubeEtcd, after.kubeEtcd)
+	p99 := func(b, a histogram) *float64 {
+		v := quantileMs(b, a, 0.99)
 		if math.IsNaN(v) {
 			return nil // JSON has no NaN
 		}
 		return &v
 	}
+	op := func(name string, filters ...string) *float64 {
+		return p99(histogramOf(before.operator, name, filters...), histogramOf(after.operator, name, filters...))
+	}
 	const sr = `controller="serviceregistry"`
 	return &Tails{
-		QueueWaitP99Ms:     p99(before.operator, after.operator, "workqueue_queue_duration_seconds", sr),
-		ReconcileP99Ms:     p99(before.operator, after.operator, "workqueue_work_duration_seconds", sr),
-		StoreApplyP99Ms:    p99(before.operator, after.operator, "registrar_store_operation_duration_seconds", `operation="apply"`),
-		StoreFsyncP99Ms:    p99(before.store, after.store, "etcd_disk_wal_fsync_duration_seconds"),
-		StoreCommitP99Ms:   p99(before.store, after.store, "etcd_disk_backend_commit_duration_seconds"),
-		KubeEtcdFsyncP99Ms: p99(before.kubeEtcd, after.kubeEtcd, "etcd_disk_wal_fsync_duration_seconds"),
+		QueueWaitP99Ms:          op("workqueue_queue_duration_seconds", sr),
+		ReconcileP99Ms:          op("workqueue_work_duration_seconds", sr),
+		StoreApplyP99Ms:         op("registrar_store_operation_duration_seconds", `operation="apply"`),
+		StoreFsyncP99Ms:         p99(before.store[etcdWALFsync], after.store[etcdWALFsync]),
+		StoreBackendCommitP99Ms: p99(before.store[etcdBackendCommit], after.store[etcdBackendCommit]),
+		KubeEtcdFsyncP99Ms:      p99(before.kubeEtcd[etcdWALFsync], after.kubeEtcd[etcdWALFsync]),
 	}
 }

@@ -77,4 +77,14 @@ workqueue_queue_duration_seconds_bucket{controller="serviceregistry",name="servi
 	if tails.StoreFsyncP99Ms != nil || tails.KubeEtcdFsyncP99Ms != nil || tails.StoreApplyP99Ms != nil {
 		t.Errorf("histograms never scraped have p99s: %+v", tails)
 	}
+	// An etcd read after the phase but not before: its difference would count the setup too.
+	etcd := etcdScrape([4]float64{1, 2, 3, 3}, [4]float64{1, 1, 1, 1})
+	tails = tailsBetween(scrapes{operator: op}, scrapes{operator: op, store: etcd, kubeEtcd: etcd})
+	if tails.StoreFsyncP99Ms != nil || tails.StoreBackendCommitP99Ms != nil || tails.KubeEtcdFsyncP99Ms != nil {
+		t.Errorf("etcd read once has p99s: %+v", tails)
+	}
+	tails = tailsBetween(scrapes{operator: op, store: map[string]histogram{}}, scrapes{operator: op, store: etcd})
+	if tails.StoreFsyncP99Ms == nil || *tails.StoreFsyncP99Ms <= 2 || *tails.StoreFsyncP99Ms > 4 || tails.KubeEtcdFsyncP99Ms != nil {
+		t.Errorf("store etcd read twice: fsync p99 %v, want in (2, 4] ms; %+v", tails.StoreFsyncP99Ms, tails)
+	}
 }
