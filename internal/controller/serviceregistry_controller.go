@@ -265,7 +265,7 @@ func gateFlipFailed(ctx context.Context, res ctrl.Result, err error) (ctrl.Resul
 }
 
 func scopeOf(reg *v1beta1.ServiceRegistry) store.Scope {
-	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, Stores: storesOf(reg), TTL: dnsTTL(reg)}
+	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, TTL: dnsTTL(reg)}
 }
 
 func (r *ServiceRegistryReconciler) ensureFinalizer(ctx context.Context, reg *v1beta1.ServiceRegistry) error {
@@ -430,7 +430,7 @@ func (r *ServiceRegistryReconciler) finalize(ctx context.Context, reg *v1beta1.S
 		return err
 	}
 	for _, old := range olds {
-		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace, Stores: storesOf(reg)})
+		scopes = append(scopes, store.Scope{Service: old, Namespace: reg.Namespace})
 	}
 	r.syncer.ForgetRecords(name)
 	r.warmups.Sync(name, nil)

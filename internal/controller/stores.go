@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"strings"
 	"time"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
@@ -9,9 +8,6 @@ import (
 
 // maxStoreMessage bounds status.stores[].message.
 const maxStoreMessage = 512
-
-// storesOf is the registry's spec.stores as Scope.Stores.
-func storesOf(reg *v1beta1.ServiceRegistry) string { return strings.Join(reg.Spec.Stores, ",") }
 
 // dnsTTL is the registry's spec.dns.ttlSeconds; zero (the store's default) when unset.
 func dnsTTL(reg *v1beta1.ServiceRegistry) time.Duration {

@@ -39,10 +39,6 @@ type Record struct {
 type Scope struct {
 	Service   string
 	Namespace string
-	// Stores names the configured stores the scope is published to, comma-separated (a
-	// ServiceRegistry's spec.stores); empty means the installation's default stores. Only
-	// the fan-out over several stores (internal/store/multi) reads it; backends ignore it.
-	Stores string
 	// TTL is the record TTL for backends whose records have one (DNS); zero means the
 	// backend's default. Other backends ignore it.
 	TTL time.Duration

@@ -169,7 +169,7 @@ func (y *Syncer) RetireOld(ctx context.Context, reg *v1beta1.ServiceRegistry, ta
 	failed := map[string]bool{}
 	var errs []error
 	for _, old := range olds {
-		if err := y.RemoveOwned(ctx, reg, store.Scope{Service: old, Namespace: reg.Namespace, Stores: target.Stores}); err != nil {
+		if err := y.RemoveOwned(ctx, reg, store.Scope{Service: old, Namespace: reg.Namespace}); err != nil {
 			failed[old] = true
 			errs = append(errs, err)
 		}

@@ -93,8 +93,10 @@ type Result struct {
 // allStores are every configured store.
 func (y *Syncer) allStores() []multi.Named { return y.stores.All() }
 
-// targets are the named stores scope goes to.
-func (y *Syncer) targets(scope store.Scope) ([]multi.Named, error) { return y.stores.Targets(scope) }
+// targets are the named stores the registry publishes to (its spec.stores, immutable).
+func (y *Syncer) targets(reg *v1beta1.ServiceRegistry) ([]multi.Named, error) {
+	return y.stores.Targets(reg.Spec.Stores)
+}
 
 // storeErr names the store in err when there are several.
 func storeErr(name string, err error) error {
@@ -108,7 +110,7 @@ func storeErr(name string, err error) error {
 // is planned against its own records and applied on its own, all at once: one store that
 // fails or hangs never holds back another. The error joins those of the stores that failed.
 func (y *Syncer) Sync(ctx context.Context, req Request) (Result, error) {
-	targets, notConfigured := y.targets(req.Target)
+	targets, notConfigured := y.targets(req.Registry)
 	now := y.clock.Now()
 	var res Result
 	res.Stores = make([]StoreResult, len(targets))
@@ -307,7 +309,7 @@ func allOwned(owner string, records map[string]store.Record) bool {
 // RemoveOwned deletes every record of reg in scope from each of its stores (a store the
 // installation does not configure holds nothing to remove). Every store is tried.
 func (y *Syncer) RemoveOwned(ctx context.Context, reg *v1beta1.ServiceRegistry, target store.Scope) error {
-	targets, _ := y.targets(target)
+	targets, _ := y.targets(reg)
 	var errs []error
 	for _, t := range targets {
 		listed, err := t.Store.List(ctx, target)
@@ -330,7 +332,7 @@ func (y *Syncer) RemoveOwned(ctx context.Context, reg *v1beta1.ServiceRegistry, 
 // only one store holds still names a pod whose endpoint must be judged. A store that cannot
 // be read is skipped (its own sync fails and reports it); an error only when none answers.
 func (y *Syncer) OwnedAnywhere(ctx context.Context, reg *v1beta1.ServiceRegistry, target store.Scope) (map[string]store.Record, error) {
-	targets, notConfigured := y.targets(target)
+	targets, notConfigured := y.targets(reg)
 	owned := map[string]store.Record{}
 	var errs []error
 	for _, t := range targets {

@@ -46,7 +46,7 @@ func newSyncFixture(t *testing.T) *syncFixture {
 
 // scopeOf is the registry's scope as the reconciler computes it.
 func scopeOf(reg *v1beta1.ServiceRegistry) store.Scope {
-	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, Stores: strings.Join(reg.Spec.Stores, ",")}
+	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace}
 }
 
 // sync syncs the registry to the desired pods and returns the result and the error.
@@ -154,5 +154,35 @@ func TestSyncRepairsDrift(t *testing.T) {
 	// Known again: the next sync plans from memory and writes nothing.
 	if _, stale, ok := f.r.known.get(name, "a", f.reg.UID, scope); !ok || stale {
 		t.Errorf("known records of a: ok %v stale %v after the repair", ok, stale)
+	}
+}
+
+// The stores a registry goes to are its spec.stores (immutable), not part of the scope the
+// backends see: a registry naming none writes the defaults only, and RemoveOwned clears
+// every store it names.
+func TestTargetsAreTheRegistrysStores(t *testing.T) {
+	f := newSyncFixture(t)
+	f.reg.Spec.Stores = nil
+	if _, err := f.sync(t, "p1", "p2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := podsIn(t, f.a); !slices.Equal(got, []string{"p1", "p2"}) {
+		t.Fatalf("default store a holds %v", got)
+	}
+	if got := podsIn(t, f.b); len(got) != 0 {
+		t.Fatalf("store b, which the registry does not name, holds %v", got)
+	}
+
+	both := newSyncFixture(t)
+	if _, err := both.sync(t, "p1", "p2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := both.r.RemoveOwned(context.Background(), both.reg, scopeOf(both.reg)); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*memory.Store{"a": both.a, "b": both.b} {
+		if got := podsIn(t, s); len(got) != 0 {
+			t.Errorf("store %s still holds %v after RemoveOwned", name, got)
+		}
 	}
 }

@@ -2,8 +2,8 @@
 // published to. It does no I/O: the controller plans, applies and reports each store of a
 // scope on its own, with its own records, so that one store down never holds back another.
 //
-// A scope's stores are named by Scope.Stores (comma-separated; empty means the installation's
-// defaults).
+// A registry names its stores in spec.stores (immutable once created; empty means the
+// installation's defaults): Targets resolves those names.
 package multi
 
 import (
@@ -39,7 +39,7 @@ func New(stores []Named, defaults []string) (*Stores, error) {
 		s.stores[n.Name] = n.Store
 		s.names = append(s.names, n.Name)
 	}
-	if targets, err := s.Targets(store.Scope{}); err != nil || len(targets) == 0 {
+	if targets, err := s.Targets(nil); err != nil || len(targets) == 0 {
 		return nil, fmt.Errorf("default stores %q: %w", defaults, errors.Join(err, errors.New("none configured")))
 	}
 	return s, nil
@@ -62,12 +62,12 @@ func (s *Stores) All() []Named {
 // registry naming such a store can still be written and removed.
 var ErrNotConfigured = errors.New("store not configured")
 
-// Targets are the configured stores of scope, in the order the scope names them; err names
-// those that are not configured.
-func (s *Stores) Targets(scope store.Scope) (targets []Named, err error) {
+// Targets are the configured stores of the names (a registry's spec.stores), in their
+// order; no names are the installation's defaults. err names those that are not configured.
+func (s *Stores) Targets(names []string) (targets []Named, err error) {
 	all := s.defaults
-	if scope.Stores != "" {
-		all = strings.Split(scope.Stores, ",")
+	if len(names) > 0 {
+		all = names
 	}
 	var missing []string
 	for _, n := range all {

@@ -43,7 +43,7 @@ func TestTargets(t *testing.T) {
 		{stores: "consul,etcd", want: []string{"etcd"}, missing: `["consul"]`},
 		{stores: "consul", want: []string{}, missing: `["consul"]`},
 	} {
-		got, err := s.Targets(store.Scope{Service: "web", Namespace: "ns", Stores: tc.stores})
+		got, err := s.Targets(splitNames(tc.stores))
 		if !reflect.DeepEqual(names(got), tc.want) {
 			t.Errorf("Targets(%q) = %v, want %v", tc.stores, names(got), tc.want)
 		}
@@ -74,4 +74,12 @@ func TestNewRejects(t *testing.T) {
 			t.Errorf("%s: New accepted it", name)
 		}
 	}
+}
+
+// splitNames is a comma-separated list as a registry's spec.stores ("" : none).
+func splitNames(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
