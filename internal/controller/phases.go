@@ -10,6 +10,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/gates"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/plan"
+	"github.com/registrar-dev/registrar/internal/slowstart"
 	"github.com/registrar-dev/registrar/internal/store"
 )
 
@@ -77,7 +78,7 @@ func (r *ServiceRegistryReconciler) reconcilePods(ctx context.Context, s *reconc
 // store write (reconcileGates), because its endpoints' weights are the ones the store
 // records (xdsWeight).
 func (r *ServiceRegistryReconciler) reconcilePublish(_ context.Context, s *reconcileScope) (ctrl.Result, error) {
-	if !rampOf(s.reg).Enabled() {
+	if !slowstart.RampOf(s.reg).Enabled() {
 		r.publish(s)
 	}
 	return ctrl.Result{}, nil
@@ -141,7 +142,7 @@ func (r *ServiceRegistryReconciler) patchStatus(s *reconcileScope) {
 // recorded (Events, lags).
 func (r *ServiceRegistryReconciler) syncStores(ctx context.Context, s *reconcileScope) error {
 	res, err := r.syncer.Sync(ctx, storesync.Request{Registry: s.reg, Target: s.target, Desired: s.desired,
-		Weigher: func(now time.Time) plan.Weigher { return weigherOf(s.reg, now) }})
+		Weigher: func(now time.Time) plan.Weigher { return slowstart.RampOf(s.reg).Weigher(now) }})
 	s.stores, s.plan, s.stored = res.Stores, res.Plan, res.Stored
 	if s.plan.Changes.Len() > 0 {
 		r.report.Changes(s.reg, s.target.Service, s.plan.Changes, s)

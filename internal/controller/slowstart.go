@@ -5,41 +5,14 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/registrar-dev/registrar/api/v1beta1"
-	"github.com/registrar-dev/registrar/internal/plan"
 	"github.com/registrar-dev/registrar/internal/slowstart"
 )
-
-// DefaultSlowStartMinWeightPercent is spec.slowStart.minWeightPercent when unset.
-const DefaultSlowStartMinWeightPercent = 10
-
-// rampOf is the registry's slow start; disabled (zero) without spec.slowStart.
-func rampOf(reg *v1beta1.ServiceRegistry) slowstart.Ramp {
-	ss := reg.Spec.SlowStart
-	if ss == nil || ss.WindowSeconds <= 0 {
-		return slowstart.Ramp{}
-	}
-	r := slowstart.Ramp{Window: time.Duration(ss.WindowSeconds) * time.Second, MinWeight: DefaultSlowStartMinWeightPercent}
-	if ss.MinWeightPercent > 0 {
-		r.MinWeight = ss.MinWeightPercent
-	}
-	return r
-}
-
-// weigherOf is the plan's weigher at now: nil (no weight written) without slow start.
-func weigherOf(reg *v1beta1.ServiceRegistry, now time.Time) plan.Weigher {
-	ramp := rampOf(reg)
-	if ramp.Window <= 0 {
-		return nil
-	}
-	return func(registeredAt time.Time) int32 { return ramp.Weight(registeredAt, now) }
-}
 
 // rampRequeue asks the reconcile to come back at the next slow-start step of a stored
 // endpoint still ramping up (nothing else would trigger it): the step's weight is then
 // written. A registry has at most slowstart.MaxSteps such re-publications per pod start.
 func (r *ServiceRegistryReconciler) rampRequeue(s *reconcileScope) ctrl.Result {
-	ramp := rampOf(s.reg)
+	ramp := slowstart.RampOf(s.reg)
 	if !ramp.Enabled() {
 		return ctrl.Result{}
 	}
@@ -64,7 +37,7 @@ func (r *ServiceRegistryReconciler) rampRequeue(s *reconcileScope) ctrl.Result {
 // stored weight (the one decision, shared with the store); for a pod not (yet) in the store
 // the ramp's weight from now; 0 without slow start.
 func xdsWeight(s *reconcileScope, pod string, now time.Time) int32 {
-	ramp := rampOf(s.reg)
+	ramp := slowstart.RampOf(s.reg)
 	if !ramp.Enabled() {
 		return 0
 	}

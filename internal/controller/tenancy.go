@@ -5,7 +5,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/tenancy"
 )
 
@@ -14,16 +13,6 @@ import (
 // under it only when the owner shares it (spec.sharing.namespaces). The decision is
 // internal/tenancy's; this file gathers the registries claiming a name, and maps a change of
 // one of them to the others (bounded: the registries of one name).
-
-// claimOf is what the tenancy decision needs of a registry.
-func claimOf(reg *v1beta1.ServiceRegistry) tenancy.Claim {
-	c := tenancy.Claim{Namespace: reg.Namespace, Name: reg.Name, Created: reg.CreationTimestamp.Time,
-		Deleting: reg.DeletionTimestamp != nil}
-	if reg.Spec.Sharing != nil {
-		c.SharedWith = reg.Spec.Sharing.Namespaces
-	}
-	return c
-}
 
 // decideTenancy notes in the scope whether the registry may publish under its service
 // name; a refused registry publishes nothing (eligibility.Facts.NameRefused) and reports
@@ -38,9 +27,9 @@ func (r *ServiceRegistryReconciler) decideTenancy(ctx context.Context, s *reconc
 	}
 	claims := make([]tenancy.Claim, len(regs))
 	for i, o := range regs {
-		claims[i] = claimOf(o)
+		claims[i] = tenancy.ClaimOf(o)
 	}
-	d := tenancy.Decide(r.Tenancy, claimOf(s.reg), claims)
+	d := tenancy.Decide(r.Tenancy, tenancy.ClaimOf(s.reg), claims)
 	if !d.Admitted {
 		s.refused = tenancy.RefusalMessage(s.target.Service, d, s.reg.Namespace)
 		log.FromContext(ctx).V(1).Info("service name owned by another namespace", "service", s.target.Service, "owner", d.Owner.Ref())

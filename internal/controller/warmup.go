@@ -3,14 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -31,7 +28,7 @@ func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
 		if p.verdict.State != v1beta1.EndpointWarmingUp {
 			continue
 		}
-		spec, err := warmupSpec(s.reg, p)
+		spec, err := warmup.SpecOf(s.reg, p.pod.Name, p.pod.Status.PodIP, p.endpoint.Ports)
 		if err != nil {
 			continue // reported as NamedPortMissing by selectPods
 		}
@@ -45,38 +42,6 @@ func (r *ServiceRegistryReconciler) syncWarmups(s *reconcileScope) {
 		}
 	}
 	r.warmups.Sync(name, jobs)
-}
-
-// warmupSpec turns the registry's warmup into requests against the pod's IP and port.
-func warmupSpec(reg *v1beta1.ServiceRegistry, p selectedPod) (warmup.Spec, error) {
-	w := reg.Spec.Warmup
-	portName := w.Port
-	if portName == "" && len(reg.Spec.Ports) > 0 {
-		portName = reg.Spec.Ports[0].Name
-	}
-	port, ok := p.endpoint.Ports[portName]
-	if !ok {
-		return warmup.Spec{}, fmt.Errorf("warm-up port %q is not resolved for pod %s", portName, p.pod.Name)
-	}
-	host := net.JoinHostPort(p.pod.Status.PodIP, strconv.Itoa(int(port)))
-	urls := make([]string, len(w.Paths))
-	for i, path := range w.Paths {
-		urls[i] = "http://" + host + path
-	}
-	return warmup.Spec{
-		URLs: urls, Requests: int(max(w.Requests, 1)), Concurrency: int(max(w.Concurrency, 1)),
-		RequestTimeout: millisOr(w.RequestTimeoutMillis, v1beta1.DefaultWarmupRequestTimeoutMillis),
-		Timeout:        millisOr(w.TimeoutMillis, v1beta1.DefaultWarmupTimeoutMillis),
-		MinDuration:    millisOr(ptr.Deref(w.MinDurationMillis, 0), 0),
-	}, nil
-}
-
-// millisOr is ms milliseconds, or def milliseconds when ms is 0 (unset).
-func millisOr(ms, def int32) time.Duration {
-	if ms == 0 {
-		ms = def
-	}
-	return time.Duration(ms) * time.Millisecond
 }
 
 // warmUp runs one pod's warm-up and records the outcome on the pod's gate condition: the

@@ -11,6 +11,7 @@ package slowstart
 import (
 	"time"
 
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
@@ -86,4 +87,29 @@ func (r Ramp) NextChange(registeredAt, now time.Time) (at time.Time, ok bool) {
 		return registeredAt.Add(r.step()), true
 	}
 	return registeredAt.Add(time.Duration(k+1) * r.step()), true
+}
+
+// DefaultMinWeightPercent is spec.slowStart.minWeightPercent when unset.
+const DefaultMinWeightPercent = 10
+
+// RampOf is the registry's slow start; disabled (zero) without spec.slowStart.
+func RampOf(reg *v1beta1.ServiceRegistry) Ramp {
+	ss := reg.Spec.SlowStart
+	if ss == nil || ss.WindowSeconds <= 0 {
+		return Ramp{}
+	}
+	r := Ramp{Window: time.Duration(ss.WindowSeconds) * time.Second, MinWeight: DefaultMinWeightPercent}
+	if ss.MinWeightPercent > 0 {
+		r.MinWeight = ss.MinWeightPercent
+	}
+	return r
+}
+
+// Weigher is the weight of an endpoint registered at registeredAt, at now (a plan.Weigher);
+// nil (no weight written) when the ramp is disabled.
+func (r Ramp) Weigher(now time.Time) func(registeredAt time.Time) int32 {
+	if r.Window <= 0 {
+		return nil
+	}
+	return func(registeredAt time.Time) int32 { return r.Weight(registeredAt, now) }
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/slowstart"
 )
 
@@ -125,5 +126,35 @@ func TestScaleOutArithmetic(t *testing.T) {
 	}
 	if share := old / total; share != 0.01 {
 		t.Errorf("after the window the old instance's share is %.4f, want 0.01", share)
+	}
+}
+
+func TestRampOf(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		ss   *v1beta1.SlowStartSpec
+		want slowstart.Ramp
+	}{
+		{name: "no spec.slowStart: disabled", want: slowstart.Ramp{}},
+		{name: "a zero window: disabled", ss: &v1beta1.SlowStartSpec{}, want: slowstart.Ramp{}},
+		{name: "the default minimum", ss: &v1beta1.SlowStartSpec{WindowSeconds: 60},
+			want: slowstart.Ramp{Window: time.Minute, MinWeight: slowstart.DefaultMinWeightPercent}},
+		{name: "a minimum of its own", ss: &v1beta1.SlowStartSpec{WindowSeconds: 30, MinWeightPercent: 25},
+			want: slowstart.Ramp{Window: 30 * time.Second, MinWeight: 25}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := slowstart.RampOf(&v1beta1.ServiceRegistry{Spec: v1beta1.ServiceRegistrySpec{SlowStart: tc.ss}})
+			if r != tc.want {
+				t.Fatalf("RampOf = %+v, want %+v", r, tc.want)
+			}
+			w := r.Weigher(now)
+			if (w == nil) != !r.Enabled() {
+				t.Fatalf("Weigher nil = %v with the ramp enabled = %v", w == nil, r.Enabled())
+			}
+			if w != nil && w(now) != r.Weight(now, now) {
+				t.Errorf("Weigher(now)(now) = %d, want %d", w(now), r.Weight(now, now))
+			}
+		})
 	}
 }

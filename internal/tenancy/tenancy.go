@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // Mode is the operator's --service-name-tenancy.
@@ -140,4 +142,14 @@ func RefusalMessage(service string, d Decision, namespace string) string {
 	return fmt.Sprintf("service name %q belongs to namespace %s (its oldest ServiceRegistry is %s); this registry publishes nothing under it. "+
 		"Ask the owner to add %q to spec.sharing.namespaces of a ServiceRegistry of namespace %s, or give this registry another spec.serviceName",
 		service, d.Owner.Namespace, d.Owner.Ref(), namespace, d.Owner.Namespace)
+}
+
+// ClaimOf is what the decision needs of a registry.
+func ClaimOf(reg *v1beta1.ServiceRegistry) Claim {
+	c := Claim{Namespace: reg.Namespace, Name: reg.Name, Created: reg.CreationTimestamp.Time,
+		Deleting: reg.DeletionTimestamp != nil}
+	if reg.Spec.Sharing != nil {
+		c.SharedWith = reg.Spec.Sharing.Namespaces
+	}
+	return c
 }

@@ -18,13 +18,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
 // DefaultRetryPause is the pause before re-sending after a failed request when
@@ -332,4 +337,37 @@ func (w *run) timeoutError(res Result) error {
 	}
 	return fmt.Errorf("%w (timeout %v): %d of %d successful responses, %d failed; %s",
 		ErrTimeout, w.s.Timeout, res.Succeeded, w.s.Requests, res.Failed, detail)
+}
+
+// SpecOf turns the registry's spec.warmup into requests against the pod's IP and the port
+// the warm-up names (the registry's first port when it names none), resolved in ports.
+func SpecOf(reg *v1beta1.ServiceRegistry, pod, podIP string, ports map[string]int32) (Spec, error) {
+	w := reg.Spec.Warmup
+	portName := w.Port
+	if portName == "" && len(reg.Spec.Ports) > 0 {
+		portName = reg.Spec.Ports[0].Name
+	}
+	port, ok := ports[portName]
+	if !ok {
+		return Spec{}, fmt.Errorf("warm-up port %q is not resolved for pod %s", portName, pod)
+	}
+	host := net.JoinHostPort(podIP, strconv.Itoa(int(port)))
+	urls := make([]string, len(w.Paths))
+	for i, path := range w.Paths {
+		urls[i] = "http://" + host + path
+	}
+	return Spec{
+		URLs: urls, Requests: int(max(w.Requests, 1)), Concurrency: int(max(w.Concurrency, 1)),
+		RequestTimeout: millisOr(w.RequestTimeoutMillis, v1beta1.DefaultWarmupRequestTimeoutMillis),
+		Timeout:        millisOr(w.TimeoutMillis, v1beta1.DefaultWarmupTimeoutMillis),
+		MinDuration:    millisOr(ptr.Deref(w.MinDurationMillis, 0), 0),
+	}, nil
+}
+
+// millisOr is ms milliseconds, or def milliseconds when ms is 0 (unset).
+func millisOr(ms, def int32) time.Duration {
+	if ms == 0 {
+		ms = def
+	}
+	return time.Duration(ms) * time.Millisecond
 }
