@@ -192,34 +192,7 @@ func indexRegistryByService(obj any) ([]string, error) {
 // reconcile and every store change), else through the cache's field index, else (a plain
 // client) by listing the namespace's and keeping those of the service.
 func (c *Reader) SameService(ctx context.Context, ns, service string) ([]*v1beta1.ServiceRegistry, error) {
-	if c.registries != nil {
-		objs, err := c.registries.ByIndex(registryServiceIndex, registryServiceKey(ns, service))
-		if err != nil {
-			return nil, fmt.Errorf("ServiceRegistries of service %s/%s from the index: %w", ns, service, err)
-		}
-		out := make([]*v1beta1.ServiceRegistry, 0, len(objs))
-		for _, o := range objs {
-			if reg, ok := o.(*v1beta1.ServiceRegistry); ok {
-				out = append(out, reg)
-			}
-		}
-		return out, nil
-	}
-	var regs v1beta1.ServiceRegistryList
-	opts := []client.ListOption{client.InNamespace(ns), client.UnsafeDisableDeepCopy}
-	if c.index != nil {
-		opts = append(opts, client.MatchingFields{registryServiceField: service})
-	}
-	if err := c.client.List(ctx, &regs, opts...); err != nil {
-		return nil, fmt.Errorf("list ServiceRegistries of service %s/%s: %w", ns, service, err)
-	}
-	out := make([]*v1beta1.ServiceRegistry, 0, len(regs.Items))
-	for i := range regs.Items {
-		if regs.Items[i].ResolvedServiceName() == service {
-			out = append(out, &regs.Items[i])
-		}
-	}
-	return out, nil
+	return c.registriesOf(ctx, ns, service, registryServiceIndex, registryServiceKey(ns, service))
 }
 
 // registryNameIndex is the registry informer's index by service name alone (every
@@ -239,10 +212,21 @@ func indexRegistryByName(obj any) ([]string, error) {
 // cache's field index (registryServiceField, which controller-runtime also indexes across
 // namespaces), else by listing every registry.
 func (c *Reader) ClaimsOf(ctx context.Context, service string) ([]*v1beta1.ServiceRegistry, error) {
+	return c.registriesOf(ctx, "", service, registryNameIndex, service)
+}
+
+// registriesOf is the registries publishing service, in namespace ns ("": every namespace),
+// as the cache's own objects (read-only): from the registry informer's index (by key), else
+// through the cache's field index, else by listing (and filtering) every registry of ns.
+func (c *Reader) registriesOf(ctx context.Context, ns, service, index, key string) ([]*v1beta1.ServiceRegistry, error) {
+	what := service
+	if ns != "" {
+		what = ns + "/" + service
+	}
 	if c.registries != nil {
-		objs, err := c.registries.ByIndex(registryNameIndex, service)
+		objs, err := c.registries.ByIndex(index, key)
 		if err != nil {
-			return nil, fmt.Errorf("ServiceRegistries of service %s from the index: %w", service, err)
+			return nil, fmt.Errorf("ServiceRegistries of service %s from the index: %w", what, err)
 		}
 		out := make([]*v1beta1.ServiceRegistry, 0, len(objs))
 		for _, o := range objs {
@@ -254,11 +238,14 @@ func (c *Reader) ClaimsOf(ctx context.Context, service string) ([]*v1beta1.Servi
 	}
 	var regs v1beta1.ServiceRegistryList
 	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if ns != "" {
+		opts = append(opts, client.InNamespace(ns))
+	}
 	if c.index != nil {
 		opts = append(opts, client.MatchingFields{registryServiceField: service})
 	}
 	if err := c.client.List(ctx, &regs, opts...); err != nil {
-		return nil, fmt.Errorf("list ServiceRegistries of service %s: %w", service, err)
+		return nil, fmt.Errorf("list ServiceRegistries of service %s: %w", what, err)
 	}
 	out := make([]*v1beta1.ServiceRegistry, 0, len(regs.Items))
 	for i := range regs.Items {
