@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"github.com/registrar-dev/registrar/test/support/testenv"
 )
 
 func main() {
@@ -25,30 +25,15 @@ func main() {
 }
 
 func run(kubeconfig, crds string) error {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return fmt.Errorf("KUBEBUILDER_ASSETS is not set; run hack/envtest-assets.sh (make envtest-assets)")
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crds}, ErrorIfCRDPathMissing: true}
-	if _, err := env.Start(); err != nil {
+	env, err := testenv.Start(testenv.Options{CRDs: crds})
+	if err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
 	defer func() { _ = env.Stop() }()
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("add admin user: %w", err)
-	}
-	cfg, err := admin.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("render kubeconfig: %w", err)
-	}
 	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o700); err != nil {
 		return fmt.Errorf("kubeconfig dir: %w", err)
 	}
-	tmp := kubeconfig + ".tmp"
-	if err := os.WriteFile(tmp, cfg, 0o600); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
-	}
-	if err := os.Rename(tmp, kubeconfig); err != nil {
+	if err := env.WriteAdminKubeconfig("admin", kubeconfig); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	defer os.Remove(kubeconfig)

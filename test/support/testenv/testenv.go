@@ -25,6 +25,9 @@ type Options struct {
 	// Webhooks installs config/webhook, pointed by envtest at a local serving address with
 	// its own CA (Env.WebhookInstallOptions says where to serve).
 	Webhooks bool
+	// CRDs is the directory of the CRDs to install; config/crd/bases of the repository when
+	// empty.
+	CRDs string
 }
 
 // Env is a running environment.
@@ -65,8 +68,12 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	crds := opts.CRDs
+	if crds == "" {
+		crds = filepath.Join(root, "config", "crd", "bases")
+	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{crds},
 		ErrorIfCRDPathMissing: true,
 	}
 	if opts.Webhooks {
@@ -95,5 +102,10 @@ func (e *Env) WriteAdminKubeconfig(user, path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, kc, 0o600)
+	// Written aside and renamed: a process polling for the file never reads half of it.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, kc, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
