@@ -35,7 +35,7 @@
 //     {prefix}/.registrar/breakers/{service}/ (see BreakerPrefix): decided from a watch
 //     cache (no store round trip per call), opened by a quorum of callers, probed by exactly
 //     one caller holding a leased permit, and falling back to the local breaker when the
-//     store is slow or unreachable. docs/callers.md says when to use which.
+//     store is slow or unreachable. docs/breakers.md says when to use which.
 //
 // The package depends only on the etcd client and pkg/wire (the store's key layout and value
 // format, standard library only); it does not import registrar's internals.
