@@ -375,6 +375,25 @@ bench-sweep: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## BENCH_S
 		-workdir $(BENCH_DIR)/sweep/run -out $(BENCH_SWEEP_OUT) -kind bench-sweep -table-id bench-sweep \
 		-command "make bench-sweep BENCH_RUNS=$(BENCH_RUNS) BENCH_SWEEP=$(BENCH_SWEEP) BENCH_SWEEP_RATE=$(BENCH_SWEEP_RATE) BENCH_SWEEP_TRANSITIONS=$(BENCH_SWEEP_TRANSITIONS) BENCH_SWEEP_OUT=$(BENCH_SWEEP_OUT) BENCH_ARGS='$(BENCH_ARGS)'" $(BENCH_ARGS)
 
+# The restart benchmark (issue 39 §3): RESTART_RUNS fresh control planes of RESTART_PODS pods
+# (registries = pods / 10), each populated once (every pod created ready and registered: minutes
+# at 20,000 pods, at the API server's pace), then on it registrar restarted, kube-controller-
+# manager restarted and registrar failing over (two replicas, the leader killed), each killed
+# with nothing changed and again while 100 pods die. RESTART_ARGS adds flags (-restart-trials,
+# -restart-dying, -restart-signal, -failover-args, ...: go run ./bench/controlplane/cmd -h).
+RESTART_PODS ?= 20000
+RESTART_RUNS ?= 3
+RESTART_OUT ?= docs/bench/bench-restart.json
+RESTART_ARGS ?=
+.PHONY: bench-restart
+bench-restart: envtest-assets $(ENVTEST_ASSETS)/kube-controller-manager ## Restart and fail-over at RESTART_PODS pods (20,000), RESTART_RUNS control planes (median (min–max)): registrar restarted, its leader failing over, the EndpointSlice controller restarted: writes caused (target 0), API requests, time until synced, peak RSS, dereg lag of pods dying meanwhile; RESTART_OUT.
+	CGO_ENABLED=0 go build -o $(BENCH_DIR)/registrar ./cmd
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./bench/controlplane/cmd -restart \
+		-operator $(BENCH_DIR)/registrar -kube-controller-manager $(ENVTEST_ASSETS)/kube-controller-manager -runs $(RESTART_RUNS) \
+		-pods $(RESTART_PODS) -registries $$(( $(RESTART_PODS) / 10 )) -setup-timeout 30m -workdir $(BENCH_DIR)/restart/run \
+		-out $(RESTART_OUT) -kind bench-restart -table-id bench-restart \
+		-command "make bench-restart RESTART_PODS=$(RESTART_PODS) RESTART_RUNS=$(RESTART_RUNS) RESTART_OUT=$(RESTART_OUT) RESTART_ARGS='$(RESTART_ARGS)'" $(RESTART_ARGS)
+
 $(ENVTEST_ASSETS)/kube-controller-manager:
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) ASSETS_DIR=$(ENVTEST_ASSETS) \
 		KUBE_EXTRA_BINARIES=kube-controller-manager hack/envtest-assets.sh

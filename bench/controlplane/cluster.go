@@ -43,6 +43,12 @@ type cluster struct {
 	kcm      *process
 	pprof    string // the operator's pprof address
 	metrics  string // the operator's metrics address
+	// kcmMetrics is kube-controller-manager's HTTPS address serving /metrics (with
+	// Config.kcmMetrics only).
+	kcmMetrics string
+	// extra are more operator processes (the restart benchmark's fail-over pair), stopped
+	// with the cluster.
+	extra []*process
 }
 
 // startCluster starts the API server, the store, the operator and (optionally) the
@@ -141,34 +147,56 @@ func (cl *cluster) kubeconfig(dir, name string) (string, error) {
 }
 
 func (cl *cluster) startOperator(ctx context.Context, c *Config) error {
-	kc, err := cl.kubeconfig(c.WorkDir, "registrar")
+	rep, err := cl.startReplica(ctx, c, "registrar", c.ProfileDir != "")
 	if err != nil {
 		return err
+	}
+	cl.operator, cl.metrics, cl.pprof = rep.proc, rep.metrics, rep.pprof
+	return nil
+}
+
+// replica is one operator process: its metrics and probe addresses (and pprof's, when served).
+type replica struct {
+	proc                  *process
+	metrics, probe, pprof string
+}
+
+// startReplica starts an operator process named name (its log, kubeconfig user and work
+// files are named so) with extra flags after Config.OperatorArgs, and waits until it answers
+// its readiness probe.
+func (cl *cluster) startReplica(ctx context.Context, c *Config, name string, pprof bool, extra ...string) (*replica, error) {
+	kc, err := cl.kubeconfig(c.WorkDir, name)
+	if err != nil {
+		return nil, err
 	}
 	addrs := make([]string, 3)
 	for i := range addrs {
 		if addrs[i], err = ports.FreeLoopback(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	cl.metrics = addrs[0]
+	rep := &replica{metrics: addrs[0], probe: addrs[1]}
 	args := []string{"--kubeconfig=" + kc, "--store-endpoints=" + cl.store.Endpoint(),
 		"--leader-elect=false", "--enable-webhook=false",
 		"--metrics-bind-address=" + addrs[0], "--health-probe-bind-address=" + addrs[1],
 		fmt.Sprintf("--max-concurrent-reconciles=%d", c.Reconciles)}
-	if c.ProfileDir != "" {
+	if pprof {
 		// Profiles are served only when asked for: off, as in the shipped manifests, the
 		// operator does not sample its heap at all (cmd heapProfileRate).
-		cl.pprof = addrs[2]
+		rep.pprof = addrs[2]
 		args = append(args, "--pprof-bind-address="+addrs[2])
 	}
-	args = append(args, c.OperatorArgs...)
-	if cl.operator, err = startProcess(c.WorkDir, "registrar", c.Operator, args...); err != nil {
-		return err
+	args = append(append(args, c.OperatorArgs...), extra...)
+	if rep.proc, err = startProcess(c.WorkDir, name, c.Operator, args...); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return cl.operator.WaitHTTP(ctx, "http://"+addrs[1]+"/readyz")
+	if err := rep.proc.WaitHTTP(ctx, "http://"+addrs[1]+"/readyz"); err != nil {
+		rep.proc.Stop(10 * time.Second)
+		return nil, err
+	}
+	return rep, nil
 }
 
 // KCMDefaultArgs run only the EndpointSlice controller, with client limits raised from
@@ -183,13 +211,30 @@ func (cl *cluster) startKCM(c *Config) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--kubeconfig=" + kc, "--controllers=endpointslice-controller",
-		"--leader-elect=false", "--secure-port=0", "--v=1", fmt.Sprintf("--concurrent-service-endpoint-syncs=%d", c.Reconciles)}, c.KCMArgs...)
+	serving := []string{"--secure-port=0"}
+	if c.kcmMetrics {
+		// Its /metrics (workqueue, rest client), on HTTPS with a self-signed certificate and
+		// without authentication or authorization for that path: the restart benchmark reads
+		// when it has synced and how many API requests it made.
+		addr, err := ports.FreeLoopback()
+		if err != nil {
+			return err
+		}
+		host, port, _ := strings.Cut(addr, ":")
+		cl.kcmMetrics = addr
+		serving = []string{"--secure-port=" + port, "--bind-address=" + host, "--cert-dir=" + filepath.Join(c.WorkDir, "kcm-certs"),
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"}
+	}
+	args := append(append([]string{"--kubeconfig=" + kc, "--controllers=endpointslice-controller", "--leader-elect=false"}, serving...),
+		append([]string{"--v=1", fmt.Sprintf("--concurrent-service-endpoint-syncs=%d", c.Reconciles)}, c.KCMArgs...)...)
 	cl.kcm, err = startProcess(c.WorkDir, "kube-controller-manager", c.ControllerManager, args...)
 	return err
 }
 
 func (cl *cluster) stop() {
+	for _, p := range cl.extra {
+		p.Stop(10 * time.Second)
+	}
 	if cl.operator != nil {
 		cl.operator.Stop(10 * time.Second)
 	}

@@ -93,6 +93,9 @@ type Config struct {
 	Seed int64
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
+
+	// kcmMetrics serves kube-controller-manager's /metrics (the restart benchmark reads it).
+	kcmMetrics bool
 }
 
 // Defaults fills unset fields.

@@ -107,7 +107,7 @@ func (r *runner) setup(ctx context.Context) error {
 	start := time.Now()
 	r.c.Logf("creating %d namespaces, %d nodes, %d ServiceRegistries%s and %d pods",
 		len(r.l.namespaces), len(r.l.nodes), len(r.l.services), map[bool]string{true: " and Services"}[r.c.EndpointSlice], len(r.l.pods))
-	if err := r.cl.createObjects(ctx, r.l, r.c.EndpointSlice); err != nil {
+	if err := r.cl.createObjects(ctx, r.l, r.c.EndpointSlice, false); err != nil {
 		return err
 	}
 	r.created = time.Since(start)

@@ -57,6 +57,10 @@ type Tracker struct {
 	lost       int
 	unmeasured int
 	writes     int
+	// explained counts the writes that showed a pending transition (the first matched
+	// observation after a Write); writeOpen is set by Write until then.
+	explained  int
+	writeOpen  bool
 	resumed    int
 	relisted   int
 	roundStart time.Time
@@ -104,6 +108,10 @@ func (t *Tracker) Observe(pod string, kind Kind, at time.Time) {
 		return
 	}
 	t.lags[p.cause] = append(t.lags[p.cause], at.Sub(p.at))
+	if t.writeOpen {
+		t.explained++
+		t.writeOpen = false
+	}
 	if at.After(t.lastSeen) {
 		t.lastSeen = at
 	}
@@ -114,6 +122,16 @@ func (t *Tracker) Write() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.writes++
+	t.writeOpen = true
+}
+
+// WriteCounts are the system's writes so far and how many of them showed a transition the
+// harness wrote (a system's watch reports a write, then the pods it changed): the rest are
+// writes no transition called for (a rewrite, a change of nothing the watch tracks).
+func (t *Tracker) WriteCounts() (writes, explained int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.writes, t.explained
 }
 
 // Pending is how many transitions the system has not shown yet.

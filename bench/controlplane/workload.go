@@ -108,8 +108,8 @@ func forEach(ctx context.Context, n, workers int, fn func(ctx context.Context, i
 }
 
 // createObjects creates namespaces, nodes, registries, Services and pods (Running, with an
-// IP, not ready).
-func (cl *cluster) createObjects(ctx context.Context, l layout, withServices bool) error {
+// IP, ready when ready says so).
+func (cl *cluster) createObjects(ctx context.Context, l layout, withServices, ready bool) error {
 	for _, ns := range l.namespaces {
 		if _, err := cl.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
@@ -126,7 +126,7 @@ func (cl *cluster) createObjects(ctx context.Context, l layout, withServices boo
 		return err
 	}
 	return forEach(ctx, len(l.pods), createInFlight, func(ctx context.Context, i int) error {
-		return cl.createPod(ctx, l.pods[i])
+		return cl.createPod(ctx, l.pods[i], ready)
 	})
 }
 
@@ -163,7 +163,7 @@ func (cl *cluster) createService(ctx context.Context, s benchPod, withService bo
 	return nil
 }
 
-func (cl *cluster) createPod(ctx context.Context, p benchPod) error {
+func (cl *cluster) createPod(ctx context.Context, p benchPod, ready bool) error {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: map[string]string{appLabel: p.Service}},
 		Spec: corev1.PodSpec{
@@ -177,12 +177,16 @@ func (cl *cluster) createPod(ctx context.Context, p benchPod) error {
 		return fmt.Errorf("create pod %s: %w", p.ID(), err)
 	}
 	now := metav1.Now()
+	readiness := corev1.ConditionFalse
+	if ready {
+		readiness = corev1.ConditionTrue
+	}
 	created.Status = corev1.PodStatus{
 		Phase: corev1.PodRunning, PodIP: p.IP, PodIPs: []corev1.PodIP{{IP: p.IP}}, HostIP: "192.0.2.1",
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, LastTransitionTime: now},
-			{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: readiness, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: readiness, LastTransitionTime: now},
 		},
 	}
 	if _, err := cl.kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {

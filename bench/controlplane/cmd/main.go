@@ -68,6 +68,15 @@ func main() {
 	flag.DurationVar(&c.FaultWatchCut, "fault-watch-cut", 0, "Fault: close every timing watch this often during the measured phase (they must resume and miss nothing; 0: never).")
 	flag.DurationVar(&c.FaultWatchRelist, "fault-watch-relist", 0, "Fault: make every timing watch lose its position this often, as on 410 Gone, for half the period (at most 1s), "+
 		"then relist; transitions in the gap count as unmeasured (0: never).")
+	flag.BoolVar(&o.restart, "restart", false, "The restart benchmark (issue 39 §3) instead of the rounds: on each of -runs control planes, every pod created ready and registered, "+
+		"registrar restarted, kube-controller-manager restarted and registrar failing over (two replicas, the leader killed), each with nothing changed and while "+
+		"-restart-dying pods die: writes caused, API requests, time until synced, peak RSS, dereg lag of the dying pods.")
+	flag.IntVar(&o.rc.Trials, "restart-trials", 1, "With -restart: trials of each scenario per control plane (each a kill with nothing changed and one while pods die).")
+	flag.IntVar(&o.rc.Dying, "restart-dying", 100, "With -restart: pods that die (half deleted, half turned unready) during each kill of the second kind.")
+	flag.DurationVar(&o.rc.DyingOver, "restart-dying-over", 10*time.Second, "With -restart: the deaths are spread over this long from just after the kill.")
+	flag.StringVar(&o.restartScenarios, "restart-scenarios", strings.Join(controlplane.RestartScenarios, ","), "With -restart: the scenarios, in order.")
+	flag.StringVar(&o.restartSignal, "restart-signal", "KILL", "With -restart: how a controller is killed: KILL (a crash) or TERM (registrar releases its lease on the way out).")
+	flag.StringVar(&o.failoverArgs, "failover-args", "", "With -restart: leader election flags of the fail-over pair beyond --leader-elect (space-separated; default: the binary's, a 15 s lease).")
 	flag.DurationVar(&c.SetupTimeout, "setup-timeout", 0, "Longest wait for the systems to show the created objects (default 5m, and 1m per 1,000 pods above 5,000).")
 	flag.Parse()
 	c.KCMArgs = strings.Fields(*kcmArgs)
@@ -86,6 +95,10 @@ type options struct {
 	out, kind, tableID, command, republish, sweep string
 	runs                                          int
 	inProcess                                     bool
+	// The restart benchmark (-restart).
+	restart                                       bool
+	rc                                            controlplane.RestartConfig
+	restartScenarios, restartSignal, failoverArgs string
 }
 
 func run(c controlplane.Config, o options) error {
@@ -111,6 +124,9 @@ func run(c controlplane.Config, o options) error {
 	commit := gitCommit() // the code that runs: read before the runs, which take minutes
 	if o.sweep != "" {
 		return runSweep(ctx, c, o, commit, start)
+	}
+	if o.restart {
+		return runRestart(ctx, c, o, commit, start)
 	}
 	runs, failed, err := runSize(ctx, c, o, c.WorkDir)
 	if err != nil {
@@ -229,6 +245,15 @@ func republish(path string) error {
 	if err != nil {
 		return err
 	}
+	var kind struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(data, &kind); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if kind.Kind == controlplane.KindRestart {
+		return republishRestart(path, data)
+	}
 	var old controlplane.Publication
 	if err := json.Unmarshal(data, &old); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -250,4 +275,64 @@ func republish(path string) error {
 		return pub.WritePlot(plotPath(path))
 	}
 	return nil
+}
+
+// runRestart runs the restart benchmark on o.runs fresh control planes and publishes them.
+func runRestart(ctx context.Context, c controlplane.Config, o options, commit string, start time.Time) error {
+	if o.kind == "bench" { // the defaults of a single configuration
+		o.kind, o.tableID = controlplane.KindRestart, controlplane.KindRestart
+	}
+	o.rc.Scenarios = strings.Split(o.restartScenarios, ",")
+	switch strings.TrimPrefix(strings.ToUpper(o.restartSignal), "SIG") {
+	case "KILL":
+		o.rc.Signal = syscall.SIGKILL
+	case "TERM":
+		o.rc.Signal = syscall.SIGTERM
+	default:
+		return fmt.Errorf("-restart-signal %q: want KILL or TERM", o.restartSignal)
+	}
+	o.rc.FailoverArgs = strings.Fields(o.failoverArgs)
+	if c.SetupTimeout <= 0 {
+		c.SetupTimeout = 5*time.Minute + time.Duration(max(c.Pods-5000, 0)/1000)*time.Minute
+	}
+	var runs []*controlplane.RestartRun
+	for i := range max(o.runs, 1) {
+		c := c
+		if o.runs > 1 {
+			c.WorkDir = filepath.Join(c.WorkDir, fmt.Sprintf("run-%d", i+1))
+			c.Logf("run %d of %d", i+1, o.runs)
+		}
+		if err := os.RemoveAll(c.WorkDir); err != nil {
+			return err
+		}
+		run, err := controlplane.RunRestart(ctx, c, o.rc)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		run.Command = o.command
+		runs = append(runs, run)
+		// Publish what is measured so far: a long series cut short keeps its first runs.
+		if err := controlplane.PublishRestart(o.kind, o.tableID, o.command, commit, runs).WriteJSON(o.out); err != nil {
+			return err
+		}
+	}
+	pub := controlplane.PublishRestart(o.kind, o.tableID, o.command, commit, runs)
+	pub.WriteSummary(os.Stdout)
+	fmt.Printf("%d run(s) took %s; results in %s\n", len(runs), time.Since(start).Round(time.Second), o.out)
+	return pub.WriteJSON(o.out)
+}
+
+// republishRestart rebuilds the tables of a restart envelope from its runs.
+func republishRestart(path string, data []byte) error {
+	var old controlplane.RestartPublication
+	if err := json.Unmarshal(data, &old); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(old.Tables) == 0 || len(old.Runs) == 0 {
+		return fmt.Errorf("%s: no tables or no runs to rebuild from", path)
+	}
+	pub := controlplane.PublishRestart(old.Kind, old.Tables[0].ID, old.Command, old.Commit, old.Runs)
+	pub.Date, pub.Machine = old.Date, old.Machine
+	pub.WriteSummary(os.Stdout)
+	return pub.WriteJSON(path)
 }
