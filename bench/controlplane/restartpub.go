@@ -145,7 +145,7 @@ func PublishRestart(kind, tableID, command, commit string, runs []*RestartRun) *
 		}
 		return ev.Peer.P99, true
 	})
-	row("while pods died: writes beyond the deaths'", true, "%.0f", func(ev RestartEvent) (float64, bool) { return float64(ev.WritesCaused), true })
+	row("while pods died: writes that showed no death", true, "%.0f", func(ev RestartEvent) (float64, bool) { return float64(ev.WritesCaused), true })
 	row("while pods died: synced after (s)", true, "%.2f", func(ev RestartEvent) (float64, bool) { return optional(ev.SyncedSeconds) })
 	lost := []string{"deaths not shown when the window closed (sum)"}
 	for _, c := range cols {
