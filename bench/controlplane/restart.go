@@ -185,6 +185,9 @@ type RestartEvent struct {
 	Lost  int       `json:"lost"`
 	Floor LagStats  `json:"floor"`
 	Peer  *LagStats `json:"peer,omitempty"`
+	// PeerWritesNoDeath are the other system's writes in the window that showed no death:
+	// what the deaths alone cost it, against WritesCaused of the killed system.
+	PeerWritesNoDeath *int `json:"peerWritesNoDeath,omitempty"`
 	// WriteErrors are deaths the harness failed to write (not counted anywhere else).
 	WriteErrors int `json:"writeErrors,omitempty"`
 }
@@ -680,6 +683,9 @@ func (r *restartRunner) measure(ctx context.Context, k kill) (RestartEvent, erro
 	if t := trackers[peer]; t != nil && len(k.deaths) > 0 {
 		d := t.Result(peer).Deregistration
 		ev.Peer = &d
+		w, e := t.WriteCounts()
+		noDeath := w - e
+		ev.PeerWritesNoDeath = &noDeath
 	}
 	writeErrors.Range(func(_, _ any) bool { ev.WriteErrors++; return true })
 	if !synced {
