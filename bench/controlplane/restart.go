@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -493,7 +494,8 @@ func (r *restartRunner) record(ev RestartEvent) {
 	if ev.SyncedSeconds != nil {
 		synced = fmt.Sprintf("synced after %.2f s", *ev.SyncedSeconds)
 	}
-	r.c.Logf("%s trial %d (%d dying): %s; writes %d (for deaths %d, caused %d); API requests %d (%s); peak RSS %.0f MiB (before %.0f); dereg p99 %.0f ms (floor %.0f ms), lost %d",
+	r.c.Logf("%s trial %d (%d dying): %s; writes %d (for deaths %d, caused %d); API requests %d (%s); peak RSS %.0f MiB (before %.0f); "+
+		"dereg p99 %.0f ms (floor %.0f ms), lost %d",
 		ev.Scenario, ev.Trial, ev.Dying, synced, ev.Writes, ev.WritesForDeaths, ev.WritesCaused, ev.APIRequests, methodsCell(ev.APIByMethod),
 		ev.PeakRSSMiB, ev.PeakRSSBeforeMiB, ev.Dereg.P99, ev.Floor.P99, ev.Lost)
 }
@@ -528,17 +530,7 @@ func (r *restartRunner) measure(ctx context.Context, k kill) (RestartEvent, erro
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return ev, err
 	}
-	// Timing watches of every system from now on.
-	trackers := map[string]*Tracker{SystemRegistrar: NewTracker(), SystemAPIWatch: NewTracker()}
-	if r.c.EndpointSlice {
-		trackers[SystemEndpointSlice] = NewTracker()
-	}
-	rev, err := storeRevision(ctx, r.cl.storeCli)
-	if err != nil {
-		return ev, err
-	}
-	h, err := startTimingWatchers(ctx, r.c.WatcherExe, logDir, watcherSpec{Kubeconfig: r.watcherKC, StoreEndpoint: r.cl.store.Endpoint(),
-		StoreRevision: rev, Prefixes: map[string]string{SystemRegistrar: StorePrefix}, Pods: true, Slices: r.c.EndpointSlice}, trackers)
+	trackers, h, err := r.startWatchers(ctx, logDir)
 	if err != nil {
 		return ev, err
 	}
@@ -548,33 +540,9 @@ func (r *restartRunner) measure(ctx context.Context, k kill) (RestartEvent, erro
 			_ = h.finish()
 		}
 	}()
-
-	// Before: the store etcd's counters, the processes' peaks, the standby's requests.
-	storeAddr := strings.TrimPrefix(r.cl.store.Endpoint(), "http://")
-	var storeBefore map[string]float64
-	if k.system == SystemRegistrar {
-		if s, err := metrics.Scrape(ctx, storeAddr); err == nil {
-			storeBefore = countersOf(s, storeEtcdCounters)
-		} else {
-			r.c.Logf("store etcd metrics: %v", err)
-		}
-	}
-	requestsBefore := map[string]float64{}
-	var usageBefore Usage
-	if k.restart {
-		if u, err := readUsage(k.victim.Pid()); err == nil {
-			ev.PeakRSSBeforeMiB = u.PeakRSSMiB
-		}
-	} else {
-		s, err := k.scrape(ctx)
-		if err != nil {
-			return ev, fmt.Errorf("standby metrics: %w", err)
-		}
-		requestsBefore = requestsByMethod(s)
-		if usageBefore, err = readUsage(k.serving.Pid()); err != nil {
-			return ev, err
-		}
-		ev.PeakRSSBeforeMiB = usageBefore.PeakRSSMiB
+	b, err := r.before(ctx, k, &ev)
+	if err != nil {
+		return ev, err
 	}
 
 	// The kill.
@@ -589,14 +557,120 @@ func (r *restartRunner) measure(ctx context.Context, k kill) (RestartEvent, erro
 			return ev, err
 		}
 	}
-	// The deaths, spread over DyingOver from now.
-	var deathsDone sync.WaitGroup
-	var writeErrors sync.Map
-	deathsDone.Go(func() {
+	deathsDone := r.die(ctx, k.deaths, trackers)
+	synced := r.waitSynced(ctx, k, t0, &ev)
+	ev.WriteErrors = deathsDone()
+	r.waitShown(ctx, trackers)
+	sleepCtx(ctx, r.rc.Tail)
+	if err := ctx.Err(); err != nil {
+		return ev, err
+	}
+	ev.WindowSeconds = time.Since(t0).Seconds()
+
+	if err := r.after(ctx, k, b, &ev); err != nil {
+		return ev, err
+	}
+	stopped = true
+	if err := h.finish(); err != nil {
+		return ev, err
+	}
+	r.timings(k, trackers, &ev)
+	if !synced {
+		r.c.Logf("WARNING: %s did not sync within %s", k.serving.Name(), r.rc.SyncTimeout)
+	}
+	return ev, nil
+}
+
+// startWatchers starts the timing watches of every system from the store's current revision.
+func (r *restartRunner) startWatchers(ctx context.Context, logDir string) (map[string]*Tracker, *watcherHandle, error) {
+	trackers := map[string]*Tracker{SystemRegistrar: NewTracker(), SystemAPIWatch: NewTracker()}
+	if r.c.EndpointSlice {
+		trackers[SystemEndpointSlice] = NewTracker()
+	}
+	rev, err := storeRevision(ctx, r.cl.storeCli)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := startTimingWatchers(ctx, r.c.WatcherExe, logDir, watcherSpec{Kubeconfig: r.watcherKC, StoreEndpoint: r.cl.store.Endpoint(),
+		StoreRevision: rev, Prefixes: map[string]string{SystemRegistrar: StorePrefix}, Pods: true, Slices: r.c.EndpointSlice}, trackers)
+	return trackers, h, err
+}
+
+// readings are what is read before a kill to difference after it.
+type readings struct {
+	store    map[string]float64 // the store etcd's counters (registrar only; nil when unread)
+	requests map[string]float64 // the standby's API requests (a restarted process starts from none)
+	usage    Usage              // the standby's usage (a restarted process starts from none)
+}
+
+func (r *restartRunner) storeAddr() string {
+	return strings.TrimPrefix(r.cl.store.Endpoint(), "http://")
+}
+
+// before reads the store etcd's counters, the killed process's peak and, for a standby, its
+// requests and usage.
+func (r *restartRunner) before(ctx context.Context, k kill, ev *RestartEvent) (readings, error) {
+	b := readings{requests: map[string]float64{}}
+	if k.system == SystemRegistrar {
+		if s, err := metrics.Scrape(ctx, r.storeAddr()); err == nil {
+			b.store = countersOf(s, storeEtcdCounters)
+		} else {
+			r.c.Logf("store etcd metrics: %v", err)
+		}
+	}
+	if k.restart {
+		if u, err := readUsage(k.victim.Pid()); err == nil {
+			ev.PeakRSSBeforeMiB = u.PeakRSSMiB
+		}
+		return b, nil
+	}
+	s, err := k.scrape(ctx)
+	if err != nil {
+		return b, fmt.Errorf("standby metrics: %w", err)
+	}
+	b.requests = requestsByMethod(s)
+	if b.usage, err = readUsage(k.serving.Pid()); err != nil {
+		return b, err
+	}
+	ev.PeakRSSBeforeMiB = b.usage.PeakRSSMiB
+	return b, nil
+}
+
+// after reads the serving process's requests and usage and the store etcd's counters.
+func (r *restartRunner) after(ctx context.Context, k kill, b readings, ev *RestartEvent) error {
+	if err := k.serving.Exited(); err != nil {
+		return err
+	}
+	s, err := k.scrape(ctx)
+	if err != nil {
+		return fmt.Errorf("metrics after: %w", err)
+	}
+	ev.APIByMethod = countsBetween(b.requests, requestsByMethod(s))
+	ev.APIRequests = total(ev.APIByMethod)
+	u, err := readUsage(k.serving.Pid())
+	if err != nil {
+		return err
+	}
+	ev.PeakRSSMiB, ev.CPUSeconds = u.PeakRSSMiB, u.CPUSeconds-b.usage.CPUSeconds
+	if b.store != nil {
+		if s, err := metrics.Scrape(ctx, r.storeAddr()); err == nil {
+			ev.StoreEtcd = countsBetween(b.store, countersOf(s, storeEtcdCounters))
+		}
+	}
+	return nil
+}
+
+// die kills the pods deaths (even ones deleted, odd ones turned unready), spread evenly over
+// DyingOver from now, each expected by every tracker first; the function it returns waits
+// for the last write and says how many failed.
+func (r *restartRunner) die(ctx context.Context, deaths []int, trackers map[string]*Tracker) func() int {
+	var done sync.WaitGroup
+	var failed atomic.Int64
+	done.Go(func() {
 		start := time.Now()
 		var wg sync.WaitGroup
-		for i, idx := range k.deaths {
-			at := start.Add(time.Duration(i) * r.rc.DyingOver / time.Duration(len(k.deaths)))
+		for i, idx := range deaths {
+			at := start.Add(time.Duration(i) * r.rc.DyingOver / time.Duration(len(deaths)))
 			select {
 			case <-ctx.Done():
 				return
@@ -616,17 +690,19 @@ func (r *restartRunner) measure(ctx context.Context, k kill) (RestartEvent, erro
 					for _, t := range trackers {
 						t.Cancel(p.ID())
 					}
-					writeErrors.Store(p.ID(), err)
+					if failed.Add(1) <= 3 {
+						r.c.Logf("death not written: %v", err)
+					}
 				}
 			})
 		}
 		wg.Wait()
 	})
+	return func() int { done.Wait(); return int(failed.Load()) }
+}
 
-	// Until the serving process has synced.
-	synced := r.waitSynced(ctx, k, t0, &ev)
-	deathsDone.Wait()
-	// Until every death showed everywhere (or the round timeout), then the tail.
+// waitShown waits until every death showed in every system, or RoundTimeout.
+func (r *restartRunner) waitShown(ctx context.Context, trackers map[string]*Tracker) {
 	deadline := time.Now().Add(r.c.RoundTimeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		pending := 0
@@ -634,40 +710,15 @@ func (r *restartRunner) measure(ctx context.Context, k kill) (RestartEvent, erro
 			pending += t.Pending()
 		}
 		if pending == 0 {
-			break
+			return
 		}
 		time.Sleep(50 * time.Millisecond) // polling the trackers of running watchers
 	}
-	sleepCtx(ctx, r.rc.Tail)
-	if err := ctx.Err(); err != nil {
-		return ev, err
-	}
-	ev.WindowSeconds = time.Since(t0).Seconds()
+}
 
-	// After.
-	if err := k.serving.Exited(); err != nil {
-		return ev, err
-	}
-	s, err := k.scrape(ctx)
-	if err != nil {
-		return ev, fmt.Errorf("metrics after: %w", err)
-	}
-	ev.APIByMethod = countsBetween(requestsBefore, requestsByMethod(s))
-	ev.APIRequests = total(ev.APIByMethod)
-	u, err := readUsage(k.serving.Pid())
-	if err != nil {
-		return ev, err
-	}
-	ev.PeakRSSMiB, ev.CPUSeconds = u.PeakRSSMiB, u.CPUSeconds-usageBefore.CPUSeconds
-	if storeBefore != nil {
-		if s, err := metrics.Scrape(ctx, storeAddr); err == nil {
-			ev.StoreEtcd = countsBetween(storeBefore, countersOf(s, storeEtcdCounters))
-		}
-	}
-	stopped = true
-	if err := h.finish(); err != nil {
-		return ev, err
-	}
+// timings reads the trackers once the watchers stopped: the killed system's writes and the
+// deaths' lags in every system.
+func (r *restartRunner) timings(k kill, trackers map[string]*Tracker, ev *RestartEvent) {
 	for _, t := range trackers {
 		t.EndRound()
 	}
@@ -687,11 +738,6 @@ func (r *restartRunner) measure(ctx context.Context, k kill) (RestartEvent, erro
 		noDeath := w - e
 		ev.PeerWritesNoDeath = &noDeath
 	}
-	writeErrors.Range(func(_, _ any) bool { ev.WriteErrors++; return true })
-	if !synced {
-		r.c.Logf("WARNING: %s did not sync within %s", k.serving.Name(), r.rc.SyncTimeout)
-	}
-	return ev, nil
 }
 
 // waitSynced polls the serving process's /metrics from the kill on until its initial list

@@ -108,7 +108,8 @@ func PublishRestart(kind, tableID, command, commit string, runs []*RestartRun) *
 		t.Columns = append(t.Columns, c.title)
 	}
 	row := func(label string, dying bool, format string, get func(RestartEvent) (float64, bool)) {
-		cells := []string{label}
+		cells := make([]string, 0, 1+len(cols))
+		cells = append(cells, label)
 		for _, c := range cols {
 			cells = append(cells, spreadOver(eventsOf(runs, c.scenario, dying), get).cell(format))
 		}
