@@ -68,9 +68,9 @@ func renderReference(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The metrics the manager registers (internal/metrics; the xDS server's in internal/xds).
+	// The metrics the manager registers (internal/metrics; the xDS server's in internal/xds and internal/xds/clients).
 	metrics, err := docgen.Metrics("../internal/metrics/metrics.go", "../internal/metrics/selfmon.go",
-		"../internal/metrics/leaseguard.go", "../internal/xds/metrics.go")
+		"../internal/metrics/leaseguard.go", "../internal/xds/metrics.go", "../internal/xds/clients/metrics.go")
 	if err != nil {
 		t.Fatal(err)
 	}

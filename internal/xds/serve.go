@@ -18,6 +18,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	ktypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/registrar-dev/registrar/internal/xds/clients"
+	"github.com/registrar-dev/registrar/internal/xds/resource"
 )
 
 // Config configures the server.
@@ -51,7 +54,7 @@ type Config struct {
 	Log               logr.Logger
 	// OnAck, when set, is called for every resource of every acknowledged or rejected
 	// response (tests and benchmarks). It must not block.
-	OnAck func(Ack)
+	OnAck func(clients.Ack)
 	// OnPublished, when set, is called for every ClusterLoadAssignment entering the cache,
 	// under the publish lock. It must not block.
 	OnPublished func(Published)
@@ -79,11 +82,6 @@ const DefaultMaxStreamsPerPeer = 64
 // (Envoy's, with its extensions, is tens of KiB). A bigger request closes its stream with
 // RESOURCE_EXHAUSTED.
 const MaxRequestBytes = 256 << 10
-
-// MaxSubscribedNames bounds the resources one stream subscribes to by name, per type: a
-// request beyond it closes the stream with RESOURCE_EXHAUSTED. Every subscribed name costs
-// the server a few map entries per stream; a client that wants everything asks for "*".
-const MaxSubscribedNames = 10000
 
 // CheckBind reports why the server must not listen on bindAddress: plaintext (tls false)
 // on an address other than loopback, unless allowInsecure. xDS has no authentication of
@@ -154,12 +152,12 @@ func (s *Server) Start(ctx context.Context) error {
 		mux.Caches[t] = c
 	}
 	// State-of-the-world streams are served by adsServer (sotw.go), delta streams by
-	// go-control-plane's server, with the same ACK accounting (delta.go).
+	// go-control-plane's server, with the same ACK accounting (internal/xds/clients, delta.go).
 	cb := serverv3.CallbackFuncs{
-		DeltaStreamOpenFunc:     s.acks.open,
-		DeltaStreamClosedFunc:   s.acks.closed,
-		StreamDeltaRequestFunc:  s.acks.deltaRequest,
-		StreamDeltaResponseFunc: s.acks.deltaResponse,
+		DeltaStreamOpenFunc:     s.acks.Open,
+		DeltaStreamClosedFunc:   s.acks.Closed,
+		StreamDeltaRequestFunc:  s.acks.DeltaRequest,
+		StreamDeltaResponseFunc: s.acks.DeltaResponse,
 	}
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, &adsServer{Server: serverv3.NewServer(ctx, mux, cb), s: s, ctx: ctx})
 	s.addr = lis.Addr().String()
@@ -197,9 +195,9 @@ func (s *Server) serverOptions() ([]grpc.ServerOption, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(16),
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
-		grpc.ChainStreamInterceptor(newPeerStreams(s.cfg.maxStreamsPerPeer()).intercept),
-		// Protobuf, with the resource names of repeated requests shared (codec.go).
-		grpc.ForceServerCodecV2(newRequestCodec()),
+		grpc.ChainStreamInterceptor(clients.NewPeerStreams(s.cfg.maxStreamsPerPeer()).Intercept),
+		// Protobuf, with the resource names of repeated requests shared (resource/codec.go).
+		grpc.ForceServerCodecV2(resource.NewRequestCodec()),
 	)
 	if s.cfg.CertFile == "" && s.cfg.KeyFile == "" {
 		if s.cfg.ClientCAFile != "" {

@@ -10,6 +10,8 @@
 //   - ClusterLoadAssignment "<service>.<namespace>": one locality per zone; Registered pods
 //     HEALTHY, a Draining pod DRAINING, every other pod absent.
 //
+// The resources and the request codec are internal/xds/resource's; what each client
+// subscribes to, was sent and acknowledged, and the limits on clients, internal/xds/clients'.
 // Each resource type is held in its own go-control-plane LinearCache (delta streams, and the
 // Listeners, RouteConfigurations and Clusters of state-of-the-world streams); state-of-the-world
 // streams get ClusterLoadAssignments from sotw.go, whose work per change and per ACK does not
@@ -24,7 +26,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,12 +42,40 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/publish"
+	"github.com/registrar-dev/registrar/internal/xds/clients"
 	"github.com/registrar-dev/registrar/internal/xds/locality"
 	"github.com/registrar-dev/registrar/internal/xds/remote"
+	"github.com/registrar-dev/registrar/internal/xds/resource"
 )
 
 // TypeURLs are the resource types served, in the order a gRPC client asks for them.
-var TypeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
+var TypeURLs = resource.TypeURLs
+
+// MetadataNamespace is the filter_metadata key of each endpoint's metadata (pod name, and
+// cluster for another cluster's endpoint).
+const MetadataNamespace = resource.MetadataNamespace
+
+// RouterFilterName is the HTTP filter name of the router in the published Listener.
+const RouterFilterName = resource.RouterFilterName
+
+// ResourceName is the name of every resource published for a registry (resource.ResourceName).
+func ResourceName(service, namespace string) string { return resource.ResourceName(service, namespace) }
+
+// StaticResources are the Listener, RouteConfiguration and Cluster the server publishes for
+// a resource name (resource.StaticResources).
+func StaticResources(name string) (map[string]types.Resource, error) {
+	return resource.StaticResources(name)
+}
+
+// MaxSubscribedNames bounds the resources one stream subscribes to by name, per type
+// (clients.MaxSubscribedNames).
+const MaxSubscribedNames = clients.MaxSubscribedNames
+
+// Ack is one client's acknowledgement (or rejection) of one published resource.
+type Ack = clients.Ack
+
+// ClientStatus is a connected client as the server sees it.
+type ClientStatus = clients.Status
 
 // Published is one ClusterLoadAssignment as it entered the cache, for OnPublished hooks.
 type Published struct {
@@ -63,7 +92,7 @@ type Published struct {
 type registryState struct {
 	uid  ktypes.UID
 	name string // resource name
-	eps  map[string]endpointState
+	eps  map[string]resource.Endpoint
 	cla  *endpointv3.ClusterLoadAssignment
 	port string // the port name published
 	// duplicates are the endpoints left out of cla (address already published; locality.Build).
@@ -100,8 +129,7 @@ type Server struct {
 	// priority 1 with the registry of that name.
 	remote map[string][]remote.Record
 
-	acks *ackTracker
-	lags pushLags
+	acks *clients.Tracker
 
 	listening chan struct{}
 	addr      string
@@ -129,7 +157,8 @@ func New(cfg Config) *Server {
 	for _, t := range TypeURLs {
 		s.caches[t] = cache.NewLinearCache(t, cache.WithVersionPrefix(s.prefix), cache.WithLogger(logAdapter(s.log)))
 	}
-	s.acks = newAckTracker(s)
+	s.acks = clients.NewTracker(clients.Config{Prefix: s.prefix, RequestRate: cfg.requestRate(), RequestBurst: cfg.requestBurst(),
+		Log: s.log, OnAck: cfg.OnAck})
 	return s
 }
 
@@ -155,7 +184,7 @@ func (s *Server) Publish(reg publish.Registry) publish.Result {
 		}
 	}
 	name := ResourceName(reg.Service, reg.Key.Namespace)
-	if err := validName(reg.Service, reg.Key.Namespace); err != nil {
+	if err := resource.ValidName(reg.Service, reg.Key.Namespace); err != nil {
 		s.unpublishLocked(reg.Key)
 		return publish.Result{Reason: v1beta1.ReasonInvalidXDSResourceName, Message: err.Error() + "; it is not served over xDS"}
 	}
@@ -164,7 +193,7 @@ func (s *Server) Publish(reg publish.Registry) publish.Result {
 		return publish.Result{Reason: v1beta1.ReasonXDSResourceNameConflict, Message: fmt.Sprintf(
 			"xDS resource %q is already served for ServiceRegistry %s; give one of them another spec.serviceName", name, owner.Name)}
 	}
-	port, ok := pickPort(reg.Ports)
+	port, ok := resource.PickPort(reg.Ports)
 	if !ok {
 		s.unpublishLocked(reg.Key)
 		return publish.Result{Reason: v1beta1.ReasonNoPorts, Message: "spec.ports is empty: no port to publish over xDS"}
@@ -182,11 +211,11 @@ func (s *Server) Publish(reg publish.Registry) publish.Result {
 		s.regs[reg.Key] = st
 		s.owners[name] = reg.Key
 	}
-	var eps map[string]endpointState
+	var eps map[string]resource.Endpoint
 	if reg.Hold {
 		eps = st.eps
 	} else {
-		eps = buildEndpoints(reg, port, st.eps)
+		eps = resource.BuildEndpoints(reg, port, st.eps)
 	}
 	st.eps, st.port = eps, port
 	if s.refreshLocked(st) {
@@ -204,7 +233,7 @@ func (s *Server) refreshLocked(st *registryState) bool {
 			others = append(others, e)
 		}
 	}
-	cla, dups := loadAssignment(st.name, st.eps, others)
+	cla, dups := resource.LoadAssignment(st.name, st.eps, others)
 	if d := strings.Join(dups, ","); d != st.duplicates {
 		st.duplicates = d
 		if d != "" {
@@ -247,10 +276,10 @@ func (s *Server) SetRemote(service, namespace string, recs []remote.Record) {
 func (st *registryState) stampHealthy(seq uint64) {
 	next := make(map[string]healthyStamp, len(st.eps))
 	for pod, e := range st.eps {
-		if e.health != corev3.HealthStatus_HEALTHY {
+		if e.Health != corev3.HealthStatus_HEALTHY {
 			continue
 		}
-		addr := fmt.Sprintf("%s:%d", e.address, e.port)
+		addr := fmt.Sprintf("%s:%d", e.Address, e.Port)
 		if h, ok := st.healthy[pod]; ok && h.address == addr {
 			next[pod] = h
 			continue
@@ -279,7 +308,7 @@ func (s *Server) Acknowledged(key ktypes.NamespacedName, pod string, timeout tim
 	if !ok {
 		return true, 0
 	}
-	n := s.acks.waitingFor(name, h.seq)
+	n := s.acks.WaitingFor(name, h.seq)
 	if n == 0 {
 		return true, 0
 	}
@@ -297,7 +326,7 @@ func published(name string) publish.Result {
 // addStatic publishes the Listener, RouteConfiguration and Cluster of a name (they depend
 // on the name only).
 func (s *Server) addStatic(name string) error {
-	res, err := StaticResources(name)
+	res, err := resource.StaticResources(name)
 	if err != nil {
 		return err
 	}
@@ -309,21 +338,21 @@ func (s *Server) addStatic(name string) error {
 
 // update writes one change into the cache of typeURL, stamping it first so that the ACK of
 // any response holding it is attributed to this publish.
-func (s *Server) update(typeURL string, set map[string]types.Resource, del []string, eps map[string]endpointState) {
+func (s *Server) update(typeURL string, set map[string]types.Resource, del []string, eps map[string]resource.Endpoint) {
 	s.seq[typeURL]++
 	seq := s.seq[typeURL]
 	now := time.Now()
 	for name := range set {
-		s.acks.stamp(typeURL, name, seq, now)
+		s.acks.Stamp(typeURL, name, seq, now)
 	}
 	for _, name := range del {
-		s.acks.forget(typeURL, name) // no response holds it any more
+		s.acks.Forget(typeURL, name) // no response holds it any more
 	}
 	if typeURL == resourcev3.EndpointType && s.cfg.OnPublished != nil {
 		for name := range set {
 			health := make(map[string]string, len(eps))
 			for pod, e := range eps {
-				health[pod] = e.health.String()
+				health[pod] = e.Health.String()
 			}
 			s.cfg.OnPublished(Published{Name: name, Seq: seq, At: now, Health: health})
 		}
@@ -336,7 +365,7 @@ func (s *Server) update(typeURL string, set map[string]types.Resource, del []str
 	if err := s.caches[typeURL].UpdateResources(set, del); err != nil {
 		s.log.Error(err, "xDS cache update failed", "type", typeURL)
 	}
-	publishes.WithLabelValues(shortType(typeURL)).Inc()
+	publishes.WithLabelValues(resource.ShortType(typeURL)).Inc()
 }
 
 // Unpublish removes everything published for the registry.
@@ -356,7 +385,7 @@ func (s *Server) unpublishLocked(key ktypes.NamespacedName) {
 	if s.owners[st.name] == key {
 		delete(s.owners, st.name)
 	}
-	s.lags.forget(st.name)
+	s.acks.ForgetPushLags(st.name)
 	for _, t := range TypeURLs {
 		s.update(t, nil, []string{st.name}, nil)
 	}
@@ -378,29 +407,6 @@ func (s *Server) LoadAssignment(name string) *endpointv3.ClusterLoadAssignment {
 		return nil
 	}
 	return r.(*endpointv3.ClusterLoadAssignment)
-}
-
-// parseSeq reads the cache version number out of a response's version_info.
-func (s *Server) parseSeq(version string) (uint64, bool) {
-	if !strings.HasPrefix(version, s.prefix) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(strings.TrimPrefix(version, s.prefix), 10, 64)
-	return n, err == nil
-}
-
-func shortType(typeURL string) string {
-	switch typeURL {
-	case resourcev3.ListenerType:
-		return "lds"
-	case resourcev3.RouteType:
-		return "rds"
-	case resourcev3.ClusterType:
-		return "cds"
-	case resourcev3.EndpointType:
-		return "eds"
-	}
-	return "other"
 }
 
 // logAdapter routes go-control-plane's logs to logr: debug at V(2), info at V(1), warnings
@@ -425,7 +431,27 @@ func logAdapter(l logr.Logger) gcplog.Logger {
 	}
 }
 
-var _ publish.Publisher = (*Server)(nil)
+// Clients lists the connected clients.
+func (s *Server) Clients() []ClientStatus { return s.acks.Statuses() }
+
+// PushLag is the slowest of the registry's last 128 measured pushes of its
+// ClusterLoadAssignment (a change entering the cache → a client's ACK of it); 0 when it is
+// not published or no client acknowledged a change yet. It feeds the drain advice.
+func (s *Server) PushLag(key ktypes.NamespacedName) time.Duration {
+	s.mu.Lock()
+	st := s.regs[key]
+	s.mu.Unlock()
+	if st == nil {
+		return 0
+	}
+	return s.acks.PushLag(st.name)
+}
+
+var (
+	_ publish.Publisher   = (*Server)(nil)
+	_ publish.LagReporter = (*Server)(nil)
+	_ publish.AckWaiter   = (*Server)(nil)
+)
 
 // waitWarm blocks until every registry Expected lists was published or unpublished, or
 // WarmTimeout passed, so that a fresh server never answers from a partial view (a gRPC

@@ -14,7 +14,7 @@ package xds
 // The protocol is the one go-control-plane serves: one response per type in flight on a
 // stream, a request with a stale nonce ignored, a first request (or one naming another
 // server's version) answered even when empty, subscriptions (wildcards, "*", an empty
-// request) by the rules of subscription.go, which the readiness gate's wait reads too
+// request) by the rules of clients.Subscription, which the readiness gate's wait reads too
 // (the stream's edsSubscription is what the ACK tracker asks). Listeners, RouteConfigurations and Clusters change only when a registry comes or
 // goes: they keep a LinearCache watch per request. Delta streams are go-control-plane's.
 
@@ -38,6 +38,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/registrar-dev/registrar/internal/xds/clients"
 )
 
 // edsEntry is one ClusterLoadAssignment as state-of-the-world streams send it.
@@ -104,7 +106,7 @@ type edsSubscription struct {
 	kick chan struct{} // capacity 1: "something you subscribe to changed"
 
 	mu    sync.Mutex
-	sub   subscription
+	sub   clients.Subscription
 	dirty map[string]struct{}
 }
 
@@ -112,7 +114,7 @@ func (e *edsSubscription) mark(changed []string) {
 	e.mu.Lock()
 	hit := false
 	for _, n := range changed {
-		if e.sub.has(n) {
+		if e.sub.Has(n) {
 			if e.dirty == nil {
 				e.dirty = make(map[string]struct{}, len(changed))
 			}
@@ -130,7 +132,7 @@ func (e *edsSubscription) mark(changed []string) {
 }
 
 // take returns the changed names and the subscription, and clears the changes.
-func (e *edsSubscription) take() (dirty map[string]struct{}, sub subscription) {
+func (e *edsSubscription) take() (dirty map[string]struct{}, sub clients.Subscription) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	dirty, e.dirty = e.dirty, nil
@@ -141,15 +143,15 @@ func (e *edsSubscription) take() (dirty map[string]struct{}, sub subscription) {
 func (e *edsSubscription) request(names []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.sub.sotw(names)
+	e.sub.Sotw(names)
 }
 
-// has tells whether the stream is served the ClusterLoadAssignment name (the readiness
+// Has tells whether the stream is served the ClusterLoadAssignment name (the readiness
 // gate's wait reads it).
-func (e *edsSubscription) has(name string) bool {
+func (e *edsSubscription) Has(name string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.sub.has(name)
+	return e.sub.Has(name)
 }
 
 // adsServer serves ADS: state-of-the-world streams here, delta streams (and the per-type
@@ -197,7 +199,7 @@ type adsStream struct {
 func (x *adsServer) StreamAggregatedResources(str discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	st := &adsStream{x: x, id: x.ids.Add(-1), stream: str, node: &corev3.Node{}}
 	acks := x.s.acks
-	if err := acks.open(str.Context(), st.id, resourcev3.AnyType); err != nil {
+	if err := acks.Open(str.Context(), st.id, resourcev3.AnyType); err != nil {
 		return err
 	}
 	defer st.close()
@@ -258,7 +260,7 @@ func (st *adsStream) close() {
 	if st.eds != nil {
 		st.x.s.sotw.remove(st.eds)
 	}
-	st.x.s.acks.closed(st.id, st.node)
+	st.x.s.acks.Closed(st.id, st.node)
 }
 
 func (st *adsStream) watchChan(i int) chan cache.Response {
@@ -288,7 +290,7 @@ func (st *adsStream) request(req *discoveryv3.DiscoveryRequest) error {
 	if typeURL == "" {
 		return status.Errorf(codes.InvalidArgument, "type URL is required for ADS")
 	}
-	if err := st.x.s.acks.request(st.id, req); err != nil {
+	if err := st.x.s.acks.Request(st.id, req); err != nil {
 		return err
 	}
 	if typeURL == resourcev3.EndpointType {
@@ -337,7 +339,7 @@ func (st *adsStream) sendWatched(i int, res cache.Response) error {
 	w.sub.SetReturnedResources(res.GetReturnedResources())
 	w.nonce = out.GetNonce()
 	w.ch = nil // a watch answers once
-	st.x.s.acks.response(st.stream.Context(), st.id, res.GetRequest(), out)
+	st.x.s.acks.Response(st.stream.Context(), st.id, res.GetRequest(), out)
 	return st.stream.Send(out)
 }
 
@@ -347,7 +349,7 @@ func (st *adsStream) edsRequest(req *discoveryv3.DiscoveryRequest) error {
 		st.eds = &edsSubscription{kick: make(chan struct{}, 1)}
 		st.returned = map[string]uint64{}
 		st.x.s.sotw.add(st.eds)
-		st.x.s.acks.serveEDS(st.id, st.eds)
+		st.x.s.acks.ServeEDS(st.id, st.eds)
 	} else if st.edsNonce != "" && req.GetResponseNonce() != st.edsNonce {
 		return nil // answers an older response: ignored, as the protocol says
 	}
@@ -398,7 +400,7 @@ func (st *adsStream) pushEDS(resubscribed, evenIfEmpty bool) error {
 	c.mu.RLock()
 	version := c.seq
 	switch {
-	case resubscribed && sub.wildcard:
+	case resubscribed && sub.Wildcard:
 		for name, e := range c.entries {
 			consider(name, e, true)
 		}
@@ -408,18 +410,18 @@ func (st *adsStream) pushEDS(resubscribed, evenIfEmpty bool) error {
 			}
 		}
 	case resubscribed:
-		for name := range sub.names {
+		for name := range sub.Names {
 			e, ok := c.entries[name]
 			consider(name, e, ok)
 		}
 		for name := range st.returned {
-			if !sub.names[name] {
+			if !sub.Names[name] {
 				delete(st.returned, name)
 			}
 		}
 	default:
 		for name := range dirty {
-			if sub.has(name) {
+			if sub.Has(name) {
 				e, ok := c.entries[name]
 				consider(name, e, ok)
 			}
@@ -441,6 +443,6 @@ func (st *adsStream) pushEDS(resubscribed, evenIfEmpty bool) error {
 		st.returned[o.name] = o.seq
 	}
 	st.edsNonce, st.edsInFlow = resp.GetNonce(), true
-	st.x.s.acks.response(st.stream.Context(), st.id, st.edsReq, resp)
+	st.x.s.acks.Response(st.stream.Context(), st.id, st.edsReq, resp)
 	return st.stream.Send(resp)
 }

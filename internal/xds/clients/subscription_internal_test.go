@@ -1,4 +1,4 @@
-package xds
+package clients
 
 import (
 	"slices"
@@ -7,12 +7,12 @@ import (
 )
 
 // show renders a subscription: "*" for a wildcard, then its names, sorted.
-func show(s subscription) string {
+func show(s Subscription) string {
 	var out []string
-	if s.wildcard {
+	if s.Wildcard {
 		out = append(out, "*")
 	}
-	for n := range s.names {
+	for n := range s.Names {
 		out = append(out, n)
 	}
 	slices.Sort(out)
@@ -20,7 +20,7 @@ func show(s subscription) string {
 }
 
 // TestSubscriptionRules: what a stream subscribes to after each request, state of the world
-// and delta (subscription.go).
+// and delta (Subscription).
 func TestSubscriptionRules(t *testing.T) {
 	type step struct {
 		names, unsub []string // unsub: delta only
@@ -45,12 +45,12 @@ func TestSubscriptionRules(t *testing.T) {
 			{names: []string{"a", "b"}, want: "a,b"}, {unsub: []string{"a"}, want: "b"}, {names: []string{"*"}, want: "*,b"},
 			{unsub: []string{"*", "b"}, want: ""}, {want: ""}}},
 	} {
-		var s subscription
+		var s Subscription
 		for i, st := range tc.steps {
 			if tc.delta {
-				s.delta(st.names, st.unsub)
+				s.Delta(st.names, st.unsub)
 			} else {
-				s.sotw(st.names)
+				s.Sotw(st.names)
 			}
 			if got := show(s); got != st.want {
 				t.Errorf("%s, step %d: %q, want %q", tc.name, i+1, got, st.want)
@@ -60,15 +60,15 @@ func TestSubscriptionRules(t *testing.T) {
 }
 
 func TestAsksForMore(t *testing.T) {
-	sub := func(names ...string) subscription {
-		var s subscription
-		s.sotw(append([]string{"x"}, names...)) // named: an empty request is not a wildcard
-		s.sotw(names)
+	sub := func(names ...string) Subscription {
+		var s Subscription
+		s.Sotw(append([]string{"x"}, names...)) // named: an empty request is not a wildcard
+		s.Sotw(names)
 		return s
 	}
 	for _, tc := range []struct {
 		name        string
-		prev, names subscription
+		prev, names Subscription
 		want        bool
 	}{
 		{"same names (an ACK)", sub("a", "b"), sub("a", "b"), false},
@@ -80,8 +80,8 @@ func TestAsksForMore(t *testing.T) {
 		{"\"*\" after \"*\"", sub("*"), sub("*", "a"), false},
 		{"names after \"*\"", sub("*"), sub("a"), false},
 	} {
-		if got := tc.names.asksForMore(&tc.prev); got != tc.want {
-			t.Errorf("%s: asksForMore = %v, want %v", tc.name, got, tc.want)
+		if got := tc.names.AsksForMore(&tc.prev); got != tc.want {
+			t.Errorf("%s: AsksForMore = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
@@ -90,7 +90,7 @@ func TestAsksForMore(t *testing.T) {
 // what each asks for anew, and the subscription after it.
 func TestSubscribeSequence(t *testing.T) {
 	const eds = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	st := &clientState{subs: map[string]*subscription{}, lastNames: map[string][]string{}}
+	st := &clientState{subs: map[string]*Subscription{}, lastNames: map[string][]string{}}
 	for _, step := range []struct {
 		name    string
 		names   []string
@@ -117,7 +117,7 @@ func TestSubscribeSequence(t *testing.T) {
 		}
 	}
 	// A first request naming nothing is the legacy wildcard.
-	st = &clientState{subs: map[string]*subscription{}, lastNames: map[string][]string{}}
+	st = &clientState{subs: map[string]*Subscription{}, lastNames: map[string][]string{}}
 	if !st.subscribe(eds, nil) || show(*st.subs[eds]) != "*" {
 		t.Errorf("a first request naming nothing: %q, want the wildcard", show(*st.subs[eds]))
 	}

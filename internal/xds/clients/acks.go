@@ -1,8 +1,9 @@
-package xds
+package clients
 
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -10,11 +11,14 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/registrar-dev/registrar/internal/xds/resource"
 )
 
 // Ack is one client's acknowledgement (or rejection) of one published resource.
@@ -62,42 +66,65 @@ type clientState struct {
 	// subs is, per type URL, what the stream's requests subscribed to, so that a request for
 	// names it did not ask for before counts against the limiter, and one that subscribes to
 	// too many is refused (MaxSubscribedNames).
-	subs map[string]*subscription
+	subs map[string]*Subscription
 	// lastNames is, per type URL, the names of the stream's last state-of-the-world request
 	// as it sent them: an ACK that repeats them (every ACK of a gRPC client does) costs no
 	// new set.
 	lastNames map[string][]string
 	// eds is the stream's subscription to ClusterLoadAssignments as the server serves it
-	// (nil before its first EDS request): a state-of-the-world stream's edsSubscription
-	// (sotw.go), a delta stream's subs entry. edsAcked maps each ClusterLoadAssignment to the
+	// (nil before its first EDS request): a state-of-the-world stream's (ServeEDS), a delta
+	// stream's subs entry. edsAcked maps each ClusterLoadAssignment to the
 	// publish (cache version) of the content the client last acknowledged. Both feed the
-	// readiness gate's wait for ACKs (Server.Acknowledged).
-	eds      interface{ has(name string) bool }
+	// readiness gate's wait for ACKs (WaitingFor).
+	eds      interface{ Has(name string) bool }
 	edsAcked map[string]uint64
 }
 
-// ClientStatus is a connected client as the server sees it.
-type ClientStatus struct {
+// Status is a connected client as the server sees it.
+type Status struct {
 	Node string
 	// Acked maps type URL to the version the client last acknowledged.
 	Acked map[string]string
 	Nacks int
 }
 
-// ackTracker follows the responses sent on every stream and the ACK or NACK that answers
-// each: it exports registrar_xds_push_seconds (publish → ACK, per client) and NACK counts.
-type ackTracker struct {
-	s       *Server
+// Config configures a Tracker.
+type Config struct {
+	// Prefix is the server's version prefix: a version that has it names a publish (the
+	// cache version after it).
+	Prefix string
+	// RequestRate and RequestBurst limit the requests of one stream that cost the server a
+	// new watch (answer).
+	RequestRate  float64
+	RequestBurst int
+	Log          logr.Logger
+	// OnAck, when set, is called for every resource of every acknowledged or rejected
+	// response. It must not block.
+	OnAck func(Ack)
+}
+
+// Tracker follows the responses sent on every stream and the ACK or NACK that answers
+// each: it exports registrar_xds_push_seconds (publish → ACK, per client) and NACK counts,
+// keeps the push lags of each ClusterLoadAssignment (PushLag) and tells the readiness gate
+// which clients have not acknowledged a publish yet (WaitingFor). The server stamps each
+// publish (Stamp) and drops what is unpublished (Forget); the streams report what they
+// send and receive (Open, Request, Response, the Delta ones, Closed).
+type Tracker struct {
+	cfg     Config
+	lags    pushLags
 	mu      sync.Mutex
-	history map[string]map[string][]stamp // type URL → published name → stamps, oldest first (forget)
+	history map[string]map[string][]stamp // type URL → published name → stamps, oldest first (Forget)
 	streams map[int64]*clientState
 }
 
-func newAckTracker(s *Server) *ackTracker {
-	return &ackTracker{s: s, history: map[string]map[string][]stamp{}, streams: map[int64]*clientState{}}
+// NewTracker returns a tracker with no stream.
+func NewTracker(cfg Config) *Tracker {
+	return &Tracker{cfg: cfg, history: map[string]map[string][]stamp{}, streams: map[int64]*clientState{}}
 }
 
-func (a *ackTracker) stamp(typeURL, name string, seq uint64, at time.Time) {
+// Stamp records publish seq of the resource name of typeURL, at at: the ACK of any response
+// holding it is attributed to it.
+func (a *Tracker) Stamp(typeURL, name string, seq uint64, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	byName := a.history[typeURL]
@@ -112,11 +139,11 @@ func (a *ackTracker) stamp(typeURL, name string, seq uint64, at time.Time) {
 	byName[name] = h
 }
 
-// forget drops what is kept of a resource that is no longer published: its publish history
+// Forget drops what is kept of a resource that is no longer published: its publish history
 // and every stream's acknowledged version of it. So the history holds the published
 // resources only (at most historyLen stamps each), and a stream's ACKs the published
 // ClusterLoadAssignments it acknowledged.
-func (a *ackTracker) forget(typeURL, name string) {
+func (a *Tracker) Forget(typeURL, name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.history[typeURL], name)
@@ -128,9 +155,17 @@ func (a *ackTracker) forget(typeURL, name string) {
 	}
 }
 
+// Stamped counts the resources of typeURL with a publish history (stamped, not forgotten
+// since): it follows what the server publishes, whatever came and went.
+func (a *Tracker) Stamped(typeURL string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.history[typeURL])
+}
+
 // stampOf is the publish of name that a response at cache version seq holds: the newest at
 // or below seq (a response is built from the cache at its version).
-func (a *ackTracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
+func (a *Tracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
 	h := a.history[typeURL][name]
 	for i := len(h) - 1; i >= 0; i-- {
 		if h[i].seq <= seq {
@@ -140,29 +175,31 @@ func (a *ackTracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
 	return stamp{}, false
 }
 
-func (a *ackTracker) open(_ context.Context, id int64, _ string) error {
+// Open starts following stream id (a go-control-plane StreamOpenFunc).
+func (a *Tracker) Open(_ context.Context, id int64, _ string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, subs: map[string]*subscription{},
+	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, subs: map[string]*Subscription{},
 		lastNames: map[string][]string{},
-		limiter:   rate.NewLimiter(rate.Limit(a.s.cfg.requestRate()), a.s.cfg.requestBurst())}
+		limiter:   rate.NewLimiter(rate.Limit(a.cfg.RequestRate), a.cfg.RequestBurst)}
 	clients.Set(float64(len(a.streams)))
 	return nil
 }
 
-func (a *ackTracker) closed(id int64, _ *corev3.Node) {
+// Closed forgets stream id (a go-control-plane StreamClosedFunc).
+func (a *Tracker) Closed(id int64, _ *corev3.Node) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.streams, id)
 	clients.Set(float64(len(a.streams)))
 }
 
-// response records what a response holds, before it is sent.
-func (a *ackTracker) response(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
-	typ := shortType(resp.GetTypeUrl())
+// Response records what a response on stream id holds, before it is sent.
+func (a *Tracker) Response(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+	typ := resource.ShortType(resp.GetTypeUrl())
 	responses.WithLabelValues(typ).Inc()
 	responseBytes.WithLabelValues(typ).Observe(float64(proto.Size(resp)))
-	seq, ok := a.s.parseSeq(resp.GetVersionInfo())
+	seq, ok := a.parseSeq(resp.GetVersionInfo())
 	names := resourceNames(resp)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -181,10 +218,10 @@ func (a *ackTracker) response(_ context.Context, id int64, _ *discoveryv3.Discov
 	st.pending[resp.GetTypeUrl()] = sent
 }
 
-// request handles a client's request: the first one names the node; one that answers the
+// Request handles a client's state-of-the-world request on stream id: the first one names the node; one that answers the
 // pending response's nonce is its ACK, or its NACK when it carries error_detail. A stream
 // sending requests faster than the per-client limit is closed.
-func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
+func (a *Tracker) Request(id int64, req *discoveryv3.DiscoveryRequest) error {
 	a.mu.Lock()
 	st := a.streams[id]
 	if st == nil {
@@ -197,7 +234,7 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 	}
 	newNames := st.subscribe(req.GetTypeUrl(), req.GetResourceNames())
 	if sent, ok := st.pending[req.GetTypeUrl()]; ok && req.GetErrorDetail() != nil && req.GetResponseNonce() == sent.nonce &&
-		!strings.HasPrefix(req.GetVersionInfo(), a.s.prefix) {
+		!strings.HasPrefix(req.GetVersionInfo(), a.cfg.Prefix) {
 		// A client that rejects its first response from this server asks with no (or
 		// another server's) version, which would make the cache send the same content
 		// again at once, and again on every NACK: an error storm. Answer as if it held
@@ -209,7 +246,7 @@ func (a *ackTracker) request(id int64, req *discoveryv3.DiscoveryRequest) error 
 		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), newNames, time.Now())
 }
 
-// subscribe records a state-of-the-world request of typeURL naming names (subscription.go)
+// subscribe records a state-of-the-world request of typeURL naming names (Subscription)
 // and tells whether it asks for something the stream's subscription of that type did not
 // have (or is its first request of the type). The same names in the same order as the
 // previous request are the common case (an ACK) and cost a comparison, not a new set.
@@ -219,28 +256,29 @@ func (st *clientState) subscribe(typeURL string, names []string) (newNames bool)
 	}
 	sub, seen := st.subs[typeURL]
 	if !seen {
-		sub = &subscription{}
+		sub = &Subscription{}
 		st.subs[typeURL] = sub
 	}
-	prev := *sub // sotw replaces the names' map: prev keeps its own
-	sub.sotw(names)
+	prev := *sub // Sotw replaces the names' map: prev keeps its own
+	sub.Sotw(names)
 	st.lastNames[typeURL] = names
-	return !seen || sub.asksForMore(&prev)
+	return !seen || sub.AsksForMore(&prev)
 }
 
 // tooManyNames closes a stream that subscribes to more than MaxSubscribedNames names of a
 // type (n).
-func (a *ackTracker) tooManyNames(node string, n int) error {
+func (a *Tracker) tooManyNames(node string, n int) error {
 	streamsRefused.Inc()
-	a.s.log.Info("closing an xDS stream that subscribes to more names than the server accepts", "node", node, "names", n,
+	a.cfg.Log.Info("closing an xDS stream that subscribes to more names than the server accepts", "node", node, "names", n,
 		"max", MaxSubscribedNames)
 	return status.Errorf(codes.ResourceExhausted, "%d resource names subscribed, more than %d (ask for \"*\" to get every one)",
 		n, MaxSubscribedNames)
 }
 
-// serveEDS makes sub the EDS subscription of state-of-the-world stream id (at its first
-// EDS request): the readiness gate waits for the stream when sub has the name.
-func (a *ackTracker) serveEDS(id int64, sub *edsSubscription) {
+// ServeEDS makes sub the EDS subscription of state-of-the-world stream id (at its first
+// EDS request), as the server serves it: the readiness gate waits for the stream when sub
+// has the name.
+func (a *Tracker) ServeEDS(id int64, sub interface{ Has(name string) bool }) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if st := a.streams[id]; st != nil {
@@ -259,7 +297,7 @@ func (a *ackTracker) serveEDS(id int64, sub *edsSubscription) {
 // does not count: the server decided to send that response, and a client that acknowledges
 // each push at once must not throttle its own next push. A stream beyond the limit is
 // closed.
-func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bool, nackMsg string, newNames bool, now time.Time) error {
+func (a *Tracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bool, nackMsg string, newNames bool, now time.Time) error {
 	a.mu.Lock()
 	st := a.streams[id]
 	if st == nil {
@@ -274,8 +312,8 @@ func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack
 	if (!answers || newNames) && !st.limiter.Allow() {
 		a.mu.Unlock()
 		rateLimited.Inc()
-		a.s.log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
-		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.s.cfg.requestRate())
+		a.cfg.Log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
+		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.cfg.RequestRate)
 	}
 	if !answers {
 		a.mu.Unlock()
@@ -311,38 +349,37 @@ func (a *ackTracker) answer(id int64, node, typeURL, nonce, keeps string, isNack
 	}
 	a.mu.Unlock()
 
-	typ := shortType(typeURL)
+	typ := resource.ShortType(typeURL)
 	if isNack {
 		nacks.WithLabelValues(typ).Inc()
-		a.s.log.Info("xDS client rejected a response (NACK); it keeps the version it had",
+		a.cfg.Log.Info("xDS client rejected a response (NACK); it keeps the version it had",
 			"node", node, "type", typeURL, "keeps", keeps, "nonce", nonce, "error", nackMsg)
 	}
 	for _, ack := range acks {
 		if !isNack {
 			pushSeconds.WithLabelValues(typ).Observe(ack.At.Sub(ack.PublishedAt).Seconds())
 			if ack.TypeURL == resourcev3.EndpointType {
-				a.s.lags.add(ack.Name, ack.At.Sub(ack.PublishedAt))
+				a.lags.add(ack.Name, ack.At.Sub(ack.PublishedAt))
 			}
 		}
-		if a.s.cfg.OnAck != nil {
-			a.s.cfg.OnAck(ack)
+		if a.cfg.OnAck != nil {
+			a.cfg.OnAck(ack)
 		}
 	}
 	return nil
 }
 
-// Clients lists the connected clients.
-func (s *Server) Clients() []ClientStatus {
-	a := s.acks
+// Statuses lists the connected clients.
+func (a *Tracker) Statuses() []Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]ClientStatus, 0, len(a.streams))
+	out := make([]Status, 0, len(a.streams))
 	for _, st := range a.streams {
 		acked := make(map[string]string, len(st.acked))
 		for k, v := range st.acked {
 			acked[k] = v
 		}
-		out = append(out, ClientStatus{Node: st.node, Acked: acked, Nacks: st.nacks})
+		out = append(out, Status{Node: st.node, Acked: acked, Nacks: st.nacks})
 	}
 	return out
 }
@@ -383,16 +420,25 @@ func field1(b []byte) (string, bool) {
 	return "", false
 }
 
-// waitingFor counts the clients subscribed to the ClusterLoadAssignment name that have not
+// WaitingFor counts the clients subscribed to the ClusterLoadAssignment name that have not
 // acknowledged its content of publish seq or later.
-func (a *ackTracker) waitingFor(name string, seq uint64) int {
+func (a *Tracker) WaitingFor(name string, seq uint64) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := 0
 	for _, st := range a.streams {
-		if st.eds != nil && st.eds.has(name) && st.edsAcked[name] < seq {
+		if st.eds != nil && st.eds.Has(name) && st.edsAcked[name] < seq {
 			n++
 		}
 	}
 	return n
+}
+
+// parseSeq reads the cache version number out of a response's version_info.
+func (a *Tracker) parseSeq(version string) (uint64, bool) {
+	if !strings.HasPrefix(version, a.cfg.Prefix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimPrefix(version, a.cfg.Prefix), 10, 64)
+	return n, err == nil
 }

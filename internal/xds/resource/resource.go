@@ -1,4 +1,12 @@
-package xds
+// Package resource is what the ADS server puts on the wire and reads from it: the resources
+// published for one ServiceRegistry and their shared name "<service>.<namespace>" (the
+// Listener, RouteConfiguration and Cluster, which depend on the name only, and the
+// ClusterLoadAssignment built from the reconcile's verdicts: Registered pods HEALTHY, a
+// Draining pod DRAINING, one locality per zone), the type URLs served, and the gRPC codec
+// that decodes DiscoveryRequests with their resource names shared between requests. It
+// holds no state of the server's: internal/xds decides when to build and push, and
+// internal/xds/clients follows what each client was sent and acknowledged.
+package resource
 
 import (
 	"fmt"
@@ -32,10 +40,10 @@ var label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // ClusterLoadAssignment all share it: "<service>.<namespace>".
 func ResourceName(service, namespace string) string { return service + "." + namespace }
 
-// validName reports why <service>.<namespace> is not a usable resource name: the service
+// ValidName reports why <service>.<namespace> is not a usable resource name: the service
 // must be a DNS-1123 label (a metadata.name with dots, used as the service name, would make
 // the name ambiguous and is not a valid host in an xds:/// target).
-func validName(service, namespace string) error {
+func ValidName(service, namespace string) error {
 	if len(service) > 63 || !label.MatchString(service) {
 		return fmt.Errorf("service name %q is not a DNS-1123 label (lowercase letters, digits and '-', at most 63), so %q is not a valid xDS resource name; set spec.serviceName",
 			service, ResourceName(service, namespace))
@@ -50,7 +58,9 @@ func validName(service, namespace string) error {
 // else the first in spec order.
 const grpcPortName = "grpc"
 
-func pickPort(ports []string) (string, bool) {
+// PickPort is the port published of a registry's ports (grpcPortName, else the first); false
+// when it has none.
+func PickPort(ports []string) (string, bool) {
 	for _, p := range ports {
 		if p == grpcPortName {
 			return p, true
@@ -62,23 +72,23 @@ func pickPort(ports []string) (string, bool) {
 	return ports[0], true
 }
 
-// endpointState is one endpoint as published.
-type endpointState struct {
-	pod     string
-	address string
-	port    uint32
-	zone    string
-	health  corev3.HealthStatus
-	weight  uint32
-	// slowStart is set when the registry has slow start (the pod came with a weight).
-	slowStart bool
+// Endpoint is one endpoint as published.
+type Endpoint struct {
+	Pod     string
+	Address string
+	Port    uint32
+	Zone    string
+	Health  corev3.HealthStatus
+	Weight  uint32
+	// SlowStart is set when the registry has slow start (the pod came with a weight).
+	SlowStart bool
 }
 
-// buildEndpoints maps the reconcile's verdicts to published endpoints: Registered pods are
+// BuildEndpoints maps the reconcile's verdicts to published endpoints: Registered pods are
 // HEALTHY; a Draining pod is DRAINING at the address it was published with before (a pod
 // that was never published as HEALTHY stays absent); every other pod is absent.
-func buildEndpoints(reg publish.Registry, port string, before map[string]endpointState) map[string]endpointState {
-	out := make(map[string]endpointState, len(reg.Pods))
+func BuildEndpoints(reg publish.Registry, port string, before map[string]Endpoint) map[string]Endpoint {
+	out := make(map[string]Endpoint, len(reg.Pods))
 	for _, p := range reg.Pods {
 		switch p.State {
 		case v1beta1.EndpointRegistered:
@@ -86,12 +96,12 @@ func buildEndpoints(reg publish.Registry, port string, before map[string]endpoin
 			if !ok || p.Endpoint.Address == "" || num <= 0 {
 				continue
 			}
-			out[p.Name] = endpointState{pod: p.Name, address: p.Endpoint.Address, port: uint32(num),
-				zone: p.Endpoint.Zone, health: corev3.HealthStatus_HEALTHY, weight: weightOf(p.Endpoint.Weight),
-				slowStart: p.Endpoint.Weight > 0}
+			out[p.Name] = Endpoint{Pod: p.Name, Address: p.Endpoint.Address, Port: uint32(num),
+				Zone: p.Endpoint.Zone, Health: corev3.HealthStatus_HEALTHY, Weight: weightOf(p.Endpoint.Weight),
+				SlowStart: p.Endpoint.Weight > 0}
 		case v1beta1.EndpointDraining:
 			if was, ok := before[p.Name]; ok {
-				was.health = corev3.HealthStatus_DRAINING
+				was.Health = corev3.HealthStatus_DRAINING
 				out[p.Name] = was
 			}
 		}
@@ -108,7 +118,7 @@ func weightOf(w int32) uint32 {
 	return uint32(min(w, wire.FullWeight))
 }
 
-// loadAssignment is the ClusterLoadAssignment of this cluster's endpoints and, in a shared
+// LoadAssignment is the ClusterLoadAssignment of this cluster's endpoints and, in a shared
 // store, other clusters' records of the same service and namespace (internal/xds/locality):
 // this cluster's at priority 0, one locality per zone (per endpoint with slow start), others
 // at priority 1; with no remote record exactly the single-cluster assignment.
@@ -117,11 +127,11 @@ func weightOf(w int32) uint32 {
 // (zone, and sub_zone = the pod): gRPC's round_robin ignores endpoint weights, but its
 // locality picker (weighted_target) honours locality weights, so each endpoint's share of a
 // gRPC client's RPCs is then its weight over the total. Envoy honours the endpoint weights.
-func loadAssignment(name string, eps map[string]endpointState, remote []locality.Endpoint) (*endpointv3.ClusterLoadAssignment, []string) {
+func LoadAssignment(name string, eps map[string]Endpoint, remote []locality.Endpoint) (*endpointv3.ClusterLoadAssignment, []string) {
 	local := make([]locality.Endpoint, 0, len(eps))
 	for _, e := range eps {
 		local = append(local, locality.Endpoint{
-			Pod: e.pod, Address: e.address, Port: e.port, Zone: e.zone, Health: e.health, Weight: e.weight, SlowStart: e.slowStart,
+			Pod: e.Pod, Address: e.Address, Port: e.Port, Zone: e.Zone, Health: e.Health, Weight: e.Weight, SlowStart: e.SlowStart,
 		})
 	}
 	res := locality.Build(local, remote)
@@ -180,7 +190,7 @@ func cluster(name string) *clusterv3.Cluster {
 	}
 }
 
-// StaticResources are the Listener, RouteConfiguration and Cluster this server publishes for
+// StaticResources are the Listener, RouteConfiguration and Cluster the server publishes for
 // a resource name, keyed by type URL: benchmarks feed the same resources to another control
 // plane (bench/xdsfleet), so both serve identical bytes.
 func StaticResources(name string) (map[string]types.Resource, error) {
@@ -193,4 +203,23 @@ func StaticResources(name string) (map[string]types.Resource, error) {
 		resourcev3.RouteType:    routeConfig(name),
 		resourcev3.ClusterType:  cluster(name),
 	}, nil
+}
+
+// TypeURLs are the resource types served, in the order a gRPC client asks for them.
+var TypeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
+
+// ShortType is the type label of the xDS metrics: lds, rds, cds, eds (other for a type not
+// served).
+func ShortType(typeURL string) string {
+	switch typeURL {
+	case resourcev3.ListenerType:
+		return "lds"
+	case resourcev3.RouteType:
+		return "rds"
+	case resourcev3.ClusterType:
+		return "cds"
+	case resourcev3.EndpointType:
+		return "eds"
+	}
+	return "other"
 }

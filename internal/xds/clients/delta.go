@@ -1,4 +1,4 @@
-package xds
+package clients
 
 import (
 	"time"
@@ -6,20 +6,23 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/registrar-dev/registrar/internal/xds/resource"
 )
 
 // Delta (incremental) xDS streams are followed like state-of-the-world ones: each response's
 // resources are stamped with the publish they hold (its system_version_info is the cache
 // version), and the request that answers its nonce is the ACK, or the NACK with
 // error_detail. Subscriptions are incremental (subscribe / unsubscribe lists), by the rules
-// of subscription.go.
+// of Subscription.
 
-// deltaResponse records what a delta response on stream id holds, before it is sent.
-func (a *ackTracker) deltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
-	typ := shortType(resp.GetTypeUrl())
+// DeltaResponse records what a delta response on stream id holds, before it is sent (a
+// go-control-plane StreamDeltaResponseFunc).
+func (a *Tracker) DeltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+	typ := resource.ShortType(resp.GetTypeUrl())
 	responses.WithLabelValues(typ).Inc()
 	responseBytes.WithLabelValues(typ).Observe(float64(proto.Size(resp)))
-	seq, ok := a.s.parseSeq(resp.GetSystemVersionInfo())
+	seq, ok := a.parseSeq(resp.GetSystemVersionInfo())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.streams[id]
@@ -37,20 +40,20 @@ func (a *ackTracker) deltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryReques
 	st.pending[resp.GetTypeUrl()] = sent
 }
 
-// deltaRequest updates the stream's subscriptions (closing a stream that subscribes to more
+// DeltaRequest updates the stream's subscriptions (closing a stream that subscribes to more
 // than MaxSubscribedNames names of a type) and hands an ACK or NACK to the same accounting
-// as a state-of-the-world one.
-func (a *ackTracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+// as a state-of-the-world one (a go-control-plane StreamDeltaRequestFunc).
+func (a *Tracker) DeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	a.mu.Lock()
 	newNames := len(req.GetResourceNamesSubscribe()) > 0
 	if st := a.streams[id]; st != nil {
 		sub := st.subs[req.GetTypeUrl()]
 		if sub == nil {
-			sub = &subscription{}
+			sub = &Subscription{}
 			st.subs[req.GetTypeUrl()] = sub
 		}
-		sub.delta(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
-		if n := len(sub.names); n > MaxSubscribedNames {
+		sub.Delta(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
+		if n := len(sub.Names); n > MaxSubscribedNames {
 			node := st.node
 			if node == "" { // its first request
 				node = req.GetNode().GetId()

@@ -1,12 +1,12 @@
-package xds
+package clients
 
-// subscription is what one stream subscribes to of one resource type: the one definition
-// of "subscribed" in this package. The state-of-the-world server sends a stream the
-// ClusterLoadAssignments its subscription has (sotw.go), the readiness gate waits for the
-// clients whose subscription has the pod's assignment (acks.go, waitingFor), and the
-// per-client request limit counts a request that asks for more than the stream's
+// Subscription is what one stream subscribes to of one resource type: the one definition
+// of "subscribed" of the ADS server. The state-of-the-world server sends a stream the
+// ClusterLoadAssignments its subscription has (internal/xds, sotw.go), the readiness gate
+// waits for the clients whose subscription has the pod's assignment (Tracker.WaitingFor),
+// and the per-client request limit counts a request that asks for more than the stream's
 // subscription had (acks.go). Delta streams are served by go-control-plane
-// (pkg/server/stream/v3.Subscription); delta applies a delta request by the same rules, so
+// (pkg/server/stream/v3.Subscription); Delta applies a delta request by the same rules, so
 // that the gate waits for exactly the delta clients that server serves.
 //
 // The rules (the xDS protocol's, as go-control-plane implements them):
@@ -21,74 +21,74 @@ package xds
 //     something, and then until "*" is unsubscribed.
 //
 // The zero value is a stream that has sent no request of the type: subscribed to nothing.
-type subscription struct {
-	wildcard bool
+type Subscription struct {
+	Wildcard bool
 	named    bool // a request named something (or "*"): no more legacy wildcard
-	names    map[string]bool
+	Names    map[string]bool
 }
 
-// has tells whether the subscription has the resource name.
-func (s *subscription) has(name string) bool { return s.wildcard || s.names[name] }
+// Has tells whether the subscription has the resource name.
+func (s *Subscription) Has(name string) bool { return s.Wildcard || s.Names[name] }
 
-// sotw applies a state-of-the-world request naming names. It never changes the map it had
+// Sotw applies a state-of-the-world request naming names. It never changes the map it had
 // (a new request makes a new one), so a copy of the subscription keeps its names.
-func (s *subscription) sotw(names []string) {
+func (s *Subscription) Sotw(names []string) {
 	if !s.named {
 		if len(names) == 0 {
-			s.wildcard = true // the legacy wildcard
+			s.Wildcard = true // the legacy wildcard
 			return
 		}
 		s.named = true
 	}
-	s.wildcard = false
-	s.names = make(map[string]bool, len(names))
+	s.Wildcard = false
+	s.Names = make(map[string]bool, len(names))
 	for _, n := range names {
 		if n == explicitWildcard {
-			s.wildcard = true
+			s.Wildcard = true
 			continue
 		}
-		s.names[n] = true
+		s.Names[n] = true
 	}
 }
 
-// delta applies a delta request's subscribe and unsubscribe lists.
-func (s *subscription) delta(subscribe, unsubscribe []string) {
+// Delta applies a delta request's subscribe and unsubscribe lists.
+func (s *Subscription) Delta(subscribe, unsubscribe []string) {
 	if !s.named {
 		if len(subscribe) == 0 {
-			s.wildcard = true // the legacy wildcard; unsubscribe is not looked at
+			s.Wildcard = true // the legacy wildcard; unsubscribe is not looked at
 			return
 		}
 		s.named = true // a legacy wildcard before stays one
 	}
-	if s.names == nil {
-		s.names = map[string]bool{}
+	if s.Names == nil {
+		s.Names = map[string]bool{}
 	}
 	for _, n := range subscribe {
 		if n == explicitWildcard {
-			s.wildcard = true
+			s.Wildcard = true
 			continue
 		}
-		s.names[n] = true
+		s.Names[n] = true
 	}
 	for _, n := range unsubscribe {
 		if n == explicitWildcard {
-			s.wildcard = false
+			s.Wildcard = false
 			continue
 		}
-		delete(s.names, n)
+		delete(s.Names, n)
 	}
 }
 
-// asksForMore tells whether the subscription has a name that prev did not.
-func (s *subscription) asksForMore(prev *subscription) bool {
-	if prev.wildcard {
+// AsksForMore tells whether the subscription has a name that prev did not.
+func (s *Subscription) AsksForMore(prev *Subscription) bool {
+	if prev.Wildcard {
 		return false // prev had everything
 	}
-	if s.wildcard {
+	if s.Wildcard {
 		return true
 	}
-	for n := range s.names {
-		if !prev.names[n] {
+	for n := range s.Names {
+		if !prev.Names[n] {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package xds
+package resource
 
 import (
 	"errors"
@@ -14,19 +14,22 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// requestCodec is the ADS server's gRPC codec: protobuf, except that a state-of-the-world
+// requestCodec is the ADS server's gRPC codec (NewRequestCodec): protobuf, except that a state-of-the-world
 // DiscoveryRequest's resource names are shared between requests that name the same ones.
 // Every ACK of a gRPC client repeats all the names it subscribes to; decoding them into
 // new strings was 40 % of the bytes the operator allocated in `make bench-xds` (100 names
 // per ACK, thousands of ACKs a second). Here the names' bytes are looked up in a set of
 // the name lists seen before, bounded by bytes (maxNameListBytes); a hit costs no allocation, and the names are the very
-// strings of the previous request, so comparing them with it (ackTracker.subscribe,
-// adsStream.subscribeEDS) is a pointer comparison each. The other fields decode as protobuf
+// strings of the previous request, so comparing them with it (clients.Tracker.Request,
+// the xds package's adsStream.subscribeEDS) is a pointer comparison each. The other fields decode as protobuf
 // does. The shared lists are read-only: their capacity is their length, so an append copies.
 type requestCodec struct {
 	base  encoding.CodecV2
 	names *nameLists
 }
+
+// NewRequestCodec is the codec the ADS server forces (grpc.ForceServerCodecV2).
+func NewRequestCodec() encoding.CodecV2 { return newRequestCodec() }
 
 func newRequestCodec() *requestCodec {
 	return &requestCodec{base: encoding.GetCodecV2(grpcproto.Name), names: newNameLists(maxNameListBytes)}

@@ -1,4 +1,4 @@
-package xds
+package clients
 
 import (
 	"context"
@@ -11,21 +11,22 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// peerStreams counts the streams open per client IP address and refuses one beyond max:
+// PeerStreams counts the streams open per client IP address and refuses one beyond max:
 // one client cannot hold more than max streams' state (subscriptions, pending responses)
 // however many connections it opens. Its map holds the addresses with an open stream only.
-type peerStreams struct {
+type PeerStreams struct {
 	max  int
 	mu   sync.Mutex
 	open map[string]int
 }
 
-func newPeerStreams(maxStreams int) *peerStreams {
-	return &peerStreams{max: maxStreams, open: map[string]int{}}
+// NewPeerStreams refuses a stream beyond maxStreams open from one client IP address.
+func NewPeerStreams(maxStreams int) *PeerStreams {
+	return &PeerStreams{max: maxStreams, open: map[string]int{}}
 }
 
-// intercept is the server's stream interceptor.
-func (p *peerStreams) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+// Intercept is the server's stream interceptor.
+func (p *PeerStreams) Intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	host := peerHost(ss.Context())
 	if !p.acquire(host) {
 		streamsRefused.Inc()
@@ -35,7 +36,7 @@ func (p *peerStreams) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamSer
 	return handler(srv, ss)
 }
 
-func (p *peerStreams) acquire(host string) bool {
+func (p *PeerStreams) acquire(host string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.open[host] >= p.max {
@@ -45,7 +46,7 @@ func (p *peerStreams) acquire(host string) bool {
 	return true
 }
 
-func (p *peerStreams) release(host string) {
+func (p *PeerStreams) release(host string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.open[host] <= 1 {

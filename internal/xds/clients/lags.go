@@ -1,12 +1,8 @@
-package xds
+package clients
 
 import (
 	"sync"
 	"time"
-
-	ktypes "k8s.io/apimachinery/pkg/types"
-
-	"github.com/registrar-dev/registrar/internal/publish"
 )
 
 // pushLagWindow is how many recent push lags (publish → one client's ACK) are kept per
@@ -63,18 +59,10 @@ func (p *pushLags) forget(name string) {
 	delete(p.byName, name)
 }
 
-// PushLag is the slowest of the registry's last 128 measured pushes of its
-// ClusterLoadAssignment (a change entering the cache → a client's ACK of it); 0 when it is
-// not published or no client acknowledged a change yet. It feeds the drain advice.
-func (s *Server) PushLag(key ktypes.NamespacedName) time.Duration {
-	s.mu.Lock()
-	st := s.regs[key]
-	s.mu.Unlock()
-	if st == nil {
-		return 0
-	}
-	return s.lags.max(st.name)
-}
+// PushLag is the slowest of the last 128 measured pushes of the ClusterLoadAssignment name
+// (a change entering the cache → a client's ACK of it); 0 when no client acknowledged a
+// change of it yet.
+func (a *Tracker) PushLag(name string) time.Duration { return a.lags.max(name) }
 
-var _ publish.LagReporter = (*Server)(nil)
-var _ publish.AckWaiter = (*Server)(nil)
+// ForgetPushLags drops the push lags of the ClusterLoadAssignment name (unpublished).
+func (a *Tracker) ForgetPushLags(name string) { a.lags.forget(name) }
