@@ -42,6 +42,8 @@ import (
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 	"github.com/registrar-dev/registrar/internal/tenancy"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
@@ -275,7 +277,7 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 	}
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{
+	cli, err := etcdclient.New(etcdclient.Config{
 		Endpoints: endpoints, CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
 	})
 	if err != nil {
@@ -293,7 +295,7 @@ func run(ctx context.Context, cfg config) error {
 	var (
 		guard  etcdstore.WriteGuard
 		shards ctrlrt.Shards
-		fence  *etcdstore.Fence
+		fence  *fence.Fence
 	)
 	if cfg.sharding.enabled() { // --store-shared needs --store-lease-ttl, which sharding refuses
 		coord, fences, err := setupSharding(mgr, cfg, cli)
@@ -371,7 +373,7 @@ func storeEndpoints(ctx context.Context, cfg config) ([]string, func(), error) {
 		return strings.Split(cfg.storeEndpoints, ","), func() {}, nil
 	}
 	setupLog.Info("no --store-endpoints: starting an embedded etcd", "dataDir", cfg.storeDataDir, "clientURL", cfg.embeddedClientURL)
-	srv, err := etcdstore.StartEmbedded(etcdstore.EmbeddedConfig{
+	srv, err := etcdclient.StartEmbedded(etcdclient.EmbeddedConfig{
 		DataDir: cfg.storeDataDir, ClientURL: cfg.embeddedClientURL, PeerURL: cfg.embeddedPeerURL,
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
@@ -97,16 +98,16 @@ func (c *clusterConfig) resolve(ctx context.Context, cfg *rest.Config, clusterNa
 // newFence is the write fence of the installation: its cluster's fence in a shared store,
 // else the installation's own (--store-fence-name), after refusing a prefix laid out for
 // several clusters.
-func (c clusterConfig) newFence(ctx context.Context, cli *clientv3.Client, prefix, fenceName, holder string, timeout time.Duration) (*etcdstore.Fence, error) {
+func (c clusterConfig) newFence(ctx context.Context, cli *clientv3.Client, prefix, fenceName, holder string, timeout time.Duration) (*fence.Fence, error) {
 	if c.shared {
-		return etcdstore.NewClusterFence(cli, prefix, c.id, c.installation, holder, timeout), nil
+		return fence.NewCluster(cli, prefix, c.id, c.installation, holder, timeout), nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := etcdstore.CheckLayout(cctx, cli, prefix); err != nil {
+	if err := fence.CheckLayout(cctx, cli, prefix); err != nil {
 		return nil, err
 	}
-	return etcdstore.NewFence(cli, etcdstore.FenceKey(prefix, fenceName), holder, timeout), nil
+	return fence.New(cli, fence.Key(prefix, fenceName), holder, timeout), nil
 }
 
 // storeCluster is the etcd store's Options.Cluster: the cluster ID when shared.

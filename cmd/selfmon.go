@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/registrar-dev/registrar/internal/monitor"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 )
 
 // selfMonConfig configures registrar's self-monitoring (issue 19; docs/operations.md).
@@ -92,7 +92,7 @@ func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, end
 			if sm.canaryStoreEndpoint != "" {
 				readerEndpoints = strings.Split(sm.canaryStoreEndpoint, ",")
 			}
-			reader, err := etcdstore.NewClient(etcdstore.ClientConfig{
+			reader, err := etcdclient.New(etcdclient.Config{
 				Endpoints: readerEndpoints, CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
 			})
 			if err != nil {
@@ -118,7 +118,7 @@ func setupSelfMonitoring(mgr ctrl.Manager, cfg config, cli *clientv3.Client, end
 		// Its own prober even on the etcd store's cluster: its verdict carries the DNS canary.
 		c := cli
 		if cfg.stores.corednsEndpoints != "" {
-			if c, err = etcdstore.NewClient(etcdstore.ClientConfig{
+			if c, err = etcdclient.New(etcdclient.Config{
 				Endpoints: strings.Split(cfg.stores.corednsEndpoints, ","), CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
 			}); err != nil {
 				return nil, fmt.Errorf("coredns store health client: %w", err)

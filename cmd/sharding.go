@@ -11,7 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/registrar-dev/registrar/internal/sharding"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 )
 
 // Values of --sharding.
@@ -88,9 +88,9 @@ func leaseNamespaceOf(cfg config) string {
 
 // setupSharding adds the shard Coordinator to mgr and returns it with the per-shard write
 // fences that guard the etcd store.
-func setupSharding(mgr ctrl.Manager, cfg config, cli *clientv3.Client) (*sharding.Coordinator, *etcdstore.ShardFences, error) {
+func setupSharding(mgr ctrl.Manager, cfg config, cli *clientv3.Client) (*sharding.Coordinator, *fence.Shards, error) {
 	ring := fenceName(cfg)
-	fences := etcdstore.NewShardFences(cli, cfg.storePrefix, ring, cfg.sharding.id, cfg.sharding.count, cfg.storeTimeout)
+	fences := fence.NewShards(cli, cfg.storePrefix, ring, cfg.sharding.id, cfg.sharding.count, cfg.storeTimeout)
 	coord := sharding.NewCoordinator(sharding.Config{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
 		Namespace: leaseNamespaceOf(cfg), Ring: ring, Identity: cfg.sharding.id,

@@ -16,6 +16,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/store"
 	corednsstore "github.com/registrar-dev/registrar/internal/store/coredns"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	zkstore "github.com/registrar-dev/registrar/internal/store/zookeeper"
 )
@@ -110,7 +111,7 @@ func openStore(mgr ctrl.Manager, cfg config, name string, cli *clientv3.Client, 
 		if sc.corednsEndpoints != "" {
 			dnsEndpoints = strings.Split(sc.corednsEndpoints, ",")
 			var err error
-			if dnsCli, err = etcdstore.NewClient(etcdstore.ClientConfig{
+			if dnsCli, err = etcdclient.New(etcdclient.Config{
 				Endpoints: dnsEndpoints, CAFile: cfg.storeCA, CertFile: cfg.storeCert, KeyFile: cfg.storeKey,
 			}); err != nil {
 				return nil, "", err

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/registrar-dev/registrar/internal/eureka"
-	"github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/pkg/discovery"
 )
 
@@ -96,7 +96,7 @@ func main() {
 }
 
 func run(ctx context.Context, o options, log logr.Logger) error {
-	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: strings.Split(o.storeEndpoints, ","),
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: strings.Split(o.storeEndpoints, ","),
 		CAFile: o.storeCA, CertFile: o.storeCert, KeyFile: o.storeKey})
 	if err != nil {
 		return err

@@ -22,7 +22,7 @@ import (
 // that several installations can share a namespace.
 const RingLabel = "registrar.dev/shard-ring"
 
-// Fences are the per-shard write fences in the store (internal/store/etcd.ShardFences).
+// Fences are the per-shard write fences in the store (internal/store/etcd/fence.Shards).
 type Fences interface {
 	// Acquire takes the shard's fence unless a member for which alive is true holds it;
 	// ok is false (and err nil) when it is held.

@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 )
 
 // restartedAPIServer is a kube-apiserver process a test started again with envtest's own
@@ -113,7 +113,7 @@ func TestAPIServerRestart(t *testing.T) {
 
 	start := stopAPIServer(t)
 	gone := "web-2"
-	kcli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{testEnv.ControlPlane.Etcd.URL.String()}})
+	kcli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{testEnv.ControlPlane.Etcd.URL.String()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 	"github.com/registrar-dev/registrar/test/support/proc"
 )
@@ -88,7 +88,7 @@ func (m *member) kill() {
 // waitServing waits until a linearizable read through endpoints succeeds.
 func waitServing(t *testing.T, endpoints []string) {
 	t.Helper()
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: endpoints})
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: endpoints})
 	if err != nil {
 		t.Fatal(err)
 	}

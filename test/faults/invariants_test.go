@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/internal/store"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 )
 
 // The fault recorder: every test watches the whole keyspace of its store with a client of its
@@ -372,7 +372,7 @@ func record(t *testing.T, cli *clientv3.Client, rev int64) *recorder {
 	}
 	r := newRecorder(rev, initial, time.Now())
 	for i, ep := range cli.Endpoints() {
-		mc, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{ep}, DialTimeout: 2 * time.Second})
+		mc, err := etcdclient.New(etcdclient.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatalf("recorder: client of %s: %v", ep, err)
 		}

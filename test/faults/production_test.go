@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	podwebhook "github.com/registrar-dev/registrar/internal/webhook"
 	"github.com/registrar-dev/registrar/test/support/adsclient"
 )
@@ -240,7 +240,7 @@ func newProd(t *testing.T, seed uint64, size scenarioSize) *prod {
 		lost: map[string]bool{}}
 	p.label = fmt.Sprintf("s%d-%d", seed, time.Now().UnixNano()%1_000_000)
 	srv := startStore(t)
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{srv.Endpoint()}, DialTimeout: 2 * time.Second})
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 )
 
 const (
@@ -55,7 +57,7 @@ func newScenario(t *testing.T, endpoints []string) *scenario {
 	s := &scenario{t: t, ctx: testCtx(t), world: newWorld(), pods: map[string]*corev1.Pod{}, storeURL: strings.Join(endpoints, ",")}
 	// The operator's client settings: gRPC's default reconnect backoff (up to 120 s) would
 	// make this client, not the operator, slow to see the store return.
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: endpoints, DialTimeout: 2 * time.Second})
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +362,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 func (s *scenario) fenceHolder(name string) int {
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
 	defer cancel()
-	resp, err := s.store.Get(ctx, etcdstore.FenceKey(prefix, name))
+	resp, err := s.store.Get(ctx, fence.Key(prefix, name))
 	if err != nil || len(resp.Kvs) == 0 {
 		return 0
 	}

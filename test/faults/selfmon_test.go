@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/test/support/netproxy"
 )
@@ -100,7 +100,7 @@ func TestStoreQuorumMonitoring(t *testing.T) {
 // leaderOf is the member the cluster's members agree leads.
 func leaderOf(t *testing.T, ms []*member) *member {
 	t.Helper()
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: endpointsOf(ms)})
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: endpointsOf(ms)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/registrar-dev/registrar/internal/sharding"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 )
 
 // TestShardOwnerKilled: three replicas with --sharding=lease; the one holding the shard of
@@ -30,7 +30,7 @@ func TestShardOwnerKilled(t *testing.T) {
 			"--shard-lease-duration="+lease.String(), "--shard-renew-period=500ms")
 		ops[id] = startOperator(t, id, cfg)
 	}
-	key := etcdstore.ShardFenceKey(prefix, ring, sharding.ShardOf(s.ns, shards))
+	key := fence.ShardKey(prefix, ring, sharding.ShardOf(s.ns, shards))
 	holder := func() string {
 		ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
 		defer cancel()

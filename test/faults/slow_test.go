@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 )
 
 // delayProxy forwards TCP connections to a target, holding every chunk for the current
@@ -188,7 +188,7 @@ func otherPod(t *testing.T, s *scenario, i int) {
 // proxiedRoundTrip times one read through the proxy with a new client.
 func proxiedRoundTrip(t *testing.T, p *delayProxy) time.Duration {
 	t.Helper()
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{p.addr()}})
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{p.addr()}})
 	if err != nil {
 		t.Fatal(err)
 	}

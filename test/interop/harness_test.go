@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 	"github.com/registrar-dev/registrar/test/support/ports"
 	"github.com/registrar-dev/registrar/test/support/proc"
@@ -83,7 +83,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatalf("start etcd: %v", err)
 	}
 	t.Cleanup(w.etcd.Stop)
-	if w.store, err = etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{w.etcd.Endpoint()}, DialTimeout: 2 * time.Second}); err != nil {
+	if w.store, err = etcdclient.New(etcdclient.Config{Endpoints: []string{w.etcd.Endpoint()}, DialTimeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.store.Close() })

@@ -45,6 +45,8 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/internal/xds"
@@ -155,10 +157,10 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{"http://" + m.proxy.Addr}, DialTimeout: 2 * time.Second})
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{"http://" + m.proxy.Addr}, DialTimeout: 2 * time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	audit := newAuditKV(cli, cluster)
-	fence := etcdstore.NewClusterFence(audit, storePrefix, cluster, installation, installation+"-leader", 2*time.Second)
+	fence := fence.NewCluster(audit, storePrefix, cluster, installation, installation+"-leader", 2*time.Second)
 	Expect(mgr.Add(fence)).To(Succeed())
 	// As cmd/: the store's return and the loss of the endpoint lease resync every registry.
 	recovered := make(chan ctrlevent.GenericEvent, 1)

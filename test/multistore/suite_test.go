@@ -30,6 +30,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller"
 	corednsstore "github.com/registrar-dev/registrar/internal/store/coredns"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/test/support/corednstest"
@@ -107,9 +108,9 @@ func startOperator() {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	etcdCli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{storeServer.Endpoint()}})
+	etcdCli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{storeServer.Endpoint()}})
 	Expect(err).NotTo(HaveOccurred())
-	dnsCli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{dnsEtcd.Endpoint()}})
+	dnsCli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{dnsEtcd.Endpoint()}})
 	Expect(err).NotTo(HaveOccurred())
 	stores, err := multi.New([]multi.Named{
 		{Name: "etcd", Store: etcdstore.New(etcdCli, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second})},

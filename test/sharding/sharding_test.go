@@ -20,6 +20,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/sharding"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 	"github.com/registrar-dev/registrar/test/support/proc"
 )
 
@@ -339,7 +340,7 @@ func (h *harness) waitStore(what string) time.Duration {
 func (h *harness) holders() map[string]string {
 	out := map[string]string{}
 	for _, ns := range h.namespaces {
-		key := etcdstore.ShardFenceKey(h.prefix, h.ring, sharding.ShardOf(ns, shardCount))
+		key := fence.ShardKey(h.prefix, h.ring, sharding.ShardOf(ns, shardCount))
 		ctx, cancel := context.WithTimeout(h.ctx, 3*time.Second)
 		resp, err := h.store.Get(ctx, key)
 		cancel()

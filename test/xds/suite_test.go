@@ -31,6 +31,7 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/internal/xds"
@@ -117,7 +118,7 @@ func startOperator() *runningOperator {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{storeServer.Endpoint()}})
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{storeServer.Endpoint()}})
 	Expect(err).NotTo(HaveOccurred())
 	srv := xds.New(xds.Config{
 		BindAddress: xdsAddr,

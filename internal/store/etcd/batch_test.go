@@ -13,6 +13,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 )
 
 // countingKV passes every call to a real client, counts the transactions in flight (the most
@@ -83,7 +84,7 @@ func batchFixture(t *testing.T) (fixture, *etcd.Store, *countingKV, *txnLog) {
 	f := newFixture(t, etcd.Options{})
 	cli := newClient(t, requireServer(t))
 	kv := newCountingKV(cli)
-	fence := etcd.NewFence(cli, etcd.FenceKey(f.prefix, "ns"), "leader", 0)
+	fence := fence.New(cli, fence.Key(f.prefix, "ns"), "leader", 0)
 	if err := fence.Acquire(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestBatchFencedFailsEveryApply(t *testing.T) {
 		}
 	})
 	// A new leader takes the fence while the queued Applies wait.
-	if err := etcd.NewFence(f.raw, etcd.FenceKey(f.prefix, "ns"), "new", 0).Acquire(ctx(t)); err != nil {
+	if err := fence.New(f.raw, fence.Key(f.prefix, "ns"), "new", 0).Acquire(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if err := release(); !errors.Is(err, store.ErrFenced) {

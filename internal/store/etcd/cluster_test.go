@@ -8,6 +8,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
@@ -113,8 +114,8 @@ func TestSharedLayoutIsolatesClusters(t *testing.T) {
 func TestClusterFenceRefusesAnotherInstallation(t *testing.T) {
 	f := newFixture(t, etcd.Options{})
 	cliA, cliB, cliA2 := newClient(t, requireServer(t)), newClient(t, requireServer(t)), newClient(t, requireServer(t))
-	fenceA := etcd.NewClusterFence(cliA, f.prefix, "c1", "inst-a", "a-0", 0)
-	fenceB := etcd.NewClusterFence(cliB, f.prefix, "c1", "inst-b", "b-0", 0)
+	fenceA := fence.NewCluster(cliA, f.prefix, "c1", "inst-a", "a-0", 0)
+	fenceB := fence.NewCluster(cliB, f.prefix, "c1", "inst-b", "b-0", 0)
 	a := etcd.New(cliA, etcd.Options{Prefix: f.prefix, Cluster: "c1", Fence: fenceA})
 	b := etcd.New(cliB, etcd.Options{Prefix: f.prefix, Cluster: "c1", Fence: fenceB, Timeout: 2 * time.Second})
 	if err := fenceA.Acquire(ctx(t)); err != nil {
@@ -145,7 +146,7 @@ func TestClusterFenceRefusesAnotherInstallation(t *testing.T) {
 		t.Errorf("the holder's write after the refused claim: %v", err)
 	}
 	// A new replica of installation A (a failover) takes the fence; the old one is deposed.
-	fenceA2 := etcd.NewClusterFence(cliA2, f.prefix, "c1", "inst-a", "a-1", 0)
+	fenceA2 := fence.NewCluster(cliA2, f.prefix, "c1", "inst-a", "a-1", 0)
 	if err := fenceA2.Acquire(ctx(t)); err != nil {
 		t.Fatalf("same installation's new leader: %v", err)
 	}
@@ -153,7 +154,7 @@ func TestClusterFenceRefusesAnotherInstallation(t *testing.T) {
 		t.Errorf("deposed replica's write: err = %v, want ErrFenced", err)
 	}
 	// Another cluster ID on the same prefix is no clash.
-	other := etcd.NewClusterFence(cliB, f.prefix, "c2", "inst-b", "b-0", 0)
+	other := fence.NewCluster(cliB, f.prefix, "c2", "inst-b", "b-0", 0)
 	if err := other.Acquire(ctx(t)); err != nil {
 		t.Errorf("cluster c2's fence: %v", err)
 	}
@@ -164,19 +165,19 @@ func TestClusterFenceRefusesAnotherInstallation(t *testing.T) {
 func TestLayoutMismatchRefused(t *testing.T) {
 	f := newFixture(t, etcd.Options{})
 	cli := newClient(t, requireServer(t))
-	if err := etcd.CheckLayout(ctx(t), cli, f.prefix); err != nil {
+	if err := fence.CheckLayout(ctx(t), cli, f.prefix); err != nil {
 		t.Errorf("CheckLayout on an empty prefix: %v", err)
 	}
-	fence := etcd.NewClusterFence(cli, f.prefix, "c1", "inst-a", "a-0", 0)
-	if err := fence.Acquire(ctx(t)); err != nil {
+	clusterFence := fence.NewCluster(cli, f.prefix, "c1", "inst-a", "a-0", 0)
+	if err := clusterFence.Acquire(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := etcd.CheckLayout(ctx(t), cli, f.prefix); err == nil {
+	if err := fence.CheckLayout(ctx(t), cli, f.prefix); err == nil {
 		t.Error("CheckLayout accepted a shared prefix for a single-cluster installation")
 	}
 	f.put(t, wire.LayoutKey(f.prefix), "single")
 	f.del(t, wire.ClusterFenceKey(f.prefix, "c1"))
-	if err := etcd.NewClusterFence(cli, f.prefix, "c1", "inst-a", "a-0", 0).Acquire(ctx(t)); !errors.Is(err, store.ErrClusterClaimed) {
+	if err := fence.NewCluster(cli, f.prefix, "c1", "inst-a", "a-0", 0).Acquire(ctx(t)); !errors.Is(err, store.ErrClusterClaimed) {
 		t.Errorf("shared fence on a prefix of another layout: err = %v, want refusal", err)
 	}
 }

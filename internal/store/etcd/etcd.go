@@ -1,5 +1,12 @@
 // Package etcd is the etcd backend of the store: one key per endpoint at
-// {prefix}/{service}/{namespace}/{pod}, one JSON value, and guarded transactions.
+// {prefix}/{service}/{namespace}/{pod} with one JSON value (codec.go), listed, scanned and
+// watched under the prefix, and written in transactions that each carry the writer's guard
+// (WriteGuard: the fences of package fence) and are split to etcd's --max-txn-ops or
+// coalesced under load (batch.go). It also owns the outage handling (fail fast while the
+// store is down, probe until it answers, OnRecover), the endpoint lease that lets the
+// endpoints expire once every writer is gone (lease.go), and the layout several clusters
+// share (cluster.go: each writer touches only its own cluster's records). How to reach etcd,
+// or run it in-process, is package etcdclient's.
 package etcd
 
 import (
@@ -10,8 +17,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
+
+// FenceDir is the directory under the store prefix that holds registrar's own bookkeeping
+// (wire.ReservedDir: the fences of package fence, the endpoint lease's record): it never
+// collides with {prefix}/{serviceName}/, and List, ListAll and Watch skip it.
+const FenceDir = wire.ReservedDir
 
 // Defaults of Options.
 const (
@@ -31,8 +44,8 @@ type Options struct {
 	MaxTxnOps int
 	// Fence, when set, guards every transaction: writes fail with store.ErrFenced once
 	// another leader took the fence, and wait until this process has taken it.
-	Fence *Fence
-	// Guard, when set, guards every transaction instead of Fence (ShardFences: the fence
+	Fence *fence.Fence
+	// Guard, when set, guards every transaction instead of Fence (fence.Shards: the fence
 	// of the scope's shard).
 	Guard WriteGuard
 	// ProbeTimeout bounds each call while the store is known to be unreachable, so that a

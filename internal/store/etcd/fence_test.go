@@ -10,26 +10,22 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
-func TestFenceKey(t *testing.T) {
-	if got, want := etcd.FenceKey("/registrar/services/", "registrar-system"), "/registrar/services/.registrar/fence/registrar-system"; got != want {
-		t.Errorf("FenceKey = %q, want %q", got, want)
-	}
-}
-
 // fencedStore is a Store of the fixture's prefix whose writes carry a fence on key.
-func fencedStore(t *testing.T, f fixture, key, id string) (*etcd.Store, *etcd.Fence) {
+func fencedStore(t *testing.T, f fixture, key, id string) (*etcd.Store, *fence.Fence) {
 	t.Helper()
 	cli := newClient(t, requireServer(t))
-	fence := etcd.NewFence(cli, key, id, 0)
+	fence := fence.New(cli, key, id, 0)
 	return etcd.New(cli, etcd.Options{Prefix: f.prefix, Fence: fence}), fence
 }
 
 func TestFenceDeposedLeaderCannotWrite(t *testing.T) {
 	f := newFixture(t, etcd.Options{})
-	key := etcd.FenceKey(f.prefix, "ns")
+	key := fence.Key(f.prefix, "ns")
 	old, oldFence := fencedStore(t, f, key, "old")
 	if err := oldFence.Acquire(ctx(t)); err != nil {
 		t.Fatal(err)
@@ -70,7 +66,7 @@ func TestFenceDeposedLeaderCannotWrite(t *testing.T) {
 
 func TestFenceConflictIsNotFenced(t *testing.T) {
 	f := newFixture(t, etcd.Options{})
-	s, fence := fencedStore(t, f, etcd.FenceKey(f.prefix, "ns"), "me")
+	s, fence := fencedStore(t, f, fence.Key(f.prefix, "ns"), "me")
 	if err := fence.Acquire(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +87,7 @@ func TestFenceConflictIsNotFenced(t *testing.T) {
 func TestFenceWritesWaitUntilHeld(t *testing.T) {
 	f := newFixture(t, etcd.Options{})
 	cli := newClient(t, requireServer(t))
-	fence := etcd.NewFence(cli, etcd.FenceKey(f.prefix, "ns"), "me", 0)
+	fence := fence.New(cli, fence.Key(f.prefix, "ns"), "me", 0)
 	s := etcd.New(cli, etcd.Options{Prefix: f.prefix, Fence: fence, Timeout: 300 * time.Millisecond})
 	done := make(chan error, 1)
 	go func() { // no deadline of its own: the store's Timeout bounds the wait for the fence
@@ -129,7 +125,7 @@ func TestOutageFailsFastAndRecovers(t *testing.T) {
 		t.Fatalf("start dedicated etcd: %v", err)
 	}
 	var recovered atomic.Int32
-	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{srv.Endpoint()}}) // the operator's client
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{srv.Endpoint()}}) // the operator's client
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +177,7 @@ func TestOutageFailsFastAndRecovers(t *testing.T) {
 // --max-txn-ops (128 by default) too.
 func TestFencedApplyOfMaxTxnOps(t *testing.T) {
 	f := newFixture(t, etcd.Options{})
-	s, fence := fencedStore(t, f, etcd.FenceKey(f.prefix, "ns"), "leader")
+	s, fence := fencedStore(t, f, fence.Key(f.prefix, "ns"), "leader")
 	if err := fence.Acquire(ctx(t)); err != nil {
 		t.Fatal(err)
 	}

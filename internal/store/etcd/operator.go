@@ -1,10 +1,54 @@
 package etcd
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 )
+
+// WriteGuard guards every transaction of a Store: Guard returns the comparison the
+// transaction carries and the read its else branch makes, Fenced tells from a failed
+// transaction's response whether the guard (not a record) failed. The guards are package
+// fence's: fence.Fence, one per installation (leader election), and fence.Shards, one per
+// shard (--sharding=lease).
+type WriteGuard interface {
+	Guard(ctx context.Context, scope store.Scope) (clientv3.Cmp, clientv3.Op, error)
+	// Comparisons is how many comparisons the guard adds to a transaction: etcd counts
+	// them against --max-txn-ops with the writes' own, so the Store leaves room for them
+	// in every transaction it sends (a split Apply's and a coalesced one's alike).
+	Comparisons() int
+	Fenced(scope store.Scope, resp *clientv3.TxnResponse) bool
+	// GuardKey names the fence key that guards scope: writes of scopes with one key may
+	// share a transaction (the batcher).
+	GuardKey(scope store.Scope) string
+}
+
+var (
+	_ WriteGuard = (*fence.Fence)(nil)
+	_ WriteGuard = (*fence.Shards)(nil)
+)
+
+// ClientConfig, NewClient, FenceKey and NewFence are etcdclient.Config, etcdclient.New,
+// fence.Key and fence.New, for the callers that build the store's client and the
+// installation's fence beside the store (the controller's suite).
+func FenceKey(prefix, name string) string { return fence.Key(prefix, name) }
+
+// ClientConfig is etcdclient.Config.
+type ClientConfig = etcdclient.Config
+
+// NewClient is etcdclient.New.
+func NewClient(cfg ClientConfig) (*clientv3.Client, error) { return etcdclient.New(cfg) }
+
+// NewFence is fence.New.
+func NewFence(kv clientv3.KV, key, id string, timeout time.Duration) *fence.Fence {
+	return fence.New(kv, key, id, timeout)
+}
 
 // NewOperator returns the Store the operator runs: every transaction guarded by guard (the
 // installation's write fence, its cluster's fence in a shared store, or the fences of its

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 )
 
 // guardKind builds, and takes, the write guard of a store under prefix.
@@ -12,7 +13,7 @@ type guardKind func(t *testing.T, f fixture) etcd.WriteGuard
 // fenceGuard is the installation's write fence (leader election), taken.
 func fenceGuard(t *testing.T, f fixture) etcd.WriteGuard {
 	t.Helper()
-	fence := etcd.NewFence(newClient(t, requireServer(t)), etcd.FenceKey(f.prefix, "registrar-system"), "leader", 0)
+	fence := fence.New(newClient(t, requireServer(t)), fence.Key(f.prefix, "registrar-system"), "leader", 0)
 	if err := fence.Acquire(ctx(t)); err != nil {
 		t.Fatalf("take the fence: %v", err)
 	}
@@ -22,7 +23,7 @@ func fenceGuard(t *testing.T, f fixture) etcd.WriteGuard {
 // shardGuard is the fences of --sharding=lease with one shard (every namespace in it), taken.
 func shardGuard(t *testing.T, f fixture) etcd.WriteGuard {
 	t.Helper()
-	fences := etcd.NewShardFences(newClient(t, requireServer(t)), f.prefix, "ring", "replica-0", 1, 0)
+	fences := fence.NewShards(newClient(t, requireServer(t)), f.prefix, "ring", "replica-0", 1, 0)
 	if ok, err := fences.Acquire(ctx(t), 0, alive("replica-0")); !ok || err != nil {
 		t.Fatalf("take shard 0's fence: ok=%v err=%v", ok, err)
 	}

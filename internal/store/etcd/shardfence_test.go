@@ -6,20 +6,15 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 )
-
-func TestShardFenceKey(t *testing.T) {
-	if got, want := etcd.ShardFenceKey("/registrar/services/", "registrar-system", 7), "/registrar/services/.registrar/fence/registrar-system/shard-0007"; got != want {
-		t.Errorf("ShardFenceKey = %q, want %q", got, want)
-	}
-}
 
 // shardReplica is one replica's Store guarded by its ShardFences, with one shard (every
 // namespace in shard 0).
-func shardReplica(t *testing.T, f fixture, id string) (*etcd.Store, *etcd.ShardFences) {
+func shardReplica(t *testing.T, f fixture, id string) (*etcd.Store, *fence.Shards) {
 	t.Helper()
 	cli := newClient(t, requireServer(t))
-	fences := etcd.NewShardFences(cli, f.prefix, "ring", id, 1, 0)
+	fences := fence.NewShards(cli, f.prefix, "ring", id, 1, 0)
 	return etcd.New(cli, etcd.Options{Prefix: f.prefix, Guard: fences}), fences
 }
 

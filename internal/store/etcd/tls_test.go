@@ -7,6 +7,7 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/store"
 	"github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
 )
 
@@ -23,7 +24,7 @@ func TestTLSClientCertificates(t *testing.T) {
 	sc := store.Scope{Service: "web", Namespace: "tls"}
 
 	t.Run("client certificate signed by the CA", func(t *testing.T) {
-		st := tlsStore(t, etcd.ClientConfig{Endpoints: []string{srv.Endpoint()},
+		st := tlsStore(t, etcdclient.Config{Endpoints: []string{srv.Endpoint()},
 			CAFile: pki.File("ca.crt"), CertFile: pki.File("client.crt"), KeyFile: pki.File("client.key")})
 		e := ep("web-0")
 		e.Service, e.Namespace = sc.Service, sc.Namespace
@@ -36,7 +37,7 @@ func TestTLSClientCertificates(t *testing.T) {
 		}
 	})
 
-	refused := map[string]etcd.ClientConfig{
+	refused := map[string]etcdclient.Config{
 		"no client certificate": {CAFile: pki.File("ca.crt")},
 		"client certificate of another CA": {CAFile: pki.File("ca.crt"),
 			CertFile: pki.File("other-client.crt"), KeyFile: pki.File("other-client.key")},
@@ -57,7 +58,7 @@ func TestTLSClientCertificates(t *testing.T) {
 	}
 	t.Run("plain HTTP to the TLS port", func(t *testing.T) {
 		t.Parallel()
-		st := tlsStore(t, etcd.ClientConfig{Endpoints: []string{"http" + srv.Endpoint()[len("https"):]}})
+		st := tlsStore(t, etcdclient.Config{Endpoints: []string{"http" + srv.Endpoint()[len("https"):]}})
 		if _, err := st.List(context.Background(), sc); err == nil {
 			t.Fatal("List succeeded over plain HTTP")
 		}
@@ -66,10 +67,10 @@ func TestTLSClientCertificates(t *testing.T) {
 
 // tlsStore is a Store through a client built like cmd/ builds it, with short timeouts so
 // that refused connections fail fast.
-func tlsStore(t *testing.T, cfg etcd.ClientConfig) *etcd.Store {
+func tlsStore(t *testing.T, cfg etcdclient.Config) *etcd.Store {
 	t.Helper()
 	cfg.DialTimeout = 2 * time.Second
-	cli, err := etcd.NewClient(cfg)
+	cli, err := etcdclient.New(cfg)
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}

@@ -1,4 +1,10 @@
-package etcd
+// Package etcdclient is how registrar reaches etcd: the client every store, the self-
+// monitoring and the Eureka API share (TLS from files, client certificates, keep-alives,
+// and a reconnect backoff capped at MaxReconnectDelay so that a store that comes back is
+// dialled again within seconds), and the in-process etcd server cmd runs when no store
+// endpoints are given (loopback only). It knows nothing of registrar's keys: the store
+// backend (internal/store/etcd) and its fences build on the client it returns.
+package etcdclient
 
 import (
 	"context"
@@ -20,8 +26,8 @@ import (
 // MaxReconnectDelay caps the client's delay between attempts to reconnect to the store.
 const MaxReconnectDelay = 2 * time.Second
 
-// ClientConfig says how to reach an etcd cluster.
-type ClientConfig struct {
+// Config says how to reach an etcd cluster.
+type Config struct {
 	Endpoints   []string
 	DialTimeout time.Duration
 	// CAFile, CertFile and KeyFile enable TLS (client certificates when CertFile is set).
@@ -29,9 +35,9 @@ type ClientConfig struct {
 	Username, Password        string
 }
 
-// NewClient connects to etcd. It does not wait for the cluster to be reachable: a store that
+// New connects to etcd. It does not wait for the cluster to be reachable: a store that
 // is down at start is reported by the first call, and the client keeps reconnecting.
-func NewClient(cfg ClientConfig) (*clientv3.Client, error) {
+func New(cfg Config) (*clientv3.Client, error) {
 	var tlsCfg *tls.Config
 	if cfg.CAFile != "" || cfg.CertFile != "" {
 		info := transport.TLSInfo{TrustedCAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile}

@@ -1,4 +1,14 @@
-package etcd
+// Package fence holds the write fences of the etcd store: the revision every transaction
+// of an etcd.Store compares (through etcd.WriteGuard) so that a writer that lost its
+// right to write — a deposed leader still running, a replica that lost a shard, a second
+// installation given the same cluster ID — fails with store.ErrFenced or
+// store.ErrClusterClaimed instead of undoing the current writer's records. It owns the
+// fence of one installation (Fence: taken by the leader before it writes), the cluster
+// fence of a prefix several clusters share (NewCluster: claimed per installation, with the
+// layout marker, CheckLayout), and the per-shard fences of --sharding=lease (Shards), and
+// their keys under {prefix}/.registrar/fence/. It writes no record: the Store carries the
+// guard in its transactions and asks the fence whether a failure was the fence's.
+package fence
 
 import (
 	"context"
@@ -15,17 +25,17 @@ import (
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
-// FenceDir is the directory under the store prefix that holds registrar's own bookkeeping
-// (wire.ReservedDir): it never collides with {prefix}/{serviceName}/.
-const FenceDir = wire.ReservedDir
+// DefaultTimeout bounds each attempt to take a fence when none is given (the store's own
+// default, etcd.DefaultTimeout).
+const DefaultTimeout = 5 * time.Second
 
-// FenceKey is the key of the write fence of one installation, named e.g. after the
+// Key is the key of the write fence of one installation, named e.g. after the
 // namespace of its leader election: {prefix}/.registrar/fence/{name}.
-func FenceKey(prefix, name string) string {
-	return path.Join("/"+strings.Trim(prefix, "/"), FenceDir, "fence", name)
+func Key(prefix, name string) string {
+	return path.Join("/"+strings.Trim(prefix, "/"), wire.ReservedDir, "fence", name)
 }
 
-// Fence guards every write of a Store with the revision at which this process took the
+// Fence guards every write of an etcd.Store with the revision at which this process took the
 // fence key. A new leader takes the fence (an unconditional put) before it writes, so the
 // transactions of a deposed leader that still runs (paused, then resumed) fail with
 // store.ErrFenced instead of undoing the new leader's writes.
@@ -41,15 +51,15 @@ type Fence struct {
 	mu       sync.Mutex
 	rev      int64
 
-	// installation, layoutKey and cluster are set on a cluster fence (NewClusterFence);
+	// installation, layoutKey and cluster are set on a cluster fence (NewCluster);
 	// claimErr is why it cannot be taken.
 	installation, layoutKey, cluster string
 	claimErr                         error
 }
 
-// NewFence returns a fence on key, taken in the name of id (written as its value, for
+// New returns a fence on key, taken in the name of id (written as its value, for
 // people looking at the store). timeout bounds each attempt to take it.
-func NewFence(kv clientv3.KV, key, id string, timeout time.Duration) *Fence {
+func New(kv clientv3.KV, key, id string, timeout time.Duration) *Fence {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}

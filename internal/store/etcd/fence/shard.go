@@ -1,4 +1,4 @@
-package etcd
+package fence
 
 import (
 	"context"
@@ -12,30 +12,10 @@ import (
 
 	"github.com/registrar-dev/registrar/internal/sharding"
 	"github.com/registrar-dev/registrar/internal/store"
+	"github.com/registrar-dev/registrar/pkg/wire"
 )
 
-// WriteGuard guards every transaction of a Store: Guard returns the comparison the
-// transaction carries and the read its else branch makes, Fenced tells from a failed
-// transaction's response whether the guard (not a record) failed. Fence is one guard per
-// installation (leader election); ShardFences one per shard (--sharding=lease).
-type WriteGuard interface {
-	Guard(ctx context.Context, scope store.Scope) (clientv3.Cmp, clientv3.Op, error)
-	// Comparisons is how many comparisons the guard adds to a transaction: etcd counts
-	// them against --max-txn-ops with the writes' own, so the Store leaves room for them
-	// in every transaction it sends (a split Apply's and a coalesced one's alike).
-	Comparisons() int
-	Fenced(scope store.Scope, resp *clientv3.TxnResponse) bool
-	// GuardKey names the fence key that guards scope: writes of scopes with one key may
-	// share a transaction (the batcher).
-	GuardKey(scope store.Scope) string
-}
-
-var (
-	_ WriteGuard = (*Fence)(nil)
-	_ WriteGuard = (*ShardFences)(nil)
-)
-
-// Guard is the fence's WriteGuard: it waits until the fence is held.
+// Guard is the fence's etcd.WriteGuard: it waits until the fence is held.
 func (f *Fence) Guard(ctx context.Context, _ store.Scope) (clientv3.Cmp, clientv3.Op, error) {
 	cmp, err := f.guard(ctx)
 	return cmp, clientv3.OpGet(f.key), err
@@ -50,18 +30,18 @@ func (f *Fence) Fenced(_ store.Scope, resp *clientv3.TxnResponse) bool { return 
 // GuardKey is the fence's key, whatever the scope.
 func (f *Fence) GuardKey(store.Scope) string { return f.key }
 
-// ShardFenceKey is the fence of one shard: {prefix}/.registrar/fence/{name}/shard-{NNNN}.
-func ShardFenceKey(prefix, name string, shard int) string {
-	return path.Join("/"+strings.Trim(prefix, "/"), FenceDir, "fence", name, fmt.Sprintf("shard-%04d", shard))
+// ShardKey is the fence of one shard: {prefix}/.registrar/fence/{name}/shard-{NNNN}.
+func ShardKey(prefix, name string, shard int) string {
+	return path.Join("/"+strings.Trim(prefix, "/"), wire.ReservedDir, "fence", name, fmt.Sprintf("shard-%04d", shard))
 }
 
-// ShardFences are the write fences of the shards of one installation. Each key's value is
+// Shards are the write fences of the shards of one installation. Each key's value is
 // its holder's member name, empty once released. A replica takes a shard's fence with a
 // compare-and-swap on the revision it read, only when the fence is released or its holder
 // is not a live member; from then on every write to a namespace of the shard is guarded by
 // the revision of that put, so a replica that lost the shard (paused past its Lease, then
 // resumed) can no longer write there.
-type ShardFences struct {
+type Shards struct {
 	kv       clientv3.KV
 	prefix   string
 	name, id string
@@ -72,20 +52,20 @@ type ShardFences struct {
 	revs map[int]int64 // held shard → revision of this replica's put
 }
 
-// NewShardFences returns the fences of shards shards of installation name, taken in the
+// NewShards returns the fences of shards shards of installation name, taken in the
 // name of member id; timeout bounds each call.
-func NewShardFences(kv clientv3.KV, prefix, name, id string, shards int, timeout time.Duration) *ShardFences {
+func NewShards(kv clientv3.KV, prefix, name, id string, shards int, timeout time.Duration) *Shards {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &ShardFences{kv: kv, prefix: prefix, name: name, id: id, shards: max(shards, 1), timeout: timeout, revs: map[int]int64{}}
+	return &Shards{kv: kv, prefix: prefix, name: name, id: id, shards: max(shards, 1), timeout: timeout, revs: map[int]int64{}}
 }
 
 // Key is the fence key of shard.
-func (f *ShardFences) Key(shard int) string { return ShardFenceKey(f.prefix, f.name, shard) }
+func (f *Shards) Key(shard int) string { return ShardKey(f.prefix, f.name, shard) }
 
 // Holder reads who holds shard's fence ("" when released or never taken).
-func (f *ShardFences) Holder(ctx context.Context, shard int) (string, error) {
+func (f *Shards) Holder(ctx context.Context, shard int) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	resp, err := f.kv.Get(ctx, f.Key(shard))
@@ -99,7 +79,7 @@ func (f *ShardFences) Holder(ctx context.Context, shard int) (string, error) {
 }
 
 // Acquire takes shard's fence unless a live member (alive) holds it.
-func (f *ShardFences) Acquire(ctx context.Context, shard int, alive func(holder string) bool) (bool, error) {
+func (f *Shards) Acquire(ctx context.Context, shard int, alive func(holder string) bool) (bool, error) {
 	key := f.Key(shard)
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
@@ -130,7 +110,7 @@ func (f *ShardFences) Acquire(ctx context.Context, shard int, alive func(holder 
 
 // Release gives shard's fence up (empties the key if this replica's put is still the last
 // one). Writes of the shard fail from now on, whatever the store answers.
-func (f *ShardFences) Release(ctx context.Context, shard int) error {
+func (f *Shards) Release(ctx context.Context, shard int) error {
 	f.mu.Lock()
 	rev, ok := f.revs[shard]
 	delete(f.revs, shard)
@@ -155,8 +135,8 @@ func (f *ShardFences) Release(ctx context.Context, shard int) error {
 // shards whose fence moved on since this replica took it: another member took it (this one
 // was thought dead, or took it on a stale view). A replica learns it so within a tick, even
 // when it has nothing to write.
-func (f *ShardFences) Verify(ctx context.Context) error {
-	dir := ShardFenceKey(f.prefix, f.name, 0)
+func (f *Shards) Verify(ctx context.Context) error {
+	dir := ShardKey(f.prefix, f.name, 0)
 	dir = dir[:strings.LastIndex(dir, "/")+1]
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
@@ -179,7 +159,7 @@ func (f *ShardFences) Verify(ctx context.Context) error {
 }
 
 // Holds reports whether this replica holds shard's fence.
-func (f *ShardFences) Holds(shard int) bool {
+func (f *Shards) Holds(shard int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	_, ok := f.revs[shard]
@@ -188,7 +168,7 @@ func (f *ShardFences) Holds(shard int) bool {
 
 // Guard is the comparison of the fence of scope's namespace's shard; ErrFenced when this
 // replica does not hold it.
-func (f *ShardFences) Guard(_ context.Context, scope store.Scope) (clientv3.Cmp, clientv3.Op, error) {
+func (f *Shards) Guard(_ context.Context, scope store.Scope) (clientv3.Cmp, clientv3.Op, error) {
 	shard := sharding.ShardOf(scope.Namespace, f.shards)
 	key := f.Key(shard)
 	f.mu.Lock()
@@ -201,16 +181,16 @@ func (f *ShardFences) Guard(_ context.Context, scope store.Scope) (clientv3.Cmp,
 }
 
 // Comparisons is one: the revision of the fence key of the scope's shard.
-func (f *ShardFences) Comparisons() int { return 1 }
+func (f *Shards) Comparisons() int { return 1 }
 
 // GuardKey is the fence key of scope's namespace's shard.
-func (f *ShardFences) GuardKey(scope store.Scope) string {
+func (f *Shards) GuardKey(scope store.Scope) string {
 	return f.Key(sharding.ShardOf(scope.Namespace, f.shards))
 }
 
 // Fenced reports whether a failed transaction failed on the shard's fence; the shard is
 // then lost (Holds turns false) and its Coordinator drops it.
-func (f *ShardFences) Fenced(scope store.Scope, resp *clientv3.TxnResponse) bool {
+func (f *Shards) Fenced(scope store.Scope, resp *clientv3.TxnResponse) bool {
 	if len(resp.Responses) == 0 || resp.Responses[0].GetResponseRange() == nil {
 		return false
 	}
