@@ -7,10 +7,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/registrar-dev/registrar/internal/ctl/output"
 	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
@@ -139,7 +139,7 @@ func (r *runner) printClusters(views []clusterView) error {
 	if ok, err := r.writeData(views); ok {
 		return err
 	}
-	tw := tabwriter.NewWriter(r.env.Stdout, 0, 4, 2, ' ', 0)
+	tw := r.out().Table()
 	fmt.Fprintln(tw, "CLUSTER\tINSTANCES\tSERVICES\tFENCE INSTALLATION\tFENCE HOLDER\tLEASE\tLEASE TTL")
 	for _, v := range views {
 		ttl := "-"
@@ -149,7 +149,7 @@ func (r *runner) printClusters(views []clusterView) error {
 				ttl = strconv.FormatInt(*v.TTLSeconds, 10) + "s"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", dash(v.Cluster), v.Instances, v.Services, dash(v.Installation), dash(v.Holder), dash(v.Lease), ttl)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", output.Dash(v.Cluster), v.Instances, v.Services, output.Dash(v.Installation), output.Dash(v.Holder), output.Dash(v.Lease), ttl)
 	}
 	return tw.Flush()
 }

@@ -1,6 +1,9 @@
 // Package ctl is registrarctl: a terminal view of the registry the registrar operator keeps
-// (list, get and watch instances; read the operator's detection-lag metrics; the callers'
-// coordinated breakers). It is a cobra command tree with shell completion; the binary in
+// (list, get and watch instances; the clusters publishing into the store; the operator's
+// health and detection-lag metrics; the callers' coordinated breakers). It owns the cobra
+// command tree with its flags and shell completion, the store connection, and the exit
+// codes; how each -o format prints is internal/ctl/output's, the lag percentiles
+// internal/ctl/lagstats', the breakers' views internal/ctl/breakers'. The binary in
 // cmd/registrarctl (also installed as the kubectl plugin kubectl-registrar) only calls Run,
 // so every command is testable here.
 package ctl
@@ -16,6 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/util/jsonpath"
+
+	"github.com/registrar-dev/registrar/internal/ctl/output"
 )
 
 // Exit codes of registrarctl; scripts can rely on them.
@@ -71,17 +76,6 @@ type options struct {
 }
 
 const exitCodes = `Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 store (lag: metrics endpoint) unreachable.`
-
-// The -o output formats.
-const (
-	outputWide     = "wide"
-	outputJSON     = "json"
-	outputYAML     = "yaml"
-	outputJSONPath = "jsonpath"
-)
-
-// outputFormats are the values of -o (jsonpath takes a template: -o jsonpath='{[*].pod}').
-var outputFormats = []string{outputWide, outputJSON, outputYAML, outputJSONPath + "="}
 
 // codeError carries an exit code whose message has been printed already.
 type codeError struct{ code int }
@@ -190,7 +184,7 @@ named in its help.
 	pf.StringVar(&o.metricsURL, "metrics-url", envOr("REGISTRAR_METRICS_URL", "http://127.0.0.1:8080/metrics"), "the operator's metrics endpoint, for lag ($REGISTRAR_METRICS_URL)")
 	pf.StringVarP(&o.output, "output", "o", "", "output format: wide, json, yaml or jsonpath=TEMPLATE (default: a table)")
 	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return outputFormats, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+		return output.Formats, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 	})
 	for _, f := range []string{"store-ca-file", "store-cert-file", "store-key-file"} {
 		_ = root.MarkPersistentFlagFilename(f)
@@ -322,18 +316,12 @@ func (r *runner) validate() error {
 	if o.timeout, err = time.ParseDuration(o.timeoutText); err != nil || o.timeout <= 0 {
 		return fmt.Errorf("--store-timeout %q: want a positive duration such as 5s", o.timeoutText)
 	}
-	switch o.output {
-	case "", outputWide, outputJSON, outputYAML:
-	default:
-		tmpl, ok := strings.CutPrefix(o.output, "jsonpath=")
-		if !ok {
-			return fmt.Errorf("-o %q: want wide, json, yaml or jsonpath=TEMPLATE", o.output)
-		}
-		jp := jsonpath.New("output").AllowMissingKeys(true)
-		if err := jp.Parse(tmpl); err != nil {
-			return fmt.Errorf("-o jsonpath: %w", err)
-		}
-		o.output, o.jsonPath = outputJSONPath, jp
+	format, jp, err := output.Parse(o.output)
+	if err != nil {
+		return err
+	}
+	if jp != nil {
+		o.output, o.jsonPath = format, jp
 	}
 	if (o.certFile == "") != (o.keyFile == "") {
 		return errors.New("--store-cert-file and --store-key-file go together")

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/registrar-dev/registrar/internal/ctl/output"
 	"github.com/registrar-dev/registrar/pkg/discovery"
 	"github.com/registrar-dev/registrar/pkg/wire"
 )
@@ -75,7 +75,7 @@ func (r *runner) health(ctx context.Context, staleAfter time.Duration) int {
 			fmt.Fprintf(r.env.Stderr, "registrarctl: skipping %s: %v\n", kv.Key, err)
 			continue
 		}
-		view := heartbeatView{Cluster: hb.Cluster, Replica: hb.Replica, Writer: hb.Writer, Time: hb.Time, Age: age(now, hb.Time),
+		view := heartbeatView{Cluster: hb.Cluster, Replica: hb.Replica, Writer: hb.Writer, Time: hb.Time, Age: output.Age(now, hb.Time),
 			Interval: (time.Duration(hb.IntervalSeconds * float64(time.Second))).String(), Seq: hb.Seq,
 			Revision: kv.ModRevision, Stale: now.Sub(hb.Time) > staleAfter}
 		if legacy {
@@ -106,7 +106,7 @@ func (r *runner) printHealth(v healthView, now time.Time) error {
 	if ok, err := r.writeData(v); ok {
 		return err
 	}
-	tw := tabwriter.NewWriter(r.env.Stdout, 0, 4, 2, ' ', 0)
+	tw := r.out().Table()
 	fmt.Fprintln(tw, "KIND\tNAME\tAGE\tREVISION\tSTATE\tDETAIL")
 	line := func(name string, hb heartbeatView) {
 		state := "Fresh"
@@ -116,13 +116,13 @@ func (r *runner) printHealth(v healthView, now time.Time) error {
 		fmt.Fprintf(tw, "heartbeat\t%s\t%s\t%d\t%s\tevery %s, seq %d\n", name, hb.Age, hb.Revision, state, hb.Interval, hb.Seq)
 	}
 	if hb := v.Heartbeat; hb != nil {
-		line(dash(hb.Writer), *hb)
+		line(output.Dash(hb.Writer), *hb)
 	}
 	for _, hb := range v.Heartbeats {
 		line(hb.Cluster+"/"+hb.Replica, hb)
 	}
 	for _, c := range v.Canaries {
-		fmt.Fprintf(tw, "canary\t%s\t%s\t%d\t-\t%s\n", c.Name, age(now, c.RegisteredAt), c.Revision, c.Address)
+		fmt.Fprintf(tw, "canary\t%s\t%s\t%d\t-\t%s\n", c.Name, output.Age(now, c.RegisteredAt), c.Revision, c.Address)
 	}
 	return tw.Flush()
 }

@@ -2,14 +2,12 @@ package ctl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
+	"github.com/registrar-dev/registrar/internal/ctl/output"
 	"github.com/registrar-dev/registrar/pkg/discovery"
 )
 
@@ -57,7 +55,7 @@ func (r *runner) watch(ctx context.Context, service string) int {
 }
 
 func (r *runner) follow(ctx context.Context, c *discovery.Client, sub *discovery.Subscription) int {
-	if r.opts.output == "" || r.opts.output == outputWide {
+	if r.opts.output == "" || r.opts.output == output.Wide {
 		fmt.Fprintln(r.env.Stdout, "TIME\tEVENT\tINSTANCE\tADDRESS\tPORTS")
 	}
 	seenConnected, disconnected := false, false
@@ -98,29 +96,14 @@ func (r *runner) follow(ctx context.Context, c *discovery.Client, sub *discovery
 }
 
 func (r *runner) printEvent(ev watchEvent) error {
-	switch r.opts.output {
-	case outputJSON:
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("encode json: %w", err)
-		}
-		_, err = fmt.Fprintf(r.env.Stdout, "%s\n", b)
+	if ok, err := r.out().Event(ev); ok {
 		return err
-	case outputYAML:
-		b, err := yaml.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("encode yaml: %w", err)
-		}
-		_, err = fmt.Fprintf(r.env.Stdout, "---\n%s", b)
-		return err
-	case outputJSONPath:
-		return writeJSONPath(r.env.Stdout, r.opts.jsonPath, ev)
 	}
 	ts := ev.Time.UTC().Format(time.RFC3339)
 	if ev.Instance == nil {
 		_, err := fmt.Fprintf(r.env.Stdout, "%s\t%s\t%s\n", ts, ev.Event, ev.Message)
 		return err
 	}
-	_, err := fmt.Fprintf(r.env.Stdout, "%s\t%s\t%s\t%s\t%s\n", ts, ev.Event, ev.Instance.ID(), ev.Instance.Address, ports(ev.Instance.Ports))
+	_, err := fmt.Fprintf(r.env.Stdout, "%s\t%s\t%s\t%s\t%s\n", ts, ev.Event, ev.Instance.ID(), ev.Instance.Address, output.Ports(ev.Instance.Ports))
 	return err
 }
