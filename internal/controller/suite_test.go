@@ -30,6 +30,8 @@ import (
 	"github.com/registrar-dev/registrar/internal/metrics"
 	"github.com/registrar-dev/registrar/internal/store"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
+	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
+	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/warmup"
 	"github.com/registrar-dev/registrar/test/support/etcdtest"
@@ -109,16 +111,16 @@ func startOperator() *runningOperator {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	cli, err := etcdstore.NewClient(etcdstore.ClientConfig{Endpoints: []string{storeServer.Endpoint()}})
+	cli, err := etcdclient.New(etcdclient.Config{Endpoints: []string{storeServer.Endpoint()}})
 	Expect(err).NotTo(HaveOccurred())
 	events := eventqueue.New(eventqueue.Config{Scheme: mgr.GetScheme(), Controller: "registrar",
 		Create: eventqueue.ClientCreate(mgr.GetClient()), OnDrop: metrics.EventDropped})
 	Expect(mgr.Add(events)).To(Succeed())
 	// The store as cmd builds it (etcdstore.NewOperator): every transaction guarded by the
 	// installation's write fence, taken here as the leader takes it.
-	fence := etcdstore.NewFence(cli, etcdstore.FenceKey(storePrefix, "registrar-system"), "controller-suite", 2*time.Second)
-	Expect(fence.Acquire(context.Background())).To(Succeed())
-	etcdStore, err := etcdstore.NewOperator(cli, fence, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second})
+	installFence := fence.New(cli, fence.Key(storePrefix, "registrar-system"), "controller-suite", 2*time.Second)
+	Expect(installFence.Acquire(context.Background())).To(Succeed())
+	etcdStore, err := etcdstore.NewOperator(cli, installFence, etcdstore.Options{Prefix: storePrefix, Timeout: 2 * time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	// One named store, as cmd builds --stores=etcd.
 	stores, err := multi.New([]multi.Named{{Name: "etcd", Store: store.Instrumented(etcdStore, metrics.ObserveStore)}}, []string{"etcd"})

@@ -3,12 +3,10 @@ package etcd
 import (
 	"context"
 	"errors"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/registrar-dev/registrar/internal/store"
-	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
 )
 
@@ -33,22 +31,6 @@ var (
 	_ WriteGuard = (*fence.Fence)(nil)
 	_ WriteGuard = (*fence.Shards)(nil)
 )
-
-// ClientConfig, NewClient, FenceKey and NewFence are etcdclient.Config, etcdclient.New,
-// fence.Key and fence.New, for the callers that build the store's client and the
-// installation's fence beside the store (the controller's suite).
-func FenceKey(prefix, name string) string { return fence.Key(prefix, name) }
-
-// ClientConfig is etcdclient.Config.
-type ClientConfig = etcdclient.Config
-
-// NewClient is etcdclient.New.
-func NewClient(cfg ClientConfig) (*clientv3.Client, error) { return etcdclient.New(cfg) }
-
-// NewFence is fence.New.
-func NewFence(kv clientv3.KV, key, id string, timeout time.Duration) *fence.Fence {
-	return fence.New(kv, key, id, timeout)
-}
 
 // NewOperator returns the Store the operator runs: every transaction guarded by guard (the
 // installation's write fence, its cluster's fence in a shared store, or the fences of its
