@@ -536,6 +536,22 @@ bench-xds-fleet: ## Simulated ADS clients (FLEET_CLIENTS, SotW and delta) × 1,0
 	$(FLEET_DIR)/xdsfleet -publish -out $(FLEET_OUT) -command "make bench-xds-fleet FLEET_CLIENTS='$(FLEET_CLIENTS)' FLEET_RATES='$(FLEET_RATES)' FLEET_RUNS=$(FLEET_RUNS) FLEET_DURATION=$(FLEET_DURATION)" $(FLEET_DIR)/*.json
 	go run ./bench/benchdoc
 
+# A 2,000-pod service rolling (issue 39 §2, bench/rollout): maxSurge 25 %, 100 xDS clients
+# (half delta) and 1,000 pkg/discovery watchers of the service, the operator built from ./cmd
+# with its xDS server on. ROLLOUT_ARGS adds flags (go run ./bench/rollout -h), e.g. -profile.
+ROLLOUT_RUNS ?= 3
+ROLLOUT_PODS ?= 2000
+ROLLOUT_OUT ?= docs/bench/bench-rollout.json
+ROLLOUT_DIR ?= $(BENCH_DIR)/rollout
+.PHONY: bench-rollout
+bench-rollout: envtest-assets ## A ROLLOUT_PODS-pod service rolling (maxSurge 25 %) with 100 xDS clients (SotW and delta) and 1,000 pkg/discovery watchers, ROLLOUT_RUNS runs: xDS and store-watch bytes per transition, operator CPU per transition and peak RSS, ready → every client tails; ROLLOUT_OUT and its table in docs/xds.md.
+	mkdir -p $(ROLLOUT_DIR)
+	CGO_ENABLED=0 go build -o $(ROLLOUT_DIR)/registrar ./cmd
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) ETCD_BIN=$(ENVTEST_ASSETS)/etcd go run ./bench/rollout -runs $(ROLLOUT_RUNS) -pods $(ROLLOUT_PODS) \
+		-operator $(ROLLOUT_DIR)/registrar -workdir $(ROLLOUT_DIR) -out $(ROLLOUT_OUT) \
+		-command "make bench-rollout ROLLOUT_RUNS=$(ROLLOUT_RUNS) ROLLOUT_PODS=$(ROLLOUT_PODS) ROLLOUT_OUT=$(ROLLOUT_OUT) ROLLOUT_ARGS='$(ROLLOUT_ARGS)'" $(ROLLOUT_ARGS)
+	go run ./bench/benchdoc
+
 # The real-Eureka comparison (issue 36 §3, test/eurekapeer): a stock Spring Cloud Netflix Eureka
 # server and registrar's Eureka API read by the same Spring caller. hack/maven.sh builds the
 # Spring applications (Maven Central only, cached in MAVEN_REPO like make interop-app); later
