@@ -26,6 +26,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -216,6 +217,12 @@ func (s *Server) Publish(reg publish.Registry) publish.Result {
 		eps = st.eps
 	} else {
 		eps = resource.BuildEndpoints(reg, port, st.eps)
+	}
+	if st.cla != nil && port == st.port && maps.Equal(eps, st.eps) {
+		// Nothing this registry publishes changed (other clusters' records refresh it in
+		// SetRemote): neither rebuild nor compare the assignment, whose cost grows with the
+		// endpoints (a reconcile of a 2,000-pod registry for a pod not ready yet).
+		return published(name)
 	}
 	st.eps, st.port = eps, port
 	if s.refreshLocked(st) {
