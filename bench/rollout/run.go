@@ -12,10 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/bench/benchfmt"
@@ -65,7 +67,7 @@ func (c *Config) defaults() {
 		c.SyncTimeout = 5 * time.Minute
 	}
 	if c.StepTimeout <= 0 {
-		c.StepTimeout = 2 * time.Minute
+		c.StepTimeout = 5 * time.Minute
 	}
 	if c.Drain <= 0 {
 		c.Drain = 2 * time.Minute
@@ -154,6 +156,7 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 	if c.Pods <= 0 || c.XDSClients < 0 || c.DeltaClients > c.XDSClients || c.Watchers < 0 {
 		return nil, fmt.Errorf("pods %d, xDS clients %d (%d delta), watchers %d: want pods > 0 and delta ≤ clients", c.Pods, c.XDSClients, c.DeltaClients, c.Watchers)
 	}
+	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime's logger
 	setupStart := time.Now()
 	xdsAddr, err := ports.FreeLoopback()
 	if err != nil {
@@ -197,7 +200,7 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := startWatchers(rctx, cl.StoreEndpoint(), service, namespace, c.Watchers, t)
+	ws, err := startWatchers(rctx, cl.StoreEndpoint(), service, namespace, c.Watchers, t, c.SyncTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +414,7 @@ func synced(clients []*xdsClient, ws *watchers, pods []string, exact bool) (bool
 			}
 		}
 		for _, wt := range ws.ws {
-			if wt.size() == len(pods) {
+			if len(wt.c.All()) == len(pods) {
 				w++
 			}
 		}
@@ -434,18 +437,7 @@ func converged(clients []*xdsClient, ws *watchers, pods []string) (int, int) {
 		}
 	}
 	for _, wt := range ws.ws {
-		n, held := wt.count()
-		if n != len(pods) {
-			continue
-		}
-		ok := true
-		for p := range held {
-			if !want[p] {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if held := wt.pods(); len(held) == len(pods) && allIn(held, want) {
 			w++
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/registrar-dev/registrar/bench/controlplane"
@@ -46,9 +47,17 @@ var groupNames = [groups]string{"API watch floor", "xDS SotW clients", "xDS delt
 type transition struct {
 	pod     string
 	kind    kind
-	written time.Time // the API write was sent
-	seen    [groups]int
-	done    [groups]time.Time // when the last observer of the group had it
+	written time.Time // the API write was sent (under the tracker's lock)
+	seen    [groups]atomic.Int32
+	done    [groups]atomic.Int64 // unix nanoseconds: when the last observer of the group had it
+}
+
+// doneAt is when every observer of g had the transition (zero: not yet).
+func (tr *transition) doneAt(g group) time.Time {
+	if ns := tr.done[g].Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 type tkey struct {
@@ -60,8 +69,8 @@ type tkey struct {
 // see once (their own state's difference); a change of a pod with no transition of that
 // kind (the initial sync) is not counted.
 type tracker struct {
-	mu     sync.Mutex
-	size   [groups]int // observers per group
+	mu     sync.RWMutex // byKey and order; observers only read them
+	size   [groups]int  // observers per group
 	byKey  map[tkey]*transition
 	order  []*transition
 	doneCh chan struct{} // signalled when a transition completes in some group
@@ -90,15 +99,14 @@ func (t *tracker) wrote(tr *transition, at time.Time) {
 
 // observe records that one observer of g has the transition (pod, k) at at.
 func (t *tracker) observe(g group, pod string, k kind, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
 	tr := t.byKey[tkey{pod, k}]
-	if tr == nil || tr.seen[g] >= t.size[g] {
+	t.mu.RUnlock()
+	if tr == nil {
 		return
 	}
-	tr.seen[g]++
-	if tr.seen[g] == t.size[g] {
-		tr.done[g] = at
+	if n := tr.seen[g].Add(1); n == int32(t.size[g]) {
+		tr.done[g].Store(at.UnixNano())
 		select {
 		case t.doneCh <- struct{}{}:
 		default:
@@ -112,7 +120,7 @@ func (t *tracker) complete(g group, k kind, pods []string) bool {
 	defer t.mu.Unlock()
 	for _, p := range pods {
 		tr := t.byKey[tkey{p, k}]
-		if tr == nil || (t.size[g] > 0 && tr.done[g].IsZero()) {
+		if tr == nil || (t.size[g] > 0 && tr.doneAt(g).IsZero()) {
 			return false
 		}
 	}
@@ -126,7 +134,7 @@ func (t *tracker) pending() int {
 	n := 0
 	for _, tr := range t.order {
 		for g := range groups {
-			if t.size[g] > 0 && tr.done[g].IsZero() {
+			if t.size[g] > 0 && tr.doneAt(g).IsZero() {
 				n++
 				break
 			}
@@ -159,12 +167,13 @@ func (t *tracker) tails(k kind, all bool, gs ...group) Tails {
 			if t.size[g] == 0 {
 				continue
 			}
-			if tr.done[g].IsZero() {
+			done := tr.doneAt(g)
+			if done.IsZero() {
 				missing = true
 				break
 			}
-			if tr.done[g].After(last) {
-				last = tr.done[g]
+			if done.After(last) {
+				last = done
 			}
 		}
 		if missing || tr.written.IsZero() {

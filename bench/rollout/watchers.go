@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 	corev1 "k8s.io/api/core/v1"
@@ -36,29 +37,20 @@ func (w *wireBytes) HandleConn(context.Context, stats.ConnStats)                
 // event of its service.
 const watchersPerConn = 50
 
-// watcher is one pkg/discovery Client of the service and what it holds.
+// watcher is one pkg/discovery Client of the service and its Subscription.
 type watcher struct {
 	c   *discovery.Client
 	sub *discovery.Subscription
-
-	mu   sync.Mutex
-	pods map[string]bool
 }
 
-func (w *watcher) count() (int, map[string]bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make(map[string]bool, len(w.pods))
-	for p := range w.pods {
-		out[p] = true
+// pods are the pods the watcher's client lists.
+func (w *watcher) pods() []string {
+	all := w.c.All()
+	out := make([]string, len(all))
+	for i, inst := range all {
+		out[i] = inst.Pod
 	}
-	return len(w.pods), out
-}
-
-func (w *watcher) size() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.pods)
+	return out
 }
 
 // watchers are the discovery watchers of the run.
@@ -69,13 +61,21 @@ type watchers struct {
 	wg    sync.WaitGroup
 }
 
-func startWatchers(ctx context.Context, endpoint, service, namespace string, n int, t *tracker) (*watchers, error) {
+// startWatchers starts n watchers, watchersPerConn at a time, each group once the previous
+// one has listed the service (callers do not all start in the same second; 1,000 lists of
+// 2,000 keys at once time out in the store).
+func startWatchers(ctx context.Context, endpoint, service, namespace string, n int, t *tracker, timeout time.Duration) (*watchers, error) {
 	ws := &watchers{}
 	for i := range n {
 		if i%watchersPerConn == 0 {
+			if err := ws.waitSynced(ctx, timeout); err != nil {
+				ws.stop()
+				return nil, err
+			}
 			cli, err := clientv3.New(clientv3.Config{
 				Endpoints: []string{endpoint}, DialTimeout: 10 * time.Second,
 				DialOptions: []grpc.DialOption{grpc.WithStatsHandler(&ws.bytes)},
+				Logger:      zap.NewNop(), // a loaded machine's retries would fill the run's output
 			})
 			if err != nil {
 				ws.stop()
@@ -88,11 +88,23 @@ func startWatchers(ctx context.Context, endpoint, service, namespace string, n i
 			ws.stop()
 			return nil, err
 		}
-		w := &watcher{c: c, sub: c.Subscribe(), pods: map[string]bool{}}
+		w := &watcher{c: c, sub: c.Subscribe()}
 		ws.ws = append(ws.ws, w)
 		ws.wg.Go(func() { w.follow(ctx, t) })
 	}
-	return ws, nil
+	return ws, ws.waitSynced(ctx, timeout)
+}
+
+// waitSynced waits for every watcher started so far to have listed the service.
+func (ws *watchers) waitSynced(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for i, w := range ws.ws {
+		if err := w.c.WaitSynced(ctx); err != nil {
+			return fmt.Errorf("watcher %d of %d did not list the service: %w", i+1, len(ws.ws), err)
+		}
+	}
+	return nil
 }
 
 // follow applies each change of the watcher's list as a caller reacting to it would.
@@ -103,14 +115,6 @@ func (w *watcher) follow(ctx context.Context, t *tracker) {
 			return
 		}
 		at := time.Now()
-		w.mu.Lock()
-		for _, inst := range ch.Added {
-			w.pods[inst.Pod] = true
-		}
-		for _, inst := range ch.Removed {
-			delete(w.pods, inst.Pod)
-		}
-		w.mu.Unlock()
 		for _, inst := range ch.Added {
 			t.observe(groupWatchers, inst.Pod, ready, at)
 		}
