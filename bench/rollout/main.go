@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof" // -pprof
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +39,7 @@ func main() {
 		command = flag.String("command", "make bench-rollout", "The command recorded in the envelope.")
 		work    = flag.String("workdir", "bin/bench/rollout", "Logs, data and profiles of the runs.")
 		profile = flag.Bool("profile", false, "Fetch the operator's CPU profile of each run's rollout (-profile-seconds long) into the run's directory.")
+		pprofAt = flag.String("pprof", "", "Serve this process's net/http/pprof on this address (e.g. 127.0.0.1:6061).")
 	)
 	flag.IntVar(&c.Pods, "pods", 2000, "Pods of the service.")
 	flag.Float64Var(&c.SurgePercent, "max-surge", 25, "The Deployment's maxSurge, percent of pods.")
@@ -50,6 +53,9 @@ func main() {
 	flag.IntVar(&c.ProfileSeconds, "profile-seconds", 60, "Length of the CPU profile with -profile.")
 	flag.Parse()
 	c.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+f+"\n", a...) }
+	if *pprofAt != "" {
+		go func() { c.Logf("pprof: %v", http.ListenAndServe(*pprofAt, nil)) }() //nolint:gosec // a local diagnostic
+	}
 	if err := benchmark(c, *runs, *work, *profile, *out, *command); err != nil {
 		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(1)

@@ -157,6 +157,7 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 		return nil, fmt.Errorf("pods %d, xDS clients %d (%d delta), watchers %d: want pods > 0 and delta ≤ clients", c.Pods, c.XDSClients, c.DeltaClients, c.Watchers)
 	}
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime's logger
+	progressf = c.Logf
 	setupStart := time.Now()
 	xdsAddr, err := ports.FreeLoopback()
 	if err != nil {
@@ -383,9 +384,13 @@ func waitStoreKeys(ctx context.Context, cli *clientv3.Client, n int, timeout tim
 	})
 }
 
+// progressf, when set, receives what a long wait still waits for.
+var progressf func(string, ...any)
+
 // waitFor polls ok every 50 ms until it holds, ctx ends or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, ok func() (bool, string)) error {
 	deadline := time.Now().Add(timeout)
+	report := time.Now().Add(30 * time.Second)
 	for {
 		done, what := ok()
 		if done {
@@ -393,6 +398,10 @@ func waitFor(ctx context.Context, timeout time.Duration, ok func() (bool, string
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("waited %s for %s", timeout, what)
+		}
+		if time.Now().After(report) && progressf != nil {
+			progressf("still waiting for %s", what)
+			report = time.Now().Add(30 * time.Second)
 		}
 		select {
 		case <-ctx.Done():
