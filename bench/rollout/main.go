@@ -32,6 +32,13 @@ import (
 )
 
 func main() {
+	if spec := os.Getenv(watchersEnv); spec != "" {
+		if err := serveWatchers(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "rollout watchers:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var (
 		c       Config
 		runs    = flag.Int("runs", 1, "Runs.")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,17 @@ import (
 
 	"github.com/registrar-dev/registrar/test/support/proc"
 )
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(watchersEnv); spec != "" { // the watchers' process of TestSmoke
+		if err := serveWatchers(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "rollout watchers:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 func TestDiffSorted(t *testing.T) {
 	var added, removed []string

@@ -162,8 +162,9 @@ func table(runs []*Run) benchfmt.Table {
 	row("store watch bytes per transition per watcher", f(func(r *Run) float64 { return r.WatchBytesPerWatcherTransition() }, 0))
 	row("**operator CPU ms per transition**", f(func(r *Run) float64 { return r.CPUMsPerTransition() }, 2))
 	row("operator peak RSS, MiB", f(func(r *Run) float64 { return r.OperatorPeakRSSMiB }, 0))
-	row("this process's CPU s (clients, watchers, kubelet) / operator's CPU s", fmt.Sprintf("%s / %s",
-		f(func(r *Run) float64 { return r.HarnessCPUSeconds }, 1), f(func(r *Run) float64 { return r.OperatorCPUSeconds }, 1)))
+	row("CPU s over the rollout: operator / xDS clients and kubelet (bench process) / watchers (their process)", fmt.Sprintf("%s / %s / %s",
+		f(func(r *Run) float64 { return r.OperatorCPUSeconds }, 1), f(func(r *Run) float64 { return r.HarnessCPUSeconds }, 1),
+		f(func(r *Run) float64 { return r.WatchersCPUSeconds }, 1)))
 	row("ready → API watch floor, p50 / p99 / max ms", tailCell(runs, func(r *Run) Tails { return r.Floor.Ready }))
 	row("**ready → every xDS client has it HEALTHY**, p50 / p99 / max ms", tailCell(runs, func(r *Run) Tails { return r.XDS.Ready }))
 	row("ready → every SotW client / every delta client, p99 ms", fmt.Sprintf("%s / %s",
@@ -181,7 +182,7 @@ func table(runs []*Run) benchfmt.Table {
 			len(runs), c.Pods, surgeOf(c.Pods, c.SurgePercent), c.Rate, c.Grace),
 		"Bytes are what the clients received (proto.Size of each response, every type; the assignment's pushes dominate) from the first write until every client " +
 			"and watcher held the new pods; the final deletions' pushes are in them. Store watch bytes are every gRPC message the watchers' etcd clients received.",
-		"The clients, watchers and the kubelet's writes run in the bench process on the same cores as the operator, the API server and both etcd servers.",
+		"The xDS clients and the kubelet's writes run in the bench process, the watchers in a process of their own, on the same cores as the operator, the API server and both etcd servers.",
 	}
 	return t
 }

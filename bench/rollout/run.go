@@ -118,7 +118,8 @@ type Run struct {
 	OperatorCPUSeconds float64 `json:"operatorCpuSeconds"`
 	OperatorPeakRSSMiB float64 `json:"operatorPeakRssMiB"`
 	OperatorRSSMiB     float64 `json:"operatorRssMiB"`
-	HarnessCPUSeconds  float64 `json:"harnessCpuSeconds"` // this process: clients, watchers, kubelet
+	HarnessCPUSeconds  float64 `json:"harnessCpuSeconds"`  // this process: the xDS clients and the kubelet's writes
+	WatchersCPUSeconds float64 `json:"watchersCpuSeconds"` // the watchers' process
 
 	// Write → every observer of the set had it.
 	Floor    KindTails `json:"floor"`
@@ -185,7 +186,8 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 		return nil, err
 	}
 
-	t := newTracker([groups]int{groupFloor: 1, groupSotw: c.XDSClients - c.DeltaClients, groupDelta: c.DeltaClients, groupWatchers: c.Watchers})
+	// The watchers' process reports a change once all its watchers have it: one observer.
+	t := newTracker([groups]int{groupFloor: 1, groupSotw: c.XDSClients - c.DeltaClients, groupDelta: c.DeltaClients, groupWatchers: min(c.Watchers, 1)})
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := floorWatch(rctx, cl.Kube(), namespace, t); err != nil {
@@ -201,13 +203,16 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := startWatchers(rctx, cl.StoreEndpoint(), service, namespace, c.Watchers, t, c.SyncTimeout)
-	if err != nil {
-		return nil, err
+	var wp *watcherProc
+	if c.Watchers > 0 {
+		c.Logf("starting %d discovery watchers", c.Watchers)
+		if wp, err = startWatcherProc(cl.StoreEndpoint(), c.Watchers, t, c.SyncTimeout, filepath.Join(c.WorkDir, "watchers.log")); err != nil {
+			return nil, err
+		}
+		defer wp.stop()
 	}
-	defer ws.stop()
 	c.Logf("waiting for %d xDS clients and %d watchers to hold the %d pods", c.XDSClients, c.Watchers, c.Pods)
-	if err := waitFor(ctx, c.SyncTimeout, func() (bool, string) { return synced(clients, ws, p.old, false) }); err != nil {
+	if err := waitFor(ctx, c.SyncTimeout, func() (bool, string) { return synced(clients, wp, c.Watchers, p.old, "") }); err != nil {
 		return nil, fmt.Errorf("initial sync: %w", err)
 	}
 	r.SetupSeconds = time.Since(setupStart).Seconds()
@@ -223,7 +228,10 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 	}
 	self0 := selfCPU()
 	b0 := clientBytes(clients)
-	w0 := ws.bytes.n.Load()
+	w0, wcpu0, err := wp.usage(c.Pods)
+	if err != nil {
+		return nil, err
+	}
 	profileDone := startProfile(ctx, cl.PprofAddr(), c, r)
 	start := time.Now()
 	k.rate = c.Rate
@@ -271,7 +279,7 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 	}
 	finish()
 	c.Logf("waiting for every client and watcher to hold the %d new pods", c.Pods)
-	convErr := waitFor(ctx, c.Drain, func() (bool, string) { return synced(clients, ws, p.new, true) })
+	convErr := waitFor(ctx, c.Drain, func() (bool, string) { return synced(clients, wp, c.Watchers, p.new, newPrefix) })
 	r.RolloutSeconds = time.Since(start).Seconds()
 	u1, err := controlplane.ReadUsage(op)
 	if err != nil {
@@ -279,7 +287,11 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 	}
 	r.HarnessCPUSeconds = selfCPU() - self0
 	b1 := clientBytes(clients)
-	r.WatchBytes = ws.bytes.n.Load() - w0
+	w1, wcpu1, err := wp.usage(c.Pods)
+	if err != nil {
+		return nil, err
+	}
+	r.WatchBytes, r.WatchersCPUSeconds = w1-w0, wcpu1-wcpu0
 	r.LoadAfter = benchfmt.LoadAvg()
 	profileDone()
 
@@ -303,7 +315,7 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 			}
 		}
 	}
-	r.XDSConverged, r.WatchersConverged = converged(clients, ws, p.new)
+	r.XDSConverged, r.WatchersConverged = converged(clients, wp, p.new, newPrefix)
 	if k.errs.n > 0 {
 		c.Logf("%d API writes failed, first: %v", k.errs.n, k.errs.first)
 	}
@@ -387,7 +399,7 @@ func waitStoreKeys(ctx context.Context, cli *clientv3.Client, n int, timeout tim
 // progressf, when set, receives what a long wait still waits for.
 var progressf func(string, ...any)
 
-// waitFor polls ok every 50 ms until it holds, ctx ends or timeout passes.
+// waitFor polls ok every 200 ms until it holds, ctx ends or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, ok func() (bool, string)) error {
 	deadline := time.Now().Add(timeout)
 	report := time.Now().Add(30 * time.Second)
@@ -406,49 +418,47 @@ func waitFor(ctx context.Context, timeout time.Duration, ok func() (bool, string
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond): // polling what the observers hold
+		case <-time.After(200 * time.Millisecond): // polling what the observers hold
 		}
 	}
 }
 
-// synced tells whether every xDS client holds exactly pods HEALTHY (with exact, and nothing
-// else: no DRAINING endpoint left) and every watcher exactly pods.
-func synced(clients []*xdsClient, ws *watchers, pods []string, exact bool) (bool, string) {
-	x, w := converged(clients, ws, pods)
-	if !exact {
-		x, w = 0, 0
+// newPrefix names the pods of revision 2 (newPlan).
+var newPrefix = service + "-v2-"
+
+// synced tells whether every xDS client holds pods HEALTHY and every watcher lists len(pods)
+// pods; with prefix (the final check) nothing else: no DRAINING endpoint left, every listed
+// pod named with prefix.
+func synced(clients []*xdsClient, wp *watcherProc, watchers int, pods []string, prefix string) (bool, string) {
+	x, w := converged(clients, wp, pods, prefix)
+	if prefix == "" {
+		x = 0
 		for _, c := range clients {
 			if a, has, _ := c.snapshot(); has && len(a.healthy) == len(pods) {
 				x++
 			}
 		}
-		for _, wt := range ws.ws {
-			if len(wt.c.All()) == len(pods) {
-				w++
-			}
-		}
 	}
-	return x == len(clients) && w == len(ws.ws), fmt.Sprintf("%d of %d xDS clients and %d of %d watchers to hold the %d pods", x, len(clients), w, len(ws.ws), len(pods))
+	return x == len(clients) && w == watchers, fmt.Sprintf("%d of %d xDS clients and %d of %d watchers to hold the %d pods", x, len(clients), w, watchers, len(pods))
 }
 
 // converged counts the clients holding exactly pods HEALTHY and nothing else, and the
-// watchers holding exactly pods.
-func converged(clients []*xdsClient, ws *watchers, pods []string) (int, int) {
+// watchers listing len(pods) pods named with prefix.
+func converged(clients []*xdsClient, wp *watcherProc, pods []string, prefix string) (int, int) {
 	want := map[string]bool{}
 	for _, p := range pods {
 		want[p] = true
 	}
-	x, w := 0, 0
+	x := 0
 	for _, c := range clients {
 		a, has, _ := c.snapshot()
 		if has && a.endpoints == len(pods) && len(a.healthy) == len(pods) && allIn(a.healthy, want) {
 			x++
 		}
 	}
-	for _, wt := range ws.ws {
-		if held := wt.pods(); len(held) == len(pods) && allIn(held, want) {
-			w++
-		}
+	w := 0
+	if wp != nil {
+		w, _, _ = wp.count(prefix, len(pods))
 	}
 	return x, w
 }

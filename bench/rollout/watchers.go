@@ -32,6 +32,12 @@ func (w *wireBytes) HandleRPC(_ context.Context, s stats.RPCStats) {
 func (w *wireBytes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (w *wireBytes) HandleConn(context.Context, stats.ConnStats)                       {}
 
+// observer receives what observers of a group have: the tracker, or in the watchers'
+// process the aggregate that tells the tracker when every watcher has a change.
+type observer interface {
+	observe(g group, pod string, k kind, at time.Time)
+}
+
 // watchersPerConn is how many discovery watchers share one etcd client (connection); each
 // still has watch streams of its own (pkg/discovery opens one per client) and receives every
 // event of its service.
@@ -64,7 +70,7 @@ type watchers struct {
 // startWatchers starts n watchers, watchersPerConn at a time, each group once the previous
 // one has listed the service (callers do not all start in the same second; 1,000 lists of
 // 2,000 keys at once time out in the store).
-func startWatchers(ctx context.Context, endpoint, service, namespace string, n int, t *tracker, timeout time.Duration) (*watchers, error) {
+func startWatchers(ctx context.Context, endpoint, service, namespace string, n int, t observer, timeout time.Duration) (*watchers, error) {
 	ws := &watchers{}
 	for i := range n {
 		if i%watchersPerConn == 0 {
@@ -108,7 +114,7 @@ func (ws *watchers) waitSynced(ctx context.Context, timeout time.Duration) error
 }
 
 // follow applies each change of the watcher's list as a caller reacting to it would.
-func (w *watcher) follow(ctx context.Context, t *tracker) {
+func (w *watcher) follow(ctx context.Context, t observer) {
 	for {
 		ch, err := w.sub.Next(ctx)
 		if err != nil {
