@@ -80,14 +80,14 @@ func TestTracker(t *testing.T) {
 	if got := tr.pending(); got != 1 {
 		t.Fatalf("pending %d, want 1", got)
 	}
-	x := tr.tails(ready, false, groupSotw, groupDelta)
+	x := tr.tails(ready, groupSotw, groupDelta)
 	if x.N != 1 || x.Max != 40 || x.Missing != 0 {
 		t.Fatalf("ready → every xDS client %+v, want 40 ms", x)
 	}
-	if f := tr.tails(ready, false, groupFloor); f.Max != 10 {
+	if f := tr.tails(ready, groupFloor); f.Max != 10 {
 		t.Fatalf("floor %+v", f)
 	}
-	if m := tr.tails(terminating, false, groupSotw); m.Missing != 1 || m.N != 0 {
+	if m := tr.tails(terminating, groupSotw); m.Missing != 1 || m.N != 0 {
 		t.Fatalf("terminating %+v: want one missing", m)
 	}
 }

@@ -182,7 +182,8 @@ func table(runs []*Run) benchfmt.Table {
 			len(runs), c.Pods, surgeOf(c.Pods, c.SurgePercent), c.Rate, c.Grace),
 		"Bytes are what the clients received (proto.Size of each response, every type; the assignment's pushes dominate) from the first write until every client " +
 			"and watcher held the new pods; the final deletions' pushes are in them. Store watch bytes are every gRPC message the watchers' etcd clients received.",
-		"The xDS clients and the kubelet's writes run in the bench process, the watchers in a process of their own, on the same cores as the operator, the API server and both etcd servers.",
+		"The xDS clients and the kubelet's writes run in the bench process, the watchers in a process of their own, " +
+			"on the same cores as the operator, the API server and both etcd servers.",
 	}
 	return t
 }

@@ -144,7 +144,7 @@ type KindTails struct {
 }
 
 func (t *tracker) kindTails(gs ...group) KindTails {
-	return KindTails{Ready: t.tails(ready, false, gs...), Terminating: t.tails(terminating, false, gs...)}
+	return KindTails{Ready: t.tails(ready, gs...), Terminating: t.tails(terminating, gs...)}
 }
 
 // storePrefix is where the operator writes the service's keys (its default --store-prefix).
@@ -235,49 +235,9 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 	profileDone := startProfile(ctx, cl.PprofAddr(), c, r)
 	start := time.Now()
 	k.rate = c.Rate
-	var gone []string // old pods terminating, to be deleted for good
-	var terminatedAt time.Time
-	finish := func() {
-		if len(gone) == 0 {
-			return
-		}
-		if d := c.Grace - time.Since(terminatedAt); d > 0 {
-			time.Sleep(d) // the terminating pods' grace, as the kubelet's preStop would take
-		}
-		g := gone
-		k.paced(ctx, len(g), func(ctx context.Context, i int) error { return k.gone(ctx, g[i]) })
-		gone = nil
+	if err := roll(ctx, c, k, p, t); err != nil {
+		return nil, err
 	}
-	for s, step := range p.steps {
-		from, to := step[0], step[1]
-		c.Logf("step %d/%d: pods %d–%d", s+1, len(p.steps), from, to-1)
-		k.paced(ctx, to-from, func(ctx context.Context, i int) error {
-			return k.create(ctx, p.new[from+i], podIP(2, from+i), 2, false)
-		})
-		finish()
-		k.paced(ctx, to-from, func(ctx context.Context, i int) error {
-			tr := t.issue(p.new[from+i], ready)
-			t.wrote(tr, time.Now())
-			return k.markReady(ctx, p.new[from+i])
-		})
-		if err := waitFor(ctx, c.StepTimeout, func() (bool, string) {
-			return t.complete(groupFloor, ready, p.new[from:to]), "the API watch to show the new pods ready"
-		}); err != nil {
-			return nil, err
-		}
-		k.paced(ctx, to-from, func(ctx context.Context, i int) error {
-			tr := t.issue(p.old[from+i], terminating)
-			t.wrote(tr, time.Now())
-			return k.terminate(ctx, p.old[from+i])
-		})
-		if err := waitFor(ctx, c.StepTimeout, func() (bool, string) {
-			return t.complete(groupFloor, terminating, p.old[from:to]), "the API watch to show the old pods terminating"
-		}); err != nil {
-			return nil, err
-		}
-		gone, terminatedAt = p.old[from:to], time.Now()
-	}
-	finish()
 	c.Logf("waiting for every client and watcher to hold the %d new pods", c.Pods)
 	convErr := waitFor(ctx, c.Drain, func() (bool, string) { return synced(clients, wp, c.Watchers, p.new, newPrefix) })
 	r.RolloutSeconds = time.Since(start).Seconds()
@@ -327,6 +287,56 @@ func runOne(ctx context.Context, c Config) (*Run, error) {
 
 func (m ModeBytes) minus(o ModeBytes) ModeBytes {
 	return ModeBytes{Bytes: m.Bytes - o.Bytes, EDSBytes: m.EDSBytes - o.EDSBytes, EDSResponses: m.EDSResponses - o.EDSResponses}
+}
+
+// roll makes the rollout's API writes, step by step: the new pods created, then ready (each a
+// transition), then as many old pods terminating (each a transition), deleted for good a grace
+// later (at the next step's start, or at the end).
+func roll(ctx context.Context, c Config, k *kubelet, p plan, t *tracker) error {
+	var gone []string // old pods terminating, to be deleted for good
+	var terminatedAt time.Time
+	finish := func() {
+		if len(gone) == 0 {
+			return
+		}
+		if d := c.Grace - time.Since(terminatedAt); d > 0 {
+			time.Sleep(d) // the terminating pods' grace, as the kubelet's preStop would take
+		}
+		g := gone
+		k.paced(ctx, len(g), func(ctx context.Context, i int) error { return k.gone(ctx, g[i]) })
+		gone = nil
+	}
+	for s, step := range p.steps {
+		from, to := step[0], step[1]
+		c.Logf("step %d/%d: pods %d–%d", s+1, len(p.steps), from, to-1)
+		k.paced(ctx, to-from, func(ctx context.Context, i int) error {
+			return k.create(ctx, p.new[from+i], podIP(2, from+i), 2, false)
+		})
+		finish()
+		k.paced(ctx, to-from, func(ctx context.Context, i int) error {
+			tr := t.issue(p.new[from+i], ready)
+			t.wrote(tr, time.Now())
+			return k.markReady(ctx, p.new[from+i])
+		})
+		if err := waitFor(ctx, c.StepTimeout, func() (bool, string) {
+			return t.complete(groupFloor, ready, p.new[from:to]), "the API watch to show the new pods ready"
+		}); err != nil {
+			return err
+		}
+		k.paced(ctx, to-from, func(ctx context.Context, i int) error {
+			tr := t.issue(p.old[from+i], terminating)
+			t.wrote(tr, time.Now())
+			return k.terminate(ctx, p.old[from+i])
+		})
+		if err := waitFor(ctx, c.StepTimeout, func() (bool, string) {
+			return t.complete(groupFloor, terminating, p.old[from:to]), "the API watch to show the old pods terminating"
+		}); err != nil {
+			return err
+		}
+		gone, terminatedAt = p.old[from:to], time.Now()
+	}
+	finish()
+	return nil
 }
 
 // clientBytes sums what the clients received so far, state of the world [0] and delta [1].
@@ -439,7 +449,8 @@ func synced(clients []*xdsClient, wp *watcherProc, watchers int, pods []string, 
 			}
 		}
 	}
-	return x == len(clients) && w == watchers, fmt.Sprintf("%d of %d xDS clients and %d of %d watchers to hold the %d pods", x, len(clients), w, watchers, len(pods))
+	return x == len(clients) && w == watchers,
+		fmt.Sprintf("%d of %d xDS clients and %d of %d watchers to hold the %d pods", x, len(clients), w, watchers, len(pods))
 }
 
 // converged counts the clients holding exactly pods HEALTHY and nothing else, and the

@@ -41,8 +41,6 @@ const (
 	groups
 )
 
-var groupNames = [groups]string{"API watch floor", "xDS SotW clients", "xDS delta clients", "discovery watchers"}
-
 // transition is one pod transition of the rollout.
 type transition struct {
 	pod     string
@@ -150,15 +148,15 @@ type Tails struct {
 	Missing int `json:"missing"`
 }
 
-// tails computes, for transitions of kind k (all kinds for k < 0), write → every observer of
-// the groups gs had it (the latest of their completion times).
-func (t *tracker) tails(k kind, all bool, gs ...group) Tails {
+// tails computes, for transitions of kind k, write → every observer of the groups gs had it
+// (the latest of their completion times).
+func (t *tracker) tails(k kind, gs ...group) Tails {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var lags []time.Duration
 	var out Tails
 	for _, tr := range t.order {
-		if !all && tr.kind != k {
+		if tr.kind != k {
 			continue
 		}
 		var last time.Time
