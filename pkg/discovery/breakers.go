@@ -104,11 +104,11 @@ func (bs *breakers) blockedSet(s *snapshot, now time.Time, skip map[string]bool)
 }
 
 // prune drops the breakers of endpoints gone from the list.
-func (bs *breakers) prune(live map[string]Instance) {
+func (bs *breakers) prune(live func(key string) bool) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	for k, b := range bs.endpoints {
-		if _, ok := live[k]; !ok {
+		if !live(k) {
 			if b.State() != BreakerClosed {
 				bs.nonClosed.Add(-1)
 			}

@@ -378,7 +378,9 @@ func (c *Client) list(ctx context.Context) error {
 	return nil
 }
 
-// apply copies the snapshot, applies the events newer than c.rev and replaces it.
+// apply applies the events newer than c.rev to a copy of the snapshot's sorted list, each
+// by binary search (the one copy an immutable snapshot needs; no rebuild or sort of the
+// service), and publishes it.
 func (c *Client) apply(events []*clientv3.Event) {
 	events = slices.DeleteFunc(slices.Clone(events), func(ev *clientv3.Event) bool { return ev.Kv.ModRevision <= c.rev })
 	if c.cfg.AllServices {
@@ -393,46 +395,85 @@ func (c *Client) apply(events []*clientv3.Event) {
 		return
 	}
 	cur := c.snap.Load().instances
-	byKey := make(map[string]Instance, len(cur)+len(events))
-	for _, inst := range cur {
-		byKey[inst.Key] = inst
-	}
+	list := make([]Instance, len(cur), len(cur)+len(events))
+	copy(list, cur)
+	var gone []string
 	for _, ev := range events {
-		if ev.Type == mvccpb.DELETE {
-			delete(byKey, string(ev.Kv.Key))
-		} else {
-			c.put(byKey, ev.Kv)
+		key := string(ev.Kv.Key)
+		i, found := slices.BinarySearchFunc(list, key, func(inst Instance, k string) int { return strings.Compare(inst.Key, k) })
+		inst, ok := Instance{}, false
+		if ev.Type != mvccpb.DELETE {
+			inst, ok = c.decode(ev.Kv)
+		}
+		switch {
+		case ok && found:
+			list[i] = inst
+		case ok:
+			list = slices.Insert(list, i, inst)
+		case found:
+			list = slices.Delete(list, i, i+1)
+			gone = append(gone, key)
 		}
 		c.rev = max(c.rev, ev.Kv.ModRevision)
 	}
-	c.replace(byKey)
+	if len(gone) > 0 {
+		c.forget(gone)
+	}
+	c.publish(list)
 }
 
+// put adds the instance of kv to byKey (a list being built), or removes its key when the
+// value does not decode.
 func (c *Client) put(byKey map[string]Instance, kv *mvccpb.KeyValue) {
+	if inst, ok := c.decode(kv); ok {
+		byKey[inst.Key] = inst
+	} else {
+		delete(byKey, string(kv.Key))
+	}
+}
+
+// decode is the instance of kv; false for a key of no instance (the reserved subtree, with
+// AllServices) and for a value that does not decode (counted).
+func (c *Client) decode(kv *mvccpb.KeyValue) (Instance, bool) {
 	if c.cfg.AllServices && !isInstanceKey(c.cfg.Prefix, string(kv.Key)) {
-		return // the reserved subtree or a key of no instance: not counted as undecodable
+		return Instance{}, false // the reserved subtree or a key of no instance: not counted as undecodable
 	}
 	inst, err := DecodeInstance(string(kv.Key), kv.Value, kv.ModRevision)
 	if err != nil {
-		delete(byKey, string(kv.Key))
 		c.stats.undecodable.Add(1)
-		return
+		return Instance{}, false
 	}
-	byKey[inst.Key] = inst
+	return inst, true
 }
 
-// replace publishes a new sorted snapshot and wakes subscribers.
+// replace publishes the instances of byKey (a full list), sorted, and forgets the health
+// and breakers of every other key.
 func (c *Client) replace(byKey map[string]Instance) {
 	list := make([]Instance, 0, len(byKey))
 	for _, inst := range byKey {
 		list = append(list, inst)
 	}
 	slices.SortFunc(list, func(a, b Instance) int { return strings.Compare(a.Key, b.Key) })
-	c.snap.Store(newSnapshot(list, c.rev))
-	c.health.prune(byKey)
+	live := func(key string) bool { _, ok := byKey[key]; return ok }
+	c.health.prune(live)
 	if c.brk != nil {
-		c.brk.prune(byKey)
+		c.brk.prune(live)
 	}
+	c.publish(list)
+}
+
+// forget drops the health and breakers of keys that left the list.
+func (c *Client) forget(keys []string) {
+	gone := func(key string) bool { return slices.Contains(keys, key) }
+	c.health.prune(func(key string) bool { return !gone(key) })
+	if c.brk != nil {
+		c.brk.prune(func(key string) bool { return !gone(key) })
+	}
+}
+
+// publish stores list (sorted by key) as the new snapshot and wakes subscribers.
+func (c *Client) publish(list []Instance) {
+	c.snap.Store(newSnapshot(list, c.rev))
 	c.syncedOnce.Do(func() { close(c.synced) })
 	c.notify()
 }

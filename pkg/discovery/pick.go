@@ -2,7 +2,9 @@ package discovery
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,11 +25,11 @@ type instanceHealth struct {
 	ejectedUntil time.Time
 }
 
-func (h *health) prune(live map[string]Instance) {
+func (h *health) prune(live func(key string) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for k := range h.byKey {
-		if _, ok := live[k]; !ok {
+		if !live(k) {
 			delete(h.byKey, k)
 		}
 	}
@@ -269,10 +271,6 @@ func (c *Client) leastRecentlyFailed(s *snapshot, cand []int) int {
 }
 
 func contains(s *snapshot, key string) bool {
-	for _, inst := range s.instances {
-		if inst.Key == key {
-			return true
-		}
-	}
-	return false
+	_, found := slices.BinarySearchFunc(s.instances, key, func(inst Instance, k string) int { return strings.Compare(inst.Key, k) })
+	return found
 }
