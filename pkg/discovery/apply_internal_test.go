@@ -132,3 +132,22 @@ func TestApplyMatchesRebuild(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkApplyOneEvent is one watch event (a changed instance) applied to a 2,000-instance
+// service: what each caller pays per pod transition during a rollout.
+func BenchmarkApplyOneEvent(b *testing.B) {
+	const n = 2000
+	c := applyClient(b, n)
+	events := make([][]*clientv3.Event, 256)
+	for i := range events {
+		events[i] = []*clientv3.Event{putEvent(b, fmt.Sprintf("/registry/web/ns/web-%05d", i*37%n), 0)}
+	}
+	b.ReportAllocs()
+	rev := int64(1)
+	for i := 0; b.Loop(); i++ {
+		rev++
+		ev := events[i%len(events)]
+		ev[0].Kv.ModRevision = rev
+		c.apply(ev)
+	}
+}
