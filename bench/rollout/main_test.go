@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/registrar-dev/registrar/bench/controlplane"
 
 	"github.com/registrar-dev/registrar/test/support/proc"
 )
@@ -120,6 +123,23 @@ func TestFigures(t *testing.T) {
 	}
 	if _, err := json.Marshal(envelope([]*Run{r}, "make bench-rollout")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A run in which some watcher never caught up has no transition that reached every watcher:
+// its tail is unmeasured, not 0 ms, and the table says how many transitions missed.
+func TestTailCellSkipsUnmeasuredRuns(t *testing.T) {
+	measured := func(p50 float64) *Run {
+		return &Run{Watchers: KindTails{Ready: Tails{LagStats: controlplane.LagStats{N: 10, P50: p50, P99: 2 * p50, Max: 3 * p50}}}}
+	}
+	unmeasured := &Run{Watchers: KindTails{Ready: Tails{Missing: 10}}}
+	get := func(r *Run) Tails { return r.Watchers.Ready }
+	got := tailCell([]*Run{measured(100), unmeasured, measured(300)}, get)
+	if want := "200 (100–300) / 400 (200–600) / 600 (300–900), 2 of 3 runs"; !strings.HasPrefix(got, want) {
+		t.Errorf("tailCell = %q, want it to start with %q", got, want)
+	}
+	if got := tailCell([]*Run{unmeasured}, get); !strings.HasPrefix(got, "–") {
+		t.Errorf("tailCell of unmeasured runs only = %q, want –", got)
 	}
 }
 
