@@ -40,13 +40,14 @@ func main() {
 		return
 	}
 	var (
-		c       Config
-		runs    = flag.Int("runs", 1, "Runs.")
-		out     = flag.String("out", "", "Where to write the envelope (JSON).")
-		command = flag.String("command", "make bench-rollout", "The command recorded in the envelope.")
-		work    = flag.String("workdir", "bin/bench/rollout", "Logs, data and profiles of the runs.")
-		profile = flag.Bool("profile", false, "Fetch the operator's CPU profile of each run's rollout (-profile-seconds long) into the run's directory.")
-		pprofAt = flag.String("pprof", "", "Serve this process's net/http/pprof on this address (e.g. 127.0.0.1:6061).")
+		c         Config
+		runs      = flag.Int("runs", 1, "Runs.")
+		out       = flag.String("out", "", "Where to write the envelope (JSON).")
+		command   = flag.String("command", "make bench-rollout", "The command recorded in the envelope.")
+		work      = flag.String("workdir", "bin/bench/rollout", "Logs, data and profiles of the runs.")
+		profile   = flag.Bool("profile", false, "Fetch the operator's CPU profile of each run's rollout (-profile-seconds long) into the run's directory.")
+		pprofAt   = flag.String("pprof", "", "Serve this process's net/http/pprof on this address (e.g. 127.0.0.1:6061).")
+		republish = flag.String("republish", "", "Rebuild the table of this envelope from its runs (after a change of the table's code), keeping its date, commit and command; runs nothing.")
 	)
 	flag.IntVar(&c.Pods, "pods", 2000, "Pods of the service.")
 	flag.Float64Var(&c.SurgePercent, "max-surge", 25, "The Deployment's maxSurge, percent of pods.")
@@ -62,6 +63,13 @@ func main() {
 	c.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+f+"\n", a...) }
 	if *pprofAt != "" {
 		go func() { c.Logf("pprof: %v", http.ListenAndServe(*pprofAt, nil)) }() //nolint:gosec // a local diagnostic
+	}
+	if *republish != "" {
+		if err := republishFile(*republish); err != nil {
+			fmt.Fprintln(os.Stderr, "rollout:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := benchmark(c, *runs, *work, *profile, *out, *command); err != nil {
 		fmt.Fprintln(os.Stderr, "rollout:", err)
@@ -103,6 +111,26 @@ func benchmark(c Config, runs int, work string, profile bool, out, command strin
 		return err
 	}
 	return os.WriteFile(out, append(b, '\n'), 0o644)
+}
+
+// republishFile rebuilds the table of the envelope at path from its runs.
+func republishFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var env benchfmt.Envelope[*Run]
+	if err := json.Unmarshal(b, &env); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(env.Runs) == 0 {
+		return fmt.Errorf("%s: no runs", path)
+	}
+	env.Tables = []benchfmt.Table{table(env.Runs)}
+	if b, err = json.MarshalIndent(env, "", "  "); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 func envelope(runs []*Run, command string) benchfmt.Envelope[*Run] {

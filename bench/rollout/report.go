@@ -127,10 +127,20 @@ func (s stat) fmt(decimals int) string {
 	return fmt.Sprintf("%.*f (%.*f–%.*f)", decimals, s.median, decimals, s.lo, decimals, s.hi)
 }
 
-// tailCell is "p50 / p99 / max" of a tail, each a median (min–max) over the runs.
+// tailCell is "p50 / p99 / max" of a tail, each a median (min–max) over the runs in which
+// some transition reached every observer; the others have no tail (not a 0 ms one), and the
+// cell says how many runs it is over.
 func tailCell(runs []*Run, f func(*Run) Tails) string {
-	return fmt.Sprintf("%s / %s / %s", over(runs, func(r *Run) float64 { return f(r).P50 }).fmt(0),
-		over(runs, func(r *Run) float64 { return f(r).P99 }).fmt(0), over(runs, func(r *Run) float64 { return f(r).Max }).fmt(0))
+	measured := slices.DeleteFunc(slices.Clone(runs), func(r *Run) bool { return f(r).N == 0 })
+	if len(measured) == 0 {
+		return "– (no transition reached every observer)"
+	}
+	cell := fmt.Sprintf("%s / %s / %s", over(measured, func(r *Run) float64 { return f(r).P50 }).fmt(0),
+		over(measured, func(r *Run) float64 { return f(r).P99 }).fmt(0), over(measured, func(r *Run) float64 { return f(r).Max }).fmt(0))
+	if len(measured) < len(runs) {
+		cell += fmt.Sprintf(", %d of %d runs", len(measured), len(runs))
+	}
+	return cell
 }
 
 // table is the published table of the runs (one configuration).
@@ -170,6 +180,8 @@ func table(runs []*Run) benchfmt.Table {
 	row("ready → every SotW client / every delta client, p99 ms", fmt.Sprintf("%s / %s",
 		f(func(r *Run) float64 { return r.XDSSotw.Ready.P99 }, 0), f(func(r *Run) float64 { return r.XDSDelta.Ready.P99 }, 0)))
 	row("**ready → every discovery watcher lists it**, p50 / p99 / max ms", tailCell(runs, func(r *Run) Tails { return r.Watchers.Ready }))
+	row("transitions that had not reached every watcher when the run ended, ready / terminating", fmt.Sprintf("%s / %s",
+		f(func(r *Run) float64 { return float64(r.Watchers.Ready.Missing) }, 0), f(func(r *Run) float64 { return float64(r.Watchers.Terminating.Missing) }, 0)))
 	row("terminating → API watch floor, p50 / p99 / max ms", tailCell(runs, func(r *Run) Tails { return r.Floor.Terminating }))
 	row("terminating → every xDS client has it not HEALTHY, p50 / p99 / max ms", tailCell(runs, func(r *Run) Tails { return r.XDS.Terminating }))
 	row("terminating → every discovery watcher dropped it, p50 / p99 / max ms", tailCell(runs, func(r *Run) Tails { return r.Watchers.Terminating }))
@@ -184,6 +196,9 @@ func table(runs []*Run) benchfmt.Table {
 			"and watcher held the new pods; the final deletions' pushes are in them. Store watch bytes are every gRPC message the watchers' etcd clients received.",
 		"The xDS clients and the kubelet's writes run in the bench process, the watchers in a process of their own, " +
 			"on the same cores as the operator, the API server and both etcd servers.",
+		"A tail is over the transitions that reached every observer of its set: one watcher that never caught up (the run ends 2 minutes after the last " +
+			"write) takes every later transition out of the watchers' tail, so a run can have none; such runs are left out of the cell, which then says " +
+			"how many runs it is over.",
 	}
 	return t
 }
