@@ -6,7 +6,7 @@ package xds
 // for every change (each waiting watch's names compared again, its known versions copied),
 // and a gRPC client's ACK repeats all its names. With 100 clients of 100 names at 100
 // changes/s that was about a fifth of the operator's CPU in `make bench-xds`
-// (docs/xds.md#benchmark-make-bench-xds).
+// (docs/xds-performance.md#benchmark-make-bench-xds).
 //
 // Here a ClusterLoadAssignment costs, per change, one subscription lookup per stream; an
 // ACK that repeats the stream's names costs one comparison of the names; a response holds
