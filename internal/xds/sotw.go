@@ -8,7 +8,8 @@ package xds
 // changes/s that was about a fifth of the operator's CPU in `make bench-xds`
 // (docs/xds-performance.md#benchmark-make-bench-xds).
 //
-// Here a ClusterLoadAssignment costs, per change, one subscription lookup per stream; an
+// Here a ClusterLoadAssignment costs, per change, one mark per stream subscribed to it (the
+// streams are indexed by the names they subscribe to, wildcards apart); an
 // ACK that repeats the stream's names costs one comparison of the names; a response holds
 // the changed ClusterLoadAssignments only, each marshaled once per change for all streams.
 // The protocol is the one go-control-plane serves: one response per type in flight on a
@@ -49,16 +50,22 @@ type edsEntry struct {
 }
 
 // sotwEDS holds the ClusterLoadAssignments for state-of-the-world streams and the streams
-// that subscribe to them.
+// that subscribe to them, indexed by what they subscribe to: a publish marks the streams
+// that name a changed resource and the wildcard ones, never looks at the others.
 type sotwEDS struct {
 	mu      sync.RWMutex
 	seq     uint64 // the newest publish
 	entries map[string]*edsEntry
-	streams map[*edsSubscription]struct{}
+	// named maps a resource name to the streams whose subscription names it (not wildcard);
+	// wildcard holds the streams subscribed to everything. A stream is in neither until its
+	// first request.
+	named    map[string]map[*edsSubscription]struct{}
+	wildcard map[*edsSubscription]struct{}
 }
 
 func newSotwEDS() *sotwEDS {
-	return &sotwEDS{entries: map[string]*edsEntry{}, streams: map[*edsSubscription]struct{}{}}
+	return &sotwEDS{entries: map[string]*edsEntry{}, named: map[string]map[*edsSubscription]struct{}{},
+		wildcard: map[*edsSubscription]struct{}{}}
 }
 
 // update stores publish seq (set and deleted names) and marks the changed names on every
@@ -82,52 +89,104 @@ func (c *sotwEDS) update(seq uint64, set map[string]types.Resource, del []string
 		delete(c.entries, name)
 		changed = append(changed, name)
 	}
-	for sub := range c.streams {
-		sub.mark(changed)
+	for _, name := range changed {
+		for sub := range c.named[name] {
+			sub.mark(name)
+		}
+	}
+	if len(changed) > 0 {
+		for sub := range c.wildcard {
+			for _, name := range changed {
+				sub.mark(name)
+			}
+		}
 	}
 	return err
 }
 
+// add makes sub one of the streams c marks; it subscribes to nothing until its first request.
 func (c *sotwEDS) add(sub *edsSubscription) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.streams[sub] = struct{}{}
+	sub.owner = c
 }
 
+// remove drops a closed stream's subscription from the index.
 func (c *sotwEDS) remove(sub *edsSubscription) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.streams, sub)
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	c.unindex(sub, sub.sub)
+	sub.sub = clients.Subscription{}
+}
+
+// subscribe applies a state-of-the-world request naming names to sub and follows it in the
+// index: work in proportion to the names, once per change of subscription (an ACK repeating
+// the names does not come here).
+func (c *sotwEDS) subscribe(sub *edsSubscription, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	old := sub.sub // Sotw never changes the map it had: old keeps its names
+	sub.sub.Sotw(names)
+	c.unindex(sub, old)
+	c.index(sub, sub.sub)
+}
+
+// index and unindex add and remove sub's subscription s; c.mu is held.
+func (c *sotwEDS) index(sub *edsSubscription, s clients.Subscription) {
+	if s.Wildcard {
+		c.wildcard[sub] = struct{}{}
+		return
+	}
+	for name := range s.Names {
+		subs := c.named[name]
+		if subs == nil {
+			subs = map[*edsSubscription]struct{}{}
+			c.named[name] = subs
+		}
+		subs[sub] = struct{}{}
+	}
+}
+
+func (c *sotwEDS) unindex(sub *edsSubscription, s clients.Subscription) {
+	if s.Wildcard {
+		delete(c.wildcard, sub)
+		return
+	}
+	for name := range s.Names {
+		if subs := c.named[name]; subs != nil {
+			delete(subs, sub)
+			if len(subs) == 0 {
+				delete(c.named, name)
+			}
+		}
+	}
 }
 
 // edsSubscription is what one stream subscribes to and which of those names changed since
-// the stream last looked; the publisher marks, the stream's goroutine takes.
+// the stream last looked; the publisher marks, the stream's goroutine takes. Its
+// subscription changes through owner (sotwEDS.subscribe), which indexes it.
 type edsSubscription struct {
-	kick chan struct{} // capacity 1: "something you subscribe to changed"
+	kick  chan struct{} // capacity 1: "something you subscribe to changed"
+	owner *sotwEDS
 
 	mu    sync.Mutex
 	sub   clients.Subscription
 	dirty map[string]struct{}
 }
 
-func (e *edsSubscription) mark(changed []string) {
+// mark notes that name, which the stream subscribes to, changed; owner.mu is held.
+func (e *edsSubscription) mark(name string) {
 	e.mu.Lock()
-	hit := false
-	for _, n := range changed {
-		if e.sub.Has(n) {
-			if e.dirty == nil {
-				e.dirty = make(map[string]struct{}, len(changed))
-			}
-			e.dirty[n] = struct{}{}
-			hit = true
-		}
+	if e.dirty == nil {
+		e.dirty = map[string]struct{}{}
 	}
+	e.dirty[name] = struct{}{}
 	e.mu.Unlock()
-	if hit {
-		select {
-		case e.kick <- struct{}{}:
-		default:
-		}
+	select {
+	case e.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -141,9 +200,7 @@ func (e *edsSubscription) take() (dirty map[string]struct{}, sub clients.Subscri
 
 // request applies a state-of-the-world request naming names.
 func (e *edsSubscription) request(names []string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.sub.Sotw(names)
+	e.owner.subscribe(e, names)
 }
 
 // Has tells whether the stream is served the ClusterLoadAssignment name (the readiness
