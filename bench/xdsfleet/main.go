@@ -53,6 +53,10 @@ type config struct {
 // "impl,services,endpoints" (so the test binary can serve too, see TestMain).
 const serveEnv = "XDSFLEET_SERVE"
 
+// cpuProfileEnv, when set, has the server process profile its CPU from the first change until
+// it is asked for its heap profile, into the file it names.
+const cpuProfileEnv = "XDSFLEET_CPU_PROFILE"
+
 func main() {
 	if v := os.Getenv(serveEnv); v != "" {
 		if err := serveFromEnv(v); err != nil {
@@ -69,6 +73,7 @@ func main() {
 		sync    = flag.Duration("sync-timeout", 5*time.Minute, "How long every client may take to receive its initial resources.")
 		drain   = flag.Duration("drain", 30*time.Second, "How long to wait after the last change for every client to ACK it.")
 		heap    = flag.String("heap-profile", "", "Where the server process writes a heap profile at the end of the run.")
+		cpu     = flag.String("cpu-profile", "", "Where the server process writes a CPU profile of the change phase (first change to the last ACK).")
 		dur     time.Duration
 	)
 	flag.StringVar(&cfg.Impl, "impl", "registrar", "The control plane: registrar (internal/xds) or stock (go-control-plane server/v3 + LinearCache).")
@@ -89,7 +94,7 @@ func main() {
 		err = publishRuns(flag.Args(), *out, *command)
 	default:
 		var r Run
-		r, err = runOne(cfg, dur, *sync, *drain, *heap)
+		r, err = runOne(cfg, dur, *sync, *drain, profiles{heap: *heap, cpu: *cpu})
 		if err == nil {
 			err = writeJSON(*out, r)
 			fmt.Println(r.line())
@@ -147,7 +152,10 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-func runOne(cfg config, dur, syncTimeout, drain time.Duration, heapProfile string) (Run, error) {
+// profiles are where the server process writes its profiles; "" for none.
+type profiles struct{ heap, cpu string }
+
+func runOne(cfg config, dur, syncTimeout, drain time.Duration, prof profiles) (Run, error) {
 	r := Run{Config: cfg, Date: time.Now().UTC().Format(time.RFC3339), LoadBefore: benchfmt.LoadAvg()}
 	if cfg.Rate <= 0 || int(cfg.Rate*dur.Seconds()) >= maxChanges {
 		return r, errors.New("-rate × -duration must be between 1 and 16M changes")
@@ -158,6 +166,9 @@ func runOne(cfg config, dur, syncTimeout, drain time.Duration, heapProfile strin
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", serveEnv, cfg.Impl, cfg.Services, cfg.Endpoints))
+	if prof.cpu != "" {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s", cpuProfileEnv, prof.cpu))
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -274,8 +285,8 @@ func runOne(cfg config, dur, syncTimeout, drain time.Duration, heapProfile strin
 		return r, err
 	}
 	r.LoadAfter = benchfmt.LoadAvg()
-	if heapProfile != "" {
-		if err := askHeap(bw, t, heapProfile); err != nil {
+	if prof.heap != "" || prof.cpu != "" {
+		if err := askHeap(bw, t, prof.heap); err != nil {
 			return r, err
 		}
 	}
@@ -384,10 +395,14 @@ func selfCPU() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
-// askHeap has the server process write a heap profile to path and waits for it.
+// askHeap has the server process end its CPU profile, if any, and write a heap profile to
+// path ("" for none), and waits for it.
 func askHeap(bw *bufio.Writer, t *tracker, path string) error {
 	heapc := make(chan struct{})
 	t.onHeap(heapc)
+	if path == "" {
+		path = "-"
+	}
 	fmt.Fprintf(bw, "heap %s\n", path)
 	if err := bw.Flush(); err != nil {
 		return err

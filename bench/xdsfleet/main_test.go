@@ -72,14 +72,21 @@ func TestTracker(t *testing.T) {
 }
 
 // TestSmallFleet runs both servers with a small fleet: every change reaches every subscribed
-// client, no stream fails, and the figures are filled in.
+// client, no stream fails, the figures are filled in and the server wrote its profiles.
 func TestSmallFleet(t *testing.T) {
 	for _, impl := range []string{"registrar", "stock"} {
 		t.Run(impl, func(t *testing.T) {
 			cfg := config{Impl: impl, Clients: 40, Everything: 2, PerClient: 3, DeltaShare: 0.5, Services: 50, Endpoints: 500, Rate: 20, Seed: 7}
-			r, err := runOne(cfg, 2*time.Second, time.Minute, time.Minute, filepath.Join(t.TempDir(), "heap.pprof"))
+			dir := t.TempDir()
+			prof := profiles{heap: filepath.Join(dir, "heap.pprof"), cpu: filepath.Join(dir, "cpu.pprof")}
+			r, err := runOne(cfg, 2*time.Second, time.Minute, time.Minute, prof)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, p := range []string{prof.heap, prof.cpu} {
+				if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+					t.Fatalf("the server process wrote no profile %s: %v", p, err)
+				}
 			}
 			t.Log(r.line())
 			if r.Changes != 40 || r.Undelivered != 0 || r.Behind != 0 || r.Errors != 0 {

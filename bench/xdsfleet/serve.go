@@ -37,7 +37,8 @@ import (
 //
 //	stdout: "listening <addr>" once, then "applied <k> <unix nanos>" per change
 //	stdin:  "change <k> <service> <slot>": slot <slot> of <service> gets change k's address
-//	stdin:  "heap <path>": write a heap profile there (answered "heap written")
+//	stdin:  "heap <path>": end the CPU profile (cpuProfileEnv) if one runs, and write a heap
+//	        profile to path unless it is "-" (answered "heap written")
 //
 // It exits when stdin closes.
 
@@ -95,12 +96,19 @@ func serveMain(impl string, services, endpoints int, in io.Reader, out io.Writer
 	if err := bw.Flush(); err != nil {
 		return err
 	}
+	cpu := newCPUProfile(os.Getenv(cpuProfileEnv))
+	defer cpu.stop()
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		if len(fs) == 2 && fs[0] == "heap" {
-			if err := writeHeap(fs[1]); err != nil {
+			if err := cpu.stop(); err != nil {
 				return err
+			}
+			if fs[1] != "-" {
+				if err := writeHeap(fs[1]); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(bw, "heap written\n")
 			if err := bw.Flush(); err != nil {
@@ -116,6 +124,9 @@ func serveMain(impl string, services, endpoints int, in io.Reader, out io.Writer
 		slot, err3 := strconv.Atoi(fs[3])
 		if err := errors.Join(err1, err2, err3); err != nil || svc < 0 || svc >= services || slot < 0 || slot >= w.perService {
 			return fmt.Errorf("bad command %q: %v", sc.Text(), err)
+		}
+		if err := cpu.start(); err != nil {
+			return err
 		}
 		w.set(svc, slot, k)
 		if err := f.apply(w, svc); err != nil {
@@ -255,4 +266,41 @@ func writeHeap(path string) error {
 		return fmt.Errorf("heap profile: %w", err)
 	}
 	return f.Close()
+}
+
+// cpuProfile is the server's CPU profile of the change phase: started by the first change,
+// stopped by the heap command (or the end of the process); a no-op without a path.
+type cpuProfile struct {
+	path    string
+	f       *os.File
+	started bool
+}
+
+func newCPUProfile(path string) *cpuProfile { return &cpuProfile{path: path} }
+
+func (c *cpuProfile) start() error {
+	if c.path == "" || c.started {
+		return nil
+	}
+	c.started = true
+	f, err := os.Create(c.path)
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	c.f = f
+	return nil
+}
+
+func (c *cpuProfile) stop() error {
+	if c.f == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := c.f.Close()
+	c.f = nil
+	return err
 }
