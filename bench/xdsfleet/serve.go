@@ -110,6 +110,7 @@ func serveMain(impl string, services, endpoints int, in io.Reader, out io.Writer
 					return err
 				}
 			}
+			logMemStats()
 			fmt.Fprintf(bw, "heap written\n")
 			if err := bw.Flush(); err != nil {
 				return err
@@ -303,4 +304,14 @@ func (c *cpuProfile) stop() error {
 	err := c.f.Close()
 	c.f = nil
 	return err
+}
+
+// logMemStats writes where the server's memory is to stderr (the run's log): the heap, the
+// goroutines' stacks and the runtime's own, beside the goroutine count.
+func logMemStats() {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	const mib = 1 << 20
+	fmt.Fprintf(os.Stderr, "xdsfleet server memory: heap in use %d MiB (live after GC %d MiB), stacks %d MiB, runtime other %d MiB, obtained from the OS %d MiB, goroutines %d\n",
+		m.HeapInuse/mib, m.HeapAlloc/mib, m.StackInuse/mib, (m.MSpanInuse+m.MCacheInuse+m.BuckHashSys+m.GCSys+m.OtherSys)/mib, m.Sys/mib, runtime.NumGoroutine())
 }
