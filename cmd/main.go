@@ -36,6 +36,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
+	"github.com/registrar-dev/registrar/internal/controller/operator"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/memlimit"
@@ -157,10 +158,10 @@ func newFlagSet(c *config, zopts *zap.Options) *flag.FlagSet {
 	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election clients retry.")
 	fs.StringVar(&c.fenceName, "store-fence-name", "", "Names this installation's write fence {prefix}/.registrar/fence/{name}; replicas of one installation share it (default: the leader election namespace).")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "Written into each endpoint's cluster field.")
-	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "ServiceRegistries synced at once.")
+	fs.IntVar(&c.maxConcurrentReconciles, "max-concurrent-reconciles", operator.DefaultMaxConcurrentReconciles, "ServiceRegistries synced at once.")
 	fs.Float64Var(&c.endpointEventsQPS, "endpoint-events-qps", 10, "Operator-wide rate of the Registered and Deregistered Events of endpoint changes (one API write each); those beyond it are skipped and counted in registrar_endpoint_events_skipped_total; 0 disables them.")
 	fs.IntVar(&c.endpointEventsBurst, "endpoint-events-burst", 50, "Burst of --endpoint-events-qps.")
-	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", controller.DefaultMaxConcurrentWarmups, "Pods warmed up at once, across all registries.")
+	fs.IntVar(&c.maxConcurrentWarmups, "max-concurrent-warmups", operator.DefaultMaxConcurrentWarmups, "Pods warmed up at once, across all registries.")
 	fs.TextVar(&c.tenancy, "service-name-tenancy", tenancy.ModeNamespace, `Who may publish under a service name: "namespace" gives a name to the namespace of its oldest ServiceRegistry, and refuses registries of other namespaces unless the owner shares it (spec.sharing.namespaces); "shared" lets any namespace join any service (callers get every namespace's endpoints of a name). docs/security.md, "Tenancy".`)
 	fs.DurationVar(&c.nodeLeaseTimeout, "node-lease-timeout", 20*time.Second, "Deregister the pods of a node whose Lease was not renewed for this long (the Lease's duration applies when shorter); 0 disables.")
 	fs.IntVar(&c.callerCacheSeconds, "caller-cache-seconds", v1beta1.DefaultCallerCacheSeconds,
@@ -443,10 +444,10 @@ func localConfig(rc *rest.Config, compression bool) *rest.Config {
 }
 
 // cacheByObject trims the cached pods and Deployments to what registrar reads of them
-// (controller.CacheByObject), and caches only the kubelets' node Leases, not every Lease of
+// (operator.CacheByObject), and caches only the kubelets' node Leases, not every Lease of
 // the cluster.
 func cacheByObject() map[client.Object]cache.ByObject {
-	by := controller.CacheByObject()
+	by := operator.CacheByObject()
 	by[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{nodeliveness.LeaseNamespace: {}}}
 	return by
 }
@@ -495,7 +496,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	if err != nil {
 		return err
 	}
-	cc := controller.Config{
+	cc := operator.Config{
 		Stores:    stores,
 		StoreName: storeName,
 		Recorder:  events,
@@ -523,7 +524,7 @@ func setupControllers(mgr ctrl.Manager, cfg config, cli *clientv3.Client, guard 
 	if len(health) > 0 {
 		cc.StoreHealth = health
 	}
-	if _, err := controller.Setup(mgr, cc); err != nil {
+	if _, err := operator.Setup(mgr, cc); err != nil {
 		return err
 	}
 	return nil

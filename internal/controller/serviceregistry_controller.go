@@ -1,5 +1,5 @@
-// Package controller is the ServiceRegistry reconciler and the assembly of every controller
-// (Setup). A reconcile gathers (the registry's pods: regcache), decides (eligibility.Decide per
+// Package controller is the ServiceRegistry reconciler (its assembly with the other
+// controllers is operator's). A reconcile gathers (the registry's pods: regcache), decides (eligibility.Decide per
 // pod, tenancy, overlap, the node Lease guard), applies (xDS, warm-ups, the stores through
 // storesync, the readiness gates through gates) and reports (regstatus.Build, then report's
 // Events and gauges, then the statuswriter), all over one scope (phases.go). The parts it

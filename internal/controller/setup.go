@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -31,16 +29,11 @@ import (
 	"github.com/registrar-dev/registrar/internal/controller/report"
 	"github.com/registrar-dev/registrar/internal/controller/statuswriter"
 	"github.com/registrar-dev/registrar/internal/controller/storesync"
-	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/selindex"
 	"github.com/registrar-dev/registrar/internal/warmup"
 )
 
-// The defaults of cmd/'s --max-concurrent-reconciles and --max-concurrent-warmups; the
-// envtest suites that run the operator as cmd/ does use them too.
 const (
-	DefaultMaxConcurrentReconciles = 8
-	DefaultMaxConcurrentWarmups    = 64
 	// DefaultStatusWriteInterval is the default of --status-write-interval.
 	DefaultStatusWriteInterval = time.Second
 	// DefaultStatusWritesQPS is the default of --status-writes-qps.
@@ -75,18 +68,6 @@ type Options struct {
 	ResyncInterval time.Duration
 	// Shards, when set (--sharding=lease), limits every controller to this replica's shards.
 	Shards ctrlrt.Shards
-}
-
-// CacheByObject is the informer cache configuration of the objects the operator caches in
-// bulk: pods and Deployments are trimmed to what it reads of them (internal/leancache), on
-// top of the default transform that strips managedFields. Nodes are read as metadata only
-// (zoneOf), so their informer is a metadata-only watch. cmd/main.go adds the Lease
-// namespace; the envtest suites use it as is.
-func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:        {Transform: leancache.TransformPod},
-		&appsv1.Deployment{}: {Transform: leancache.TransformDeployment},
-	}
 }
 
 // SetupWithManager registers the reconciler: it watches ServiceRegistries and Pods, a pod

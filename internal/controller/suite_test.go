@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/internal/controller"
+	opsetup "github.com/registrar-dev/registrar/internal/controller/operator"
 	"github.com/registrar-dev/registrar/internal/eventqueue"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
@@ -105,7 +106,7 @@ func startOperator() *runningOperator {
 	GinkgoHelper()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: controller.CacheByObject()},
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: opsetup.CacheByObject()},
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -125,7 +126,7 @@ func startOperator() *runningOperator {
 	// One named store, as cmd builds --stores=etcd.
 	stores, err := multi.New([]multi.Named{{Name: "etcd", Store: store.Instrumented(etcdStore, metrics.ObserveStore)}}, []string{"etcd"})
 	Expect(err).NotTo(HaveOccurred())
-	ctrls, err := controller.Setup(mgr, controller.Config{
+	ctrls, err := opsetup.Setup(mgr, opsetup.Config{
 		Stores:    stores,
 		StoreName: storeServer.Endpoint(),
 		Recorder:  events,

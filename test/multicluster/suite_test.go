@@ -44,6 +44,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	opsetup "github.com/registrar-dev/registrar/internal/controller/operator"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/internal/store/etcd/fence"
@@ -193,7 +194,7 @@ func startOperator(m *member, cluster, installation, namespace string) *operator
 	follower.SetSink(xsrv)
 	Expect(mgr.Add(xsrv)).To(Succeed())
 	Expect(mgr.Add(follower)).To(Succeed())
-	_, err = controller.Setup(mgr, controller.Config{
+	_, err = opsetup.Setup(mgr, opsetup.Config{
 		Publisher: xsrv,
 		Stores:    stores, StoreName: "etcd",
 		Recorder: mgr.GetEventRecorder("registrar"), Clock: clock.RealClock{}, Cluster: cluster,

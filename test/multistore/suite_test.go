@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/registrar-dev/registrar/internal/controller"
+	"github.com/registrar-dev/registrar/internal/controller/operator"
 	corednsstore "github.com/registrar-dev/registrar/internal/store/coredns"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
@@ -102,7 +103,7 @@ func startOperator() {
 	GinkgoHelper()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: controller.CacheByObject()},
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: operator.CacheByObject()},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -117,7 +118,7 @@ func startOperator() {
 		{Name: "coredns", Store: corednsstore.New(dnsCli, corednsstore.Options{Zone: zone, TTL: dnsTTL, Timeout: 2 * time.Second})},
 	}, []string{"etcd"})
 	Expect(err).NotTo(HaveOccurred())
-	_, err = controller.Setup(mgr, controller.Config{
+	_, err = operator.Setup(mgr, operator.Config{
 		Stores: stores, StoreName: "etcd, coredns",
 		Recorder: mgr.GetEventRecorder("registrar"), Clock: clock.RealClock{}, Cluster: "test",
 		Warmup:             &warmup.Runner{Client: &http.Client{}, Clock: clock.RealClock{}},

@@ -30,6 +30,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller"
+	opsetup "github.com/registrar-dev/registrar/internal/controller/operator"
 	etcdstore "github.com/registrar-dev/registrar/internal/store/etcd"
 	"github.com/registrar-dev/registrar/internal/store/etcd/etcdclient"
 	"github.com/registrar-dev/registrar/internal/store/multi"
@@ -112,7 +113,7 @@ func startOperator() *runningOperator {
 	GinkgoHelper()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: controller.CacheByObject()},
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: opsetup.CacheByObject()},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -145,7 +146,7 @@ func startOperator() *runningOperator {
 	Expect(err).NotTo(HaveOccurred())
 	// The command's defaults (cmd/main.go's flags; retry backoff as controller.Options
 	// defaults it), so the specs and the benchmark measure the operator as it ships.
-	_, err = controller.Setup(mgr, controller.Config{
+	_, err = opsetup.Setup(mgr, opsetup.Config{
 		Stores:    stores,
 		StoreName: storeServer.Endpoint(),
 		Recorder:  mgr.GetEventRecorder("registrar"),
@@ -156,8 +157,8 @@ func startOperator() *runningOperator {
 		// specs' pods have no gate.
 		XDSGateAckTimeout: gateAckTimeout,
 		Options: controller.Options{
-			MaxConcurrentReconciles: controller.DefaultMaxConcurrentReconciles,
-			MaxConcurrentWarmups:    controller.DefaultMaxConcurrentWarmups,
+			MaxConcurrentReconciles: opsetup.DefaultMaxConcurrentReconciles,
+			MaxConcurrentWarmups:    opsetup.DefaultMaxConcurrentWarmups,
 		},
 	})
 	Expect(err).NotTo(HaveOccurred())

@@ -1,4 +1,11 @@
-package controller
+// Package operator is the assembly of the operator's controllers: Setup builds the
+// ServiceRegistry reconciler (internal/controller, with its status writer, store anti-entropy,
+// warm-up tracker and the gate releaser) and the Deployment reconciler (deployment) from one
+// Config, the one constructor cmd/main.go and every envtest suite use, so that the suites run
+// the controllers as the binary does. It also owns what the manager is built with for them
+// (CacheByObject) and the defaults of cmd's flags that the reconcilers do not apply
+// themselves.
+package operator
 
 import (
 	"errors"
@@ -6,16 +13,29 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/registrar-dev/registrar/internal/controller"
 	"github.com/registrar-dev/registrar/internal/controller/deployment"
+	"github.com/registrar-dev/registrar/internal/leancache"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/store/multi"
 	"github.com/registrar-dev/registrar/internal/tenancy"
 	"github.com/registrar-dev/registrar/internal/warmup"
+)
+
+// The defaults of cmd/'s --max-concurrent-reconciles and --max-concurrent-warmups; the
+// envtest suites that run the operator as cmd/ does use them too.
+const (
+	DefaultMaxConcurrentReconciles = 8
+	DefaultMaxConcurrentWarmups    = 64
 )
 
 // Config is everything the operator's controllers are built from: cmd's flags, or a test
@@ -51,15 +71,15 @@ type Config struct {
 	Publisher         publish.Publisher
 	XDSGateAckTimeout time.Duration
 	// StoreHealth, when set, feeds the StoreHealthy condition (self-monitoring).
-	StoreHealth StoreHealthSource
+	StoreHealth controller.StoreHealthSource
 	// Options tune the controllers (concurrency, retries, status pacing, anti-entropy,
 	// sharding).
-	Options Options
+	Options controller.Options
 }
 
 // Controllers are the controllers Setup registered.
 type Controllers struct {
-	Registry   *ServiceRegistryReconciler
+	Registry   *controller.ServiceRegistryReconciler
 	Deployment *deployment.Reconciler
 }
 
@@ -68,12 +88,12 @@ type Controllers struct {
 // releaser) and the Deployment reconciler.
 func Setup(mgr ctrl.Manager, cfg Config) (*Controllers, error) {
 	if cfg.Stores == nil {
-		return nil, errors.New("controller.Setup: no stores configured")
+		return nil, errors.New("operator.Setup: no stores configured")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	r := &ServiceRegistryReconciler{
+	r := &controller.ServiceRegistryReconciler{
 		Client: mgr.GetClient(), Stores: cfg.Stores, StoreName: cfg.StoreName, Recorder: cfg.Recorder,
 		Clock: cfg.Clock, Cluster: cfg.Cluster, Warmup: cfg.Warmup, CallerCacheSeconds: cfg.CallerCacheSeconds,
 		NodeLeaseTimeout: cfg.NodeLeaseTimeout, EndpointEvents: cfg.EndpointEvents, Publisher: cfg.Publisher,
@@ -88,4 +108,16 @@ func Setup(mgr ctrl.Manager, cfg Config) (*Controllers, error) {
 		return nil, fmt.Errorf("set up Deployment controller: %w", err)
 	}
 	return &Controllers{Registry: r, Deployment: d}, nil
+}
+
+// CacheByObject is the informer cache configuration of the objects the operator caches in
+// bulk: pods and Deployments are trimmed to what it reads of them (internal/leancache), on
+// top of the default transform that strips managedFields. Nodes are read as metadata only
+// (zoneOf), so their informer is a metadata-only watch. cmd/main.go adds the Lease
+// namespace; the envtest suites use it as is.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:        {Transform: leancache.TransformPod},
+		&appsv1.Deployment{}: {Transform: leancache.TransformDeployment},
+	}
 }
