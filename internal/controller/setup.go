@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -136,7 +135,7 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	m := r.mapper()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Watches(&v1beta1.ServiceRegistry{}, r.triggers.Handler(ctrlrt.TriggerRegistry, &handler.EnqueueRequestForObject{}),
-			builder.WithPredicates(ctrlrt.InShards(opts.Shards), r.notOwnStatusWrite())).
+			builder.WithPredicates(ctrlrt.InShards(opts.Shards), ctrlrt.NotOwnStatusWrite(r.status.Echoes()))).
 		// Every pod event reaches the selector index, whatever its shard: a shard taken over
 		// later must find its pods indexed. Requests of other shards are dropped at the queue.
 		Watches(&corev1.Pod{}, r.triggers.Handler(ctrlrt.TriggerPod, m.PodEvents())).
@@ -172,18 +171,6 @@ func (r *ServiceRegistryReconciler) components(c client.Client) {
 // mapper maps the controller's events to the registries they concern (enqueue).
 func (r *ServiceRegistryReconciler) mapper() *enqueue.Mapper {
 	return &enqueue.Mapper{Client: r.Client, Index: r.index, Cache: r.cache, Tenancy: r.Tenancy, Forget: r.syncer.ForgetRecords}
-}
-
-// notOwnStatusWrite drops the update events of a registry that only carry back the status
-// this operator just wrote (statuswriter.Writer.IsEcho): the reconcile that computed that status has
-// nothing new to read in it. Every other update passes, a status written by anyone else too
-// (the next reconcile corrects it).
-func (r *ServiceRegistryReconciler) notOwnStatusWrite() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		old, okOld := e.ObjectOld.(*v1beta1.ServiceRegistry)
-		cur, okNew := e.ObjectNew.(*v1beta1.ServiceRegistry)
-		return !okOld || !okNew || !r.status.IsEcho(old, cur)
-	}}
 }
 
 // registryControllerOptions are the options the ServiceRegistry controller is built with:

@@ -19,3 +19,15 @@ func NotStatusOnly(versions *echo.Statuses) predicate.Predicate {
 		return !okOld || !okNew || !versions.StatusOnly(old, cur)
 	}}
 }
+
+// NotOwnStatusWrite drops the update events of a registry that only carry back the status
+// this operator just wrote (echo.Statuses.IsEcho, over the status writer's versions): the
+// reconcile that computed that status has nothing new to read in it. Every other update
+// passes, a status written by anyone else too (the next reconcile corrects it).
+func NotOwnStatusWrite(versions *echo.Statuses) predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*v1beta1.ServiceRegistry)
+		cur, okNew := e.ObjectNew.(*v1beta1.ServiceRegistry)
+		return !okOld || !okNew || !versions.IsEcho(old, cur)
+	}}
+}

@@ -204,12 +204,6 @@ func (w *Writer) Forget(name types.NamespacedName) {
 	w.echoes.Forget(name)
 }
 
-// isEcho reports whether a registry update is this writer's own status write coming back
-// (echo.Statuses.IsEcho): nothing but the status changed, to the status last written.
-func (w *Writer) IsEcho(old, cur *v1beta1.ServiceRegistry) bool {
-	return w.echoes.IsEcho(old, cur)
-}
-
 // NeedLeaderElection makes the writer run on the leader only, like the reconciler.
 func (w *Writer) NeedLeaderElection() bool { return true }
 
@@ -390,7 +384,7 @@ func (w *Writer) apply(ctx context.Context, name types.NamespacedName, rv string
 }
 
 // Echoes is the record of the statuses being written, for the predicates that drop their
-// echoes (the gate releaser's and the registry controller's peers watch).
+// echoes (the gate releaser's, and the registry controller's own and peers watches).
 func (w *Writer) Echoes() *echo.Statuses { return w.echoes }
 
 // Holds reports whether the writer still holds a status for the registry.
