@@ -11,6 +11,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/report"
+	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
@@ -60,7 +61,7 @@ func (r *ServiceRegistryReconciler) statusInput(s *reconcileScope) regstatus.Inp
 			Problems:  s.reg.Annotations[v1beta1.AnnotationConfigError],
 		},
 		Injection:   injectionInput(s),
-		Stores:      r.storeStatuses(s),
+		Stores:      storesync.Statuses(s.stores, s.reg.UID, s.originalStatus.Stores),
 		StoreHealth: r.storeHealth(s),
 		Hold:        holdInput(s),
 		Now:         r.Clock.Now(),
@@ -135,32 +136,6 @@ func drainSeconds(reg *v1beta1.ServiceRegistry) int32 {
 		return v1beta1.DefaultDrainSeconds
 	}
 	return *reg.Spec.Drain.Seconds
-}
-
-// storeStatuses reports each store of the registry as this reconcile left it, and the
-// previous report when this reconcile did not reach the stores.
-func (r *ServiceRegistryReconciler) storeStatuses(s *reconcileScope) []v1beta1.StoreStatus {
-	if s.stores == nil {
-		return s.originalStatus.Stores
-	}
-	owner := string(s.reg.UID)
-	out := make([]v1beta1.StoreStatus, 0, len(s.stores))
-	for _, res := range s.stores {
-		ss := v1beta1.StoreStatus{Name: res.Name, Synced: res.Err == nil}
-		for _, rec := range res.Records {
-			if rec.Owner == owner {
-				ss.Registered++
-			}
-		}
-		if res.Err != nil {
-			ss.Message = res.Err.Error()
-			if len(ss.Message) > maxStoreMessage {
-				ss.Message = ss.Message[:maxStoreMessage]
-			}
-		}
-		out = append(out, ss)
-	}
-	return out
 }
 
 // storeHealth is the self-monitoring verdict (r.StoreHealth) on the stores the registry

@@ -6,9 +6,6 @@ import (
 	"github.com/registrar-dev/registrar/api/v1beta1"
 )
 
-// maxStoreMessage bounds status.stores[].message.
-const maxStoreMessage = 512
-
 // dnsTTL is the registry's spec.dns.ttlSeconds; zero (the store's default) when unset.
 func dnsTTL(reg *v1beta1.ServiceRegistry) time.Duration {
 	if reg.Spec.DNS == nil || reg.Spec.DNS.TTLSeconds == 0 {

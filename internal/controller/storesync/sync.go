@@ -5,7 +5,8 @@
 // stores' watches and the periodic re-read that keep the known records true) and the removal
 // of records left under a registry's earlier service names. The reconciler decides what each
 // registry's stores should hold (the desired endpoints); a Syncer makes them hold it and says
-// what they hold. Nothing outside reaches into its state: only its methods.
+// what they hold (Statuses: status.stores). Nothing outside reaches into its state: only its
+// methods.
 package storesync
 
 import (

@@ -1,45 +1,33 @@
-package controller
+package storesync
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/registrar-dev/registrar/api/v1beta1"
-	"github.com/registrar-dev/registrar/internal/controller/storesync"
 	"github.com/registrar-dev/registrar/internal/store"
-	"github.com/registrar-dev/registrar/internal/store/memory"
-	"github.com/registrar-dev/registrar/internal/store/multi"
 )
 
 // status.stores reports each store as the sync left it: the registry's own records in one
 // that answered, and the error of one that failed (bounded), without its records.
-func TestStoreStatuses(t *testing.T) {
-	stores, err := multi.New([]multi.Named{{Name: "a", Store: memory.New(0)}, {Name: "b", Store: memory.New(0)}}, []string{"a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &ServiceRegistryReconciler{Stores: stores}
-	reg := &v1beta1.ServiceRegistry{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-web"}}
+func TestStatuses(t *testing.T) {
 	own := func(pod string) store.Record {
 		return store.Record{Endpoint: store.Endpoint{Pod: pod, Owner: "uid-web"}}
 	}
-	s := &reconcileScope{reg: reg, stores: []storesync.StoreResult{
+	results := []StoreResult{
 		{Name: "a", Records: map[string]store.Record{"p1": own("p1"), "p2": own("p2"),
 			"x": {Endpoint: store.Endpoint{Pod: "x", Owner: "someone-else"}}}},
 		{Name: "b", Err: errors.New("store b: down " + strings.Repeat("!", 2*maxStoreMessage))},
-	}}
-	st := r.storeStatuses(s)
+	}
+	st := Statuses(results, "uid-web", nil)
 	if len(st) != 2 || st[0] != (v1beta1.StoreStatus{Name: "a", Registered: 2, Synced: true}) ||
 		st[1].Name != "b" || st[1].Synced || st[1].Registered != 0 || !strings.HasPrefix(st[1].Message, "store b: down") ||
 		len(st[1].Message) != maxStoreMessage {
 		t.Fatalf("status.stores = %+v", st)
 	}
 	// A reconcile that did not reach the stores keeps the previous report.
-	reg.Status.Stores = st
-	if got := r.storeStatuses(&reconcileScope{reg: reg, originalStatus: reg.Status}); len(got) != 2 || got[0] != st[0] {
+	if got := Statuses(nil, "uid-web", st); len(got) != 2 || got[0] != st[0] {
 		t.Fatalf("status.stores without a sync = %+v, want the previous report", got)
 	}
 }
