@@ -112,7 +112,7 @@ func injectionInput(s *reconcileScope) *regstatus.Injection {
 
 func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Pod {
 	pods := make([]regstatus.Pod, len(s.selected))
-	drain := drainSeconds(s.reg)
+	drain := injector.DrainSeconds(s.reg)
 	for i, p := range s.selected {
 		pods[i] = regstatus.Pod{Name: p.pod.Name, UID: string(p.pod.UID), IP: p.pod.Status.PodIP,
 			Verdict: p.verdict, DrainUntil: eligibility.DrainUntil(p.pod, drain)}
@@ -121,7 +121,7 @@ func (r *ServiceRegistryReconciler) statusPods(s *reconcileScope) []regstatus.Po
 }
 
 func (r *ServiceRegistryReconciler) drainInput(reg *v1beta1.ServiceRegistry) regstatus.Drain {
-	d := regstatus.Drain{Seconds: drainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.report.MaxLag(reg.UID)}
+	d := regstatus.Drain{Seconds: injector.DrainSeconds(reg), CallerCacheSeconds: r.CallerCacheSeconds, DeregistrationLag: r.report.MaxLag(reg.UID)}
 	if reg.Spec.Drain != nil && reg.Spec.Drain.CallerCacheSeconds != nil {
 		d.CallerCacheSeconds = *reg.Spec.Drain.CallerCacheSeconds
 	}
@@ -129,13 +129,6 @@ func (r *ServiceRegistryReconciler) drainInput(reg *v1beta1.ServiceRegistry) reg
 		d.XDSPushLag = lr.PushLag(types.NamespacedName{Namespace: reg.Namespace, Name: reg.Name})
 	}
 	return d
-}
-
-func drainSeconds(reg *v1beta1.ServiceRegistry) int32 {
-	if reg.Spec.Drain == nil || reg.Spec.Drain.Seconds == nil {
-		return v1beta1.DefaultDrainSeconds
-	}
-	return *reg.Spec.Drain.Seconds
 }
 
 // storeHealth is the self-monitoring verdict (r.StoreHealth) on the stores the registry
