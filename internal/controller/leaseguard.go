@@ -24,8 +24,8 @@ type guardHold struct {
 	held     int
 }
 
-// reconcileLeaseGuard is the phase after the verdicts: it records the registry's placement,
-// counts its endpoints and the cluster's on lapsed nodes (or nodes about to lapse:
+// reconcileLeaseGuard is the phase after the verdicts: it records the registry's placement
+// (leaseguard.PlacementOf), counts its endpoints and the cluster's on lapsed nodes (or nodes about to lapse:
 // leaseguard.Lapsing; evaluated only when some pod of the registry is on a lapsed node, one
 // cached Lease read per node), and, when leaseguard decides to
 // hold, decides again every pod with the NodeLeaseExpired verdict whose endpoint is in the
@@ -38,20 +38,7 @@ func (r *ServiceRegistryReconciler) reconcileLeaseGuard(ctx context.Context, s *
 		return ctrl.Result{}, nil
 	}
 	name := client.ObjectKeyFromObject(s.reg)
-	placement := leaseguard.Placement{}
-	lapsed := map[string]bool{}
-	for _, p := range s.selected {
-		if nodeGone(s, p.pod.Spec.NodeName) {
-			continue
-		}
-		switch {
-		case p.verdict.Reason == v1beta1.ReasonNodeLeaseExpired:
-			placement[p.pod.Spec.NodeName]++
-			lapsed[p.pod.Spec.NodeName] = true
-		case p.verdict.Eligible() || p.verdict.State == v1beta1.EndpointWarmingUp:
-			placement[p.pod.Spec.NodeName]++
-		}
-	}
+	placement, lapsed := leaseguard.PlacementOf(s.All, func(node string) bool { return nodeGone(s, node) })
 	r.nodes.Place(name, placement)
 	if len(lapsed) == 0 || !r.nodes.GuardEnabled() { // no removal to hold
 		metrics.DeregistrationsHeld.WithLabelValues(s.reg.Namespace, s.reg.Name).Set(0)

@@ -21,10 +21,14 @@ package leaseguard
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -262,6 +266,29 @@ func (r *Releaser) ReleasedNodes() []string {
 // Placement is how many endpoints (passing every rule but the node Lease one) a registry
 // has on each node; the empty node name counts endpoints of pods without a node.
 type Placement map[string]int
+
+// PlacementOf is a registry's placement from its pods and their verdicts, with the nodes whose
+// Lease lapsed: a pod counts when it passes every rule but the node Lease one (registered or
+// warming up) or the node Lease rule took it out (NodeLeaseExpired: its node is lapsed). Pods
+// of a node gone says the API server deleted (its Node or Lease) count nowhere: a deletion is
+// no sign of blindness.
+func PlacementOf(pods iter.Seq2[*corev1.Pod, eligibility.Verdict], gone func(node string) bool) (Placement, map[string]bool) {
+	placement := Placement{}
+	lapsed := map[string]bool{}
+	for pod, v := range pods {
+		if gone(pod.Spec.NodeName) {
+			continue
+		}
+		switch {
+		case v.Reason == v1beta1.ReasonNodeLeaseExpired:
+			placement[pod.Spec.NodeName]++
+			lapsed[pod.Spec.NodeName] = true
+		case v.Eligible() || v.State == v1beta1.EndpointWarmingUp:
+			placement[pod.Spec.NodeName]++
+		}
+	}
+	return placement, lapsed
+}
 
 // Cluster keeps every registry's last placement, to count the cluster's endpoints per node.
 // Registries are keyed by any comparable name. Safe for concurrent use.

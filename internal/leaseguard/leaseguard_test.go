@@ -2,10 +2,14 @@ package leaseguard
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/eligibility"
 )
 
@@ -146,6 +150,52 @@ func TestClusterCount(t *testing.T) {
 	}
 	if got, want := (Placement{"n1": 2, "": 3}).Count(func(string) bool { return true }), (Counts{Endpoints: 5, Lapsed: 2, Nodes: 1, LapsedNodes: 1}); got != want {
 		t.Errorf("Placement.Count = %+v, want %+v", got, want)
+	}
+}
+
+// PlacementOf counts what the guard weighs: endpoints that pass every rule but the node
+// Lease one, and those the node Lease rule took out (their nodes lapsed); not a pod's own
+// status, nor any pod of a node the API server deleted.
+func TestPlacementOf(t *testing.T) {
+	registered := eligibility.Verdict{State: v1beta1.EndpointRegistered, Reason: v1beta1.ReasonContainersReady}
+	warming := eligibility.Verdict{State: v1beta1.EndpointWarmingUp, Reason: v1beta1.ReasonWarmingUp}
+	expired := eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonNodeLeaseExpired}
+	notReady := eligibility.Verdict{State: v1beta1.EndpointPending, Reason: v1beta1.ReasonContainersNotReady}
+	type pod struct {
+		node    string
+		verdict eligibility.Verdict
+	}
+	for _, tc := range []struct {
+		name       string
+		pods       []pod
+		gone       string
+		want       Placement
+		wantLapsed map[string]bool
+	}{
+		{"no pods", nil, "", Placement{}, map[string]bool{}},
+		{"registered and warming up count, not ready does not",
+			[]pod{{"n1", registered}, {"n1", warming}, {"n2", notReady}, {"", registered}}, "",
+			Placement{"n1": 2, "": 1}, map[string]bool{}},
+		{"a lapsed node's pods count, and the node is lapsed",
+			[]pod{{"n1", expired}, {"n1", expired}, {"n2", registered}}, "",
+			Placement{"n1": 2, "n2": 1}, map[string]bool{"n1": true}},
+		{"a node gone counts nowhere",
+			[]pod{{"n1", expired}, {"n2", expired}, {"n2", registered}}, "n2",
+			Placement{"n1": 1}, map[string]bool{"n1": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := func(yield func(*corev1.Pod, eligibility.Verdict) bool) {
+				for _, p := range tc.pods {
+					if !yield(&corev1.Pod{Spec: corev1.PodSpec{NodeName: p.node}}, p.verdict) {
+						return
+					}
+				}
+			}
+			placement, lapsed := PlacementOf(pods, func(node string) bool { return node != "" && node == tc.gone })
+			if !maps.Equal(placement, tc.want) || !maps.Equal(lapsed, tc.wantLapsed) {
+				t.Errorf("PlacementOf = %v, lapsed %v; want %v, lapsed %v", placement, lapsed, tc.want, tc.wantLapsed)
+			}
+		})
 	}
 }
 
