@@ -268,6 +268,14 @@ func scopeOf(reg *v1beta1.ServiceRegistry) store.Scope {
 	return store.Scope{Service: reg.ResolvedServiceName(), Namespace: reg.Namespace, TTL: dnsTTL(reg)}
 }
 
+// dnsTTL is the registry's spec.dns.ttlSeconds; zero (the store's default) when unset.
+func dnsTTL(reg *v1beta1.ServiceRegistry) time.Duration {
+	if reg.Spec.DNS == nil || reg.Spec.DNS.TTLSeconds == 0 {
+		return 0
+	}
+	return time.Duration(reg.Spec.DNS.TTLSeconds) * time.Second
+}
+
 func (r *ServiceRegistryReconciler) ensureFinalizer(ctx context.Context, reg *v1beta1.ServiceRegistry) error {
 	if controllerutil.ContainsFinalizer(reg, Finalizer) {
 		return nil

@@ -37,6 +37,8 @@ const (
 	DefaultStatusWriteInterval = time.Second
 	// DefaultStatusWritesQPS is the default of --status-writes-qps.
 	DefaultStatusWritesQPS = 10
+	// DefaultResyncInterval is the period of the full re-read when Options.ResyncInterval is zero.
+	DefaultResyncInterval = 5 * time.Minute
 )
 
 // Options tune the controller.

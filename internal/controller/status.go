@@ -16,6 +16,7 @@ import (
 	"github.com/registrar-dev/registrar/internal/injector"
 	"github.com/registrar-dev/registrar/internal/leaseguard"
 	"github.com/registrar-dev/registrar/internal/metrics"
+	"github.com/registrar-dev/registrar/internal/monitor"
 	"github.com/registrar-dev/registrar/internal/publish"
 	"github.com/registrar-dev/registrar/internal/regstatus"
 )
@@ -129,6 +130,12 @@ func (r *ServiceRegistryReconciler) drainInput(reg *v1beta1.ServiceRegistry) reg
 		d.XDSPushLag = lr.PushLag(types.NamespacedName{Namespace: reg.Namespace, Name: reg.Name})
 	}
 	return d
+}
+
+// StoreHealthSource gives the self-monitoring verdict on the named stores (all monitored
+// stores when names is empty): a monitor.Set in production.
+type StoreHealthSource interface {
+	Verdict(names []string) monitor.Verdict
 }
 
 // storeHealth is the self-monitoring verdict (r.StoreHealth) on the stores the registry
