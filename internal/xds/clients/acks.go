@@ -56,8 +56,9 @@ type item struct {
 	stamp
 }
 
-// clientState is one ADS stream.
+// clientState is one ADS stream; mu guards it.
 type clientState struct {
+	mu      sync.Mutex
 	node    string
 	pending map[string]sentResponse
 	acked   map[string]string // type URL → version last acknowledged
@@ -109,12 +110,19 @@ type Config struct {
 // which clients have not acknowledged a publish yet (WaitingFor). The server stamps each
 // publish (Stamp) and drops what is unpublished (Forget); the streams report what they
 // send and receive (Open, Request, Response, the Delta ones, Closed).
+//
+// Locking: histMu guards the publish history, streamsMu the set of streams, and each
+// stream's own lock its state, so that one stream's requests and responses never wait for
+// another's (only a publish's Stamp, briefly, for all). The one nesting is a stream's lock,
+// then histMu (an ACK checks the history); nothing waits for a stream's lock while it holds
+// histMu or streamsMu.
 type Tracker struct {
-	cfg     Config
-	lags    pushLags
-	mu      sync.Mutex
-	history map[string]map[string][]stamp // type URL → published name → stamps, oldest first (Forget)
-	streams map[int64]*clientState
+	cfg       Config
+	lags      pushLags
+	histMu    sync.RWMutex
+	history   map[string]map[string][]stamp // type URL → published name → stamps, oldest first (Forget)
+	streamsMu sync.RWMutex
+	streams   map[int64]*clientState
 }
 
 // NewTracker returns a tracker with no stream.
@@ -125,8 +133,8 @@ func NewTracker(cfg Config) *Tracker {
 // Stamp records publish seq of the resource name of typeURL, at at: the ACK of any response
 // holding it is attributed to it.
 func (a *Tracker) Stamp(typeURL, name string, seq uint64, at time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.histMu.Lock()
+	defer a.histMu.Unlock()
 	byName := a.history[typeURL]
 	if byName == nil {
 		byName = map[string][]stamp{}
@@ -144,27 +152,50 @@ func (a *Tracker) Stamp(typeURL, name string, seq uint64, at time.Time) {
 // resources only (at most historyLen stamps each), and a stream's ACKs the published
 // ClusterLoadAssignments it acknowledged.
 func (a *Tracker) Forget(typeURL, name string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.histMu.Lock()
 	delete(a.history[typeURL], name)
+	a.histMu.Unlock()
 	if typeURL != resourcev3.EndpointType {
 		return
 	}
-	for _, st := range a.streams {
+	// An ACK that checked the history before the deletion recorded its version under the
+	// stream's lock, before this takes it: it is deleted here too.
+	for _, st := range a.allStreams() {
+		st.mu.Lock()
 		delete(st.edsAcked, name)
+		st.mu.Unlock()
 	}
+}
+
+// stream is stream id's state; nil when it is not followed (closed, or never opened).
+func (a *Tracker) stream(id int64) *clientState {
+	a.streamsMu.RLock()
+	defer a.streamsMu.RUnlock()
+	return a.streams[id]
+}
+
+// allStreams lists the streams followed now, to be looked at one by one without holding
+// streamsMu.
+func (a *Tracker) allStreams() []*clientState {
+	a.streamsMu.RLock()
+	defer a.streamsMu.RUnlock()
+	out := make([]*clientState, 0, len(a.streams))
+	for _, st := range a.streams {
+		out = append(out, st)
+	}
+	return out
 }
 
 // Stamped counts the resources of typeURL with a publish history (stamped, not forgotten
 // since): it follows what the server publishes, whatever came and went.
 func (a *Tracker) Stamped(typeURL string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.histMu.RLock()
+	defer a.histMu.RUnlock()
 	return len(a.history[typeURL])
 }
 
 // stampOf is the publish of name that a response at cache version seq holds: the newest at
-// or below seq (a response is built from the cache at its version).
+// or below seq (a response is built from the cache at its version). histMu is held.
 func (a *Tracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
 	h := a.history[typeURL][name]
 	for i := len(h) - 1; i >= 0; i-- {
@@ -177,8 +208,8 @@ func (a *Tracker) stampOf(typeURL, name string, seq uint64) (stamp, bool) {
 
 // Open starts following stream id (a go-control-plane StreamOpenFunc).
 func (a *Tracker) Open(_ context.Context, id int64, _ string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.streamsMu.Lock()
+	defer a.streamsMu.Unlock()
 	a.streams[id] = &clientState{pending: map[string]sentResponse{}, acked: map[string]string{}, subs: map[string]*Subscription{},
 		lastNames: map[string][]string{},
 		limiter:   rate.NewLimiter(rate.Limit(a.cfg.RequestRate), a.cfg.RequestBurst)}
@@ -188,8 +219,8 @@ func (a *Tracker) Open(_ context.Context, id int64, _ string) error {
 
 // Closed forgets stream id (a go-control-plane StreamClosedFunc).
 func (a *Tracker) Closed(id int64, _ *corev3.Node) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.streamsMu.Lock()
+	defer a.streamsMu.Unlock()
 	delete(a.streams, id)
 	clients.Set(float64(len(a.streams)))
 }
@@ -200,38 +231,38 @@ func (a *Tracker) Response(_ context.Context, id int64, _ *discoveryv3.Discovery
 	responses.WithLabelValues(typ).Inc()
 	responseBytes.WithLabelValues(typ).Observe(float64(proto.Size(resp)))
 	seq, ok := a.parseSeq(resp.GetVersionInfo())
-	names := resourceNames(resp)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	st := a.streams[id]
+	st := a.stream(id)
 	if st == nil {
 		return
 	}
 	sent := sentResponse{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
 	if ok {
+		names := resourceNames(resp)
+		a.histMu.RLock()
 		for _, n := range names {
 			if s, found := a.stampOf(resp.GetTypeUrl(), n, seq); found {
 				sent.items = append(sent.items, item{name: n, stamp: s})
 			}
 		}
+		a.histMu.RUnlock()
 	}
+	st.mu.Lock()
 	st.pending[resp.GetTypeUrl()] = sent
+	st.mu.Unlock()
 }
 
 // Request handles a client's state-of-the-world request on stream id: the first one names the node; one that answers the
 // pending response's nonce is its ACK, or its NACK when it carries error_detail. A stream
 // sending requests faster than the per-client limit is closed.
 func (a *Tracker) Request(id int64, req *discoveryv3.DiscoveryRequest) error {
-	a.mu.Lock()
-	st := a.streams[id]
+	st := a.stream(id)
 	if st == nil {
-		a.mu.Unlock()
 		return nil
 	}
 	if n := len(req.GetResourceNames()); n > MaxSubscribedNames {
-		a.mu.Unlock()
 		return a.tooManyNames(req.GetNode().GetId(), n)
 	}
+	st.mu.Lock()
 	newNames := st.subscribe(req.GetTypeUrl(), req.GetResourceNames())
 	if sent, ok := st.pending[req.GetTypeUrl()]; ok && req.GetErrorDetail() != nil && req.GetResponseNonce() == sent.nonce &&
 		!strings.HasPrefix(req.GetVersionInfo(), a.cfg.Prefix) {
@@ -241,8 +272,8 @@ func (a *Tracker) Request(id int64, req *discoveryv3.DiscoveryRequest) error {
 		// the rejected version, so it gets the next change instead.
 		req.VersionInfo = sent.version
 	}
-	a.mu.Unlock()
-	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetVersionInfo(),
+	st.mu.Unlock()
+	return a.answer(st, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetVersionInfo(),
 		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), newNames, time.Now())
 }
 
@@ -279,14 +310,14 @@ func (a *Tracker) tooManyNames(node string, n int) error {
 // EDS request), as the server serves it: the readiness gate waits for the stream when sub
 // has the name.
 func (a *Tracker) ServeEDS(id int64, sub interface{ Has(name string) bool }) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if st := a.streams[id]; st != nil {
+	if st := a.stream(id); st != nil {
+		st.mu.Lock()
 		st.eds = sub
+		st.mu.Unlock()
 	}
 }
 
-// answer handles a request of either protocol: the first one names the node; one that
+// answer handles a request of either protocol on stream st: the first one names the node; one that
 // answers the pending response's nonce is its ACK, or its NACK when it carries an error
 // (detail). keeps is the version the request names (empty for delta requests); newNames
 // tells that it asks for names the stream did not ask for before.
@@ -297,26 +328,24 @@ func (a *Tracker) ServeEDS(id int64, sub interface{ Has(name string) bool }) {
 // does not count: the server decided to send that response, and a client that acknowledges
 // each push at once must not throttle its own next push. A stream beyond the limit is
 // closed.
-func (a *Tracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bool, nackMsg string, newNames bool, now time.Time) error {
-	a.mu.Lock()
-	st := a.streams[id]
+func (a *Tracker) answer(st *clientState, node, typeURL, nonce, keeps string, isNack bool, nackMsg string, newNames bool, now time.Time) error {
 	if st == nil {
-		a.mu.Unlock()
 		return nil
 	}
+	st.mu.Lock()
 	if node != "" {
 		st.node = node
 	}
 	sent, ok := st.pending[typeURL]
 	answers := ok && nonce != "" && nonce == sent.nonce
 	if (!answers || newNames) && !st.limiter.Allow() {
-		a.mu.Unlock()
+		st.mu.Unlock()
 		rateLimited.Inc()
 		a.cfg.Log.Info("closing an xDS stream that sends requests faster than the per-client limit", "node", st.node)
 		return status.Errorf(codes.ResourceExhausted, "more than %v xDS requests per second", a.cfg.RequestRate)
 	}
 	if !answers {
-		a.mu.Unlock()
+		st.mu.Unlock()
 		return nil
 	}
 	delete(st.pending, typeURL)
@@ -332,11 +361,13 @@ func (a *Tracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bo
 			if st.edsAcked == nil {
 				st.edsAcked = map[string]uint64{}
 			}
+			a.histMu.RLock()
 			for _, it := range sent.items {
 				if _, published := a.history[typeURL][it.name]; published { // not deleted since
 					st.edsAcked[it.name] = max(st.edsAcked[it.name], it.seq)
 				}
 			}
+			a.histMu.RUnlock()
 		}
 	}
 	acks := make([]Ack, 0, len(sent.items))
@@ -347,7 +378,7 @@ func (a *Tracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bo
 		}
 		acks = append(acks, ack)
 	}
-	a.mu.Unlock()
+	st.mu.Unlock()
 
 	typ := resource.ShortType(typeURL)
 	if isNack {
@@ -371,15 +402,16 @@ func (a *Tracker) answer(id int64, node, typeURL, nonce, keeps string, isNack bo
 
 // Statuses lists the connected clients.
 func (a *Tracker) Statuses() []Status {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]Status, 0, len(a.streams))
-	for _, st := range a.streams {
+	streams := a.allStreams()
+	out := make([]Status, 0, len(streams))
+	for _, st := range streams {
+		st.mu.Lock()
 		acked := make(map[string]string, len(st.acked))
 		for k, v := range st.acked {
 			acked[k] = v
 		}
 		out = append(out, Status{Node: st.node, Acked: acked, Nacks: st.nacks})
+		st.mu.Unlock()
 	}
 	return out
 }
@@ -423,13 +455,13 @@ func field1(b []byte) (string, bool) {
 // WaitingFor counts the clients subscribed to the ClusterLoadAssignment name that have not
 // acknowledged its content of publish seq or later.
 func (a *Tracker) WaitingFor(name string, seq uint64) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	n := 0
-	for _, st := range a.streams {
+	for _, st := range a.allStreams() {
+		st.mu.Lock()
 		if st.eds != nil && st.eds.Has(name) && st.edsAcked[name] < seq {
 			n++
 		}
+		st.mu.Unlock()
 	}
 	return n
 }

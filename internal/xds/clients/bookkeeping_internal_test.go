@@ -33,13 +33,14 @@ func TestBookkeepingShrinks(t *testing.T) {
 			a.Stamp(typ, name(i), seq, now)
 		}
 	}
-	a.mu.Lock()
 	acked := map[string]uint64{}
 	for i := range n {
 		acked[name(i)] = 1
 	}
-	a.streams[1].edsAcked = acked
-	a.mu.Unlock()
+	st := a.stream(1)
+	st.mu.Lock()
+	st.edsAcked = acked
+	st.mu.Unlock()
 
 	for i := range n {
 		for _, typ := range resource.TypeURLs {
@@ -51,26 +52,24 @@ func TestBookkeepingShrinks(t *testing.T) {
 			t.Errorf("%s: publish history of %d names kept after every resource was forgotten", resource.ShortType(typ), h)
 		}
 	}
-	a.mu.Lock()
-	if left := len(a.streams[1].edsAcked); left != 0 {
+	st.mu.Lock()
+	if left := len(st.edsAcked); left != 0 {
 		t.Errorf("the stream keeps the acknowledged versions of %d names no longer published", left)
 	}
-	a.mu.Unlock()
+	st.mu.Unlock()
 	a.Closed(1, nil)
-	a.mu.Lock()
-	if left := len(a.streams); left != 0 {
+	if left := len(a.allStreams()); left != 0 {
 		t.Errorf("%d streams kept after they closed", left)
 	}
-	a.mu.Unlock()
 
 	// A resource that stays keeps its history, bounded.
 	for range 3 * historyLen {
 		seq++
 		a.Stamp(resourcev3.EndpointType, name(0), seq, now)
 	}
-	a.mu.Lock()
+	a.histMu.RLock()
 	if h := len(a.history[resourcev3.EndpointType][name(0)]); h != historyLen {
 		t.Errorf("%d stamps kept for a live assignment, want %d", h, historyLen)
 	}
-	a.mu.Unlock()
+	a.histMu.RUnlock()
 }

@@ -23,30 +23,33 @@ func (a *Tracker) DeltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, 
 	responses.WithLabelValues(typ).Inc()
 	responseBytes.WithLabelValues(typ).Observe(float64(proto.Size(resp)))
 	seq, ok := a.parseSeq(resp.GetSystemVersionInfo())
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	st := a.streams[id]
+	st := a.stream(id)
 	if st == nil {
 		return
 	}
 	sent := sentResponse{nonce: resp.GetNonce(), version: resp.GetSystemVersionInfo()}
 	if ok {
+		a.histMu.RLock()
 		for _, r := range resp.GetResources() {
 			if s, found := a.stampOf(resp.GetTypeUrl(), r.GetName(), seq); found {
 				sent.items = append(sent.items, item{name: r.GetName(), stamp: s})
 			}
 		}
+		a.histMu.RUnlock()
 	}
+	st.mu.Lock()
 	st.pending[resp.GetTypeUrl()] = sent
+	st.mu.Unlock()
 }
 
 // DeltaRequest updates the stream's subscriptions (closing a stream that subscribes to more
 // than MaxSubscribedNames names of a type) and hands an ACK or NACK to the same accounting
 // as a state-of-the-world one (a go-control-plane StreamDeltaRequestFunc).
 func (a *Tracker) DeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
-	a.mu.Lock()
 	newNames := len(req.GetResourceNamesSubscribe()) > 0
-	if st := a.streams[id]; st != nil {
+	st := a.stream(id)
+	if st != nil {
+		st.mu.Lock()
 		sub := st.subs[req.GetTypeUrl()]
 		if sub == nil {
 			sub = &Subscription{}
@@ -58,14 +61,14 @@ func (a *Tracker) DeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest)
 			if node == "" { // its first request
 				node = req.GetNode().GetId()
 			}
-			a.mu.Unlock()
+			st.mu.Unlock()
 			return a.tooManyNames(node, n)
 		}
 		if req.GetTypeUrl() == resourcev3.EndpointType {
 			st.eds = sub
 		}
+		st.mu.Unlock()
 	}
-	a.mu.Unlock()
-	return a.answer(id, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), "",
+	return a.answer(st, req.GetNode().GetId(), req.GetTypeUrl(), req.GetResponseNonce(), "",
 		req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage(), newNames, time.Now())
 }
