@@ -71,10 +71,9 @@ func newSotwEDS() *sotwEDS {
 // update stores publish seq (set and deleted names) and marks the changed names on every
 // stream subscribed to them.
 func (c *sotwEDS) update(seq uint64, set map[string]types.Resource, del []string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seq = seq
+	// Marshaled before the lock: the streams' pushes read the entries meanwhile.
 	changed := make([]string, 0, len(set)+len(del))
+	marshaled := make([]*anypb.Any, 0, len(set))
 	var err error
 	for name, r := range set {
 		a := &anypb.Any{}
@@ -82,8 +81,14 @@ func (c *sotwEDS) update(seq uint64, set map[string]types.Resource, del []string
 			err = fmt.Errorf("marshal ClusterLoadAssignment %q: %w", name, e)
 			continue
 		}
-		c.entries[name] = &edsEntry{seq: seq, res: a}
 		changed = append(changed, name)
+		marshaled = append(marshaled, a)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq = seq
+	for i, a := range marshaled {
+		c.entries[changed[i]] = &edsEntry{seq: seq, res: a}
 	}
 	for _, name := range del {
 		delete(c.entries, name)
