@@ -73,7 +73,7 @@ func main() {
 		sync    = flag.Duration("sync-timeout", 5*time.Minute, "How long every client may take to receive its initial resources.")
 		drain   = flag.Duration("drain", 30*time.Second, "How long to wait after the last change for every client to ACK it.")
 		heap    = flag.String("heap-profile", "", "Where the server process writes a heap profile at the end of the run.")
-		cpu     = flag.String("cpu-profile", "", "Where the server process writes a CPU profile of the change phase (first change to the last ACK).")
+		cpu     = flag.String("cpu-profile", "", "Where the server process writes a CPU profile of the change phase (first change to the last ACK), and its mutex contention (the same path + .mutex).")
 		dur     time.Duration
 	)
 	flag.StringVar(&cfg.Impl, "impl", "registrar", "The control plane: registrar (internal/xds) or stock (go-control-plane server/v3 + LinearCache).")

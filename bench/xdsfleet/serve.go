@@ -270,7 +270,8 @@ func writeHeap(path string) error {
 }
 
 // cpuProfile is the server's CPU profile of the change phase: started by the first change,
-// stopped by the heap command (or the end of the process); a no-op without a path.
+// stopped by the heap command (or the end of the process); a no-op without a path. The
+// mutex contention of the same phase is written beside it (path + ".mutex").
 type cpuProfile struct {
 	path    string
 	f       *os.File
@@ -284,6 +285,7 @@ func (c *cpuProfile) start() error {
 		return nil
 	}
 	c.started = true
+	runtime.SetMutexProfileFraction(10)
 	f, err := os.Create(c.path)
 	if err != nil {
 		return fmt.Errorf("cpu profile: %w", err)
@@ -303,6 +305,10 @@ func (c *cpuProfile) stop() error {
 	pprof.StopCPUProfile()
 	err := c.f.Close()
 	c.f = nil
+	if err == nil {
+		err = writeProfile("mutex", c.path+".mutex")
+	}
+	runtime.SetMutexProfileFraction(0)
 	return err
 }
 
@@ -314,4 +320,16 @@ func logMemStats() {
 	const mib = 1 << 20
 	fmt.Fprintf(os.Stderr, "xdsfleet server memory: heap in use %d MiB (live after GC %d MiB), stacks %d MiB, runtime other %d MiB, obtained from the OS %d MiB, goroutines %d\n",
 		m.HeapInuse/mib, m.HeapAlloc/mib, m.StackInuse/mib, (m.MSpanInuse+m.MCacheInuse+m.BuckHashSys+m.GCSys+m.OtherSys)/mib, m.Sys/mib, runtime.NumGoroutine())
+}
+
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	return f.Close()
 }
