@@ -27,6 +27,7 @@ import (
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
 	"github.com/registrar-dev/registrar/internal/controller/ctrlrt"
+	"github.com/registrar-dev/registrar/internal/controller/enqueue"
 	"github.com/registrar-dev/registrar/internal/controller/gates"
 	"github.com/registrar-dev/registrar/internal/controller/nodeliveness"
 	"github.com/registrar-dev/registrar/internal/controller/regcache"
@@ -113,6 +114,9 @@ type ServiceRegistryReconciler struct {
 	triggers *ctrlrt.Triggers
 	// cache reads the registries, pods and nodes from the manager's cache (regcache).
 	cache *regcache.Reader
+	// startup is the triage of the initial list (enqueue.Startup; nil outside a manager),
+	// told by the first reconcile that the workers run.
+	startup *enqueue.Startup
 }
 
 // +kubebuilder:rbac:groups=discovery.registrar.dev,resources=serviceregistries,verbs=get;list;watch;patch
@@ -203,6 +207,9 @@ func (s *reconcileScope) All(yield func(*corev1.Pod, eligibility.Verdict) bool) 
 // computed from the scope and submitted when Reconcile returns, whatever the phases did.
 func (r *ServiceRegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.triggers.CountReconcile(req)
+	if r.startup != nil {
+		r.startup.Started()
+	}
 	reg := &v1beta1.ServiceRegistry{}
 	if err := r.Get(ctx, req.NamespacedName, reg); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -149,6 +149,13 @@ func (r *ServiceRegistryReconciler) SetupWithManager(mgr ctrl.Manager, opts Opti
 	// storeEvents notes the anti-entropy triggers (store-watch, store-resync) as it sends.
 	b = b.WatchesRawSource(source.Channel(storeEvents.Repairs, &handler.EnqueueRequestForObject{}))
 	b = b.WatchesRawSource(source.Channel(storeEvents.Resyncs, enqueue.LowPriority()))
+	// The registries whose registered pods went while no operator ran go first too, once
+	// the workers run (enqueue.Startup): a pod event the operator missed.
+	r.startup = enqueue.NewStartup(mgr.GetClient())
+	if err := mgr.Add(r.startup); err != nil {
+		return fmt.Errorf("add the startup triage: %w", err)
+	}
+	b = b.WatchesRawSource(source.Channel(r.startup.Events, r.triggers.Handler(ctrlrt.TriggerPod, &handler.EnqueueRequestForObject{})))
 	if opts.StoreRecovered != nil {
 		b = b.WatchesRawSource(source.Channel(opts.StoreRecovered,
 			r.triggers.Handler(ctrlrt.TriggerStoreRecovered, handler.EnqueueRequestsFromMapFunc(m.AllRegistries))))

@@ -5,8 +5,11 @@
 // namespaces: tenancy); a node Lease renewed after a lapse, or a Node deleted, to the
 // registries of the node's pods; a store change or a periodic re-read (anti-entropy) to the
 // registry whose records it concerns, re-reads at low priority; a store that answers again to
-// every registry. Each source notes its trigger (ctrlrt.Triggers) for
-// registrar_reconciles_total.
+// every registry. At start (a restart, a leader fail-over) the initial list enqueues every
+// registry at low priority, for a check, and those with a change to make go first: a pod not
+// ready or terminating in the list, any pod event once the operator runs, and a registered
+// pod deleted while no operator ran (Startup). Each source notes its trigger
+// (ctrlrt.Triggers) for registrar_reconciles_total.
 package enqueue
 
 import (
@@ -15,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -59,7 +64,16 @@ func (m *Mapper) PodEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object.GetNamespace(), m.Index.SetPod(e.Object.GetNamespace(), e.Object.GetName(), e.Object.GetLabels()))
+			regs := m.Index.SetPod(e.Object.GetNamespace(), e.Object.GetName(), e.Object.GetLabels())
+			if e.IsInInitialList && !steady(e.Object) {
+				// The list's events come at low priority (handler.Funcs): a pod with a
+				// change to make goes first, as a pod event once the operator runs does.
+				for _, name := range regs {
+					addAt(q, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Object.GetNamespace(), Name: name}}, 0)
+				}
+				return
+			}
+			enqueue(q, e.Object.GetNamespace(), regs)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			o := e.ObjectNew
@@ -69,6 +83,33 @@ func (m *Mapper) PodEvents() handler.EventHandler {
 			enqueue(q, e.Object.GetNamespace(), m.Index.DeletePod(e.Object.GetNamespace(), e.Object.GetName()))
 		},
 	}
+}
+
+// steady tells whether a pod of the initial list is ready and not terminating. After a
+// restart or a fail-over the first reconcile of its registries is a check (it writes nothing
+// when the store holds the pod), which the list's low priority lets wait; a pod not ready or
+// terminating has a change to make and enqueues its registries at the default priority.
+func steady(o client.Object) bool {
+	p, ok := o.(*corev1.Pod)
+	if !ok || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// addAt adds req at priority when the queue has priorities (controller-runtime's priority
+// queue, the default; a higher priority raises a queued request's), else as usual.
+func addAt(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, priority int) {
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, req)
+		return
+	}
+	q.Add(req)
 }
 
 // RegistriesForPod returns the ServiceRegistries that select a pod, as the selector index

@@ -6,9 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -21,7 +19,7 @@ import (
 
 // StoreEvents are the requests store anti-entropy (storesync.AntiEntropy) sends the
 // ServiceRegistry controller: repairs seen on a store watch, and periodic re-reads, which go
-// into the queue at low priority (resyncPriority) so that the pod events that arrive
+// into the queue at low priority (LowPriority) so that the pod events that arrive
 // meanwhile are never queued behind them (a re-read enqueues every registry at once).
 type StoreEvents struct {
 	triggers *ctrlrt.Triggers
@@ -72,18 +70,11 @@ func (e *StoreEvents) send(ctx context.Context, name types.NamespacedName, resyn
 	}
 }
 
-// resyncPriority is the queue priority of a re-read: below every event's (0).
-const resyncPriority = handler.LowPriority
-
-// LowPriority enqueues the registry of a generic event at resyncPriority when the
-// queue has priorities (controller-runtime's priority queue, the default), else as usual.
+// LowPriority enqueues the registry of a generic event (a re-read) at handler.LowPriority,
+// below every event's (0), when the queue has priorities (controller-runtime's priority
+// queue, the default), else as usual.
 func LowPriority() handler.EventHandler {
 	return handler.Funcs{GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(resyncPriority)}, req)
-			return
-		}
-		q.Add(req)
+		addAt(q, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}, handler.LowPriority)
 	}}
 }
