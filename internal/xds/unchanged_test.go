@@ -49,3 +49,25 @@ func TestUnchangedPublishDoesNotRebuild(t *testing.T) {
 		t.Fatalf("after one pod turned Draining the assignment has %d DRAINING endpoints, want 1", draining)
 	}
 }
+
+// BenchmarkPublishOneChangeOf2000: the publish of a 2,000-pod registry in which one pod
+// changed (a rolling update's transition; make bench-rollout), alternately ready and
+// draining: the server's work per transition, before any stream sends it.
+func BenchmarkPublishOneChangeOf2000(b *testing.B) {
+	s := xds.New(xds.Config{Log: logr.Discard()})
+	const n = 2000
+	pods := make([]publish.Pod, n)
+	for i := range pods {
+		pods[i] = pod(fmt.Sprintf("web-%05d", i), v1beta1.EndpointRegistered, fmt.Sprintf("10.1.%d.%d", i/250, i%250+1), fmt.Sprintf("zone-%d", i%3))
+	}
+	regs := [2]publish.Registry{registry("ns", "web", pods...), registry("ns", "web", append([]publish.Pod(nil), pods...)...)}
+	regs[1].Pods[1000].State = v1beta1.EndpointDraining
+	if res := s.Publish(regs[0]); !res.OK() {
+		b.Fatalf("publish: %+v", res)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		s.Publish(regs[(i+1)%2])
+	}
+}
