@@ -49,7 +49,7 @@ func TestPublishTouchesOnlyItsSubscribers(t *testing.T) {
 	update := func(seq uint64, name string) {
 		t.Helper()
 		done := make(chan error, 1)
-		go func() { done <- c.update(seq, cla(name), nil) }()
+		go func() { done <- c.update(seq, cla(name), nil, nil) }()
 		select {
 		case err := <-done:
 			if err != nil {
@@ -63,7 +63,7 @@ func TestPublishTouchesOnlyItsSubscribers(t *testing.T) {
 	// b is busy (its own lock held): the publish of x must not wait for it.
 	b.mu.Lock()
 	done := make(chan error, 1)
-	go func() { done <- c.update(1, cla("x"), nil) }()
+	go func() { done <- c.update(1, cla("x"), nil, nil) }()
 	select {
 	case err := <-done:
 		b.mu.Unlock()
@@ -103,7 +103,7 @@ func TestPublishTouchesOnlyItsSubscribers(t *testing.T) {
 
 	// A closed stream is not marked again; a deletion marks its subscribers.
 	c.remove(a)
-	if err := c.update(4, nil, []string{"y"}); err != nil {
+	if err := c.update(4, nil, nil, []string{"y"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -133,7 +133,7 @@ func BenchmarkPublishOneOfManyStreams(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if err := c.update(uint64(i+1), res, nil); err != nil {
+		if err := c.update(uint64(i+1), res, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -69,17 +69,21 @@ func newSotwEDS() *sotwEDS {
 }
 
 // update stores publish seq (set and deleted names) and marks the changed names on every
-// stream subscribed to them.
-func (c *sotwEDS) update(seq uint64, set map[string]types.Resource, del []string) error {
+// stream subscribed to them. encoded holds, by name, the deterministic encoding of a set
+// resource when the caller has it (it is then not marshaled again); the bytes are shared,
+// never changed.
+func (c *sotwEDS) update(seq uint64, set map[string]types.Resource, encoded map[string][]byte, del []string) error {
 	// Marshaled before the lock: the streams' pushes read the entries meanwhile.
 	changed := make([]string, 0, len(set)+len(del))
 	marshaled := make([]*anypb.Any, 0, len(set))
 	var err error
 	for name, r := range set {
-		a := &anypb.Any{}
-		if e := anypb.MarshalFrom(a, r, proto.MarshalOptions{Deterministic: true}); e != nil {
-			err = fmt.Errorf("marshal ClusterLoadAssignment %q: %w", name, e)
-			continue
+		a := &anypb.Any{TypeUrl: resourcev3.EndpointType, Value: encoded[name]}
+		if a.Value == nil {
+			if e := anypb.MarshalFrom(a, r, proto.MarshalOptions{Deterministic: true}); e != nil {
+				err = fmt.Errorf("marshal ClusterLoadAssignment %q: %w", name, e)
+				continue
+			}
 		}
 		changed = append(changed, name)
 		marshaled = append(marshaled, a)

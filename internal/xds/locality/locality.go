@@ -19,7 +19,6 @@
 package locality
 
 import (
-	"fmt"
 	"sort"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -59,7 +58,13 @@ type Endpoint struct {
 	SlowStart bool
 }
 
-func (e Endpoint) hostPort() string { return fmt.Sprintf("%s:%d", e.Address, e.Port) }
+// hostPort is an endpoint's address and port, as a map key (no string built per endpoint).
+type hostPort struct {
+	address string
+	port    uint32
+}
+
+func (e Endpoint) hostPort() hostPort { return hostPort{e.Address, e.Port} }
 
 func (e Endpoint) weight() uint32 { return max(e.Weight, 1) }
 
@@ -96,7 +101,7 @@ type Result struct {
 // cluster (or a remote cluster sorted before) publishes is left out.
 func Build(local, remote []Endpoint) Result {
 	var res Result
-	taken := make(map[string]bool, len(local)+len(remote))
+	taken := make(map[hostPort]bool, len(local)+len(remote))
 	local, res.Duplicates = uniqueLocal(local)
 	for _, e := range local {
 		taken[e.hostPort()] = true
@@ -142,7 +147,7 @@ func Build(local, remote []Endpoint) Result {
 // uniqueLocal keeps one of this cluster's endpoints per address: a HEALTHY one before any
 // other, then the pod sorted first; the others' pod names are returned, sorted.
 func uniqueLocal(local []Endpoint) (kept []Endpoint, dropped []string) {
-	byAddr := make(map[string]int, len(local)) // address → index in kept
+	byAddr := make(map[hostPort]int, len(local)) // address → index in kept
 	kept = make([]Endpoint, 0, len(local))
 	for _, e := range local {
 		i, ok := byAddr[e.hostPort()]
