@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -155,14 +156,19 @@ func writeJSON(path string, v any) error {
 // profiles are where the server process writes its profiles; "" for none.
 type profiles struct{ heap, cpu string }
 
-func runOne(cfg config, dur, syncTimeout, drain time.Duration, prof profiles) (Run, error) {
-	r := Run{Config: cfg, Date: time.Now().UTC().Format(time.RFC3339), LoadBefore: benchfmt.LoadAvg()}
-	if cfg.Rate <= 0 || int(cfg.Rate*dur.Seconds()) >= maxChanges {
-		return r, errors.New("-rate × -duration must be between 1 and 16M changes")
-	}
+// server is the process that serves the fleet, started by startServer.
+type server struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines *bufio.Scanner // its stdout after the "listening" line
+	addr  string
+}
+
+// startServer starts this binary as the server process and waits until it listens.
+func startServer(cfg config, prof profiles) (*server, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", serveEnv, cfg.Impl, cfg.Services, cfg.Endpoints))
@@ -172,38 +178,54 @@ func runOne(cfg config, dur, syncTimeout, drain time.Duration, prof profiles) (R
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return r, fmt.Errorf("start the server process: %w", err)
+		return nil, fmt.Errorf("start the server process: %w", err)
 	}
-	defer func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	lines := bufio.NewScanner(stdout)
+	s := &server{cmd: cmd, stdin: stdin, lines: bufio.NewScanner(stdout)}
 	addrc := make(chan string, 1)
 	go func() {
-		if lines.Scan() {
-			addrc <- strings.TrimPrefix(lines.Text(), "listening ")
+		if s.lines.Scan() {
+			addrc <- strings.TrimPrefix(s.lines.Text(), "listening ")
 		}
 		close(addrc)
 	}()
-	var addr string
 	select {
 	case a, ok := <-addrc:
 		if !ok {
-			return r, errors.New("the server process exited before it listened")
+			s.stop()
+			return nil, errors.New("the server process exited before it listened")
 		}
-		addr = a
+		s.addr = a
 	case <-time.After(5 * time.Minute):
-		return r, errors.New("the server process did not listen within 5 minutes")
+		s.stop()
+		return nil, errors.New("the server process did not listen within 5 minutes")
 	}
+	return s, nil
+}
+
+func (s *server) stop() {
+	_ = s.stdin.Close()
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}
+
+func runOne(cfg config, dur, syncTimeout, drain time.Duration, prof profiles) (Run, error) {
+	r := Run{Config: cfg, Date: time.Now().UTC().Format(time.RFC3339), LoadBefore: benchfmt.LoadAvg()}
+	if cfg.Rate <= 0 || int(cfg.Rate*dur.Seconds()) >= maxChanges {
+		return r, errors.New("-rate × -duration must be between 1 and 16M changes")
+	}
+	srv, err := startServer(cfg, prof)
+	if err != nil {
+		return r, err
+	}
+	defer srv.stop()
+	cmd, stdin, lines, addr := srv.cmd, srv.stdin, srv.lines, srv.addr
 
 	w := newWorld(cfg.Services, cfg.Endpoints)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))

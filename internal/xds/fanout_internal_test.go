@@ -72,7 +72,9 @@ func TestPublishTouchesOnlyItsSubscribers(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		b.mu.Unlock()
-		<-done
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 		t.Fatal("publishing x waited on a stream that subscribes to y only")
 	}
 	for _, tc := range []struct {
