@@ -39,7 +39,6 @@ import (
 	gcplog "github.com/envoyproxy/go-control-plane/pkg/log"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr"
-	"google.golang.org/protobuf/proto"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
@@ -98,7 +97,9 @@ type registryState struct {
 	cla  *endpointv3.ClusterLoadAssignment
 	// encoded is cla's deterministic encoding (shared with the state-of-the-world entry).
 	encoded []byte
-	port    string // the port name published
+	// assign builds cla and encoded, keeping each endpoint's part from one build to the next.
+	assign resource.Assignment
+	port   string // the port name published
 	// duplicates are the endpoints left out of cla (address already published; locality.Build).
 	duplicates string
 	// healthy maps each HEALTHY pod to the publish that first made it HEALTHY at its
@@ -244,7 +245,11 @@ func (s *Server) refreshLocked(st *registryState) bool {
 			others = append(others, e)
 		}
 	}
-	cla, dups := resource.LoadAssignment(st.name, st.eps, others)
+	// Built with its deterministic encoding, which the state-of-the-world streams are sent,
+	// and compared by it: cheaper than proto.Equal of two assignments, and as exact. Only the
+	// endpoints that changed since the last build are built and encoded again
+	// (resource.Assignment; BenchmarkPublishOneChangeOf2000).
+	cla, encoded, dups, err := st.assign.Build(st.name, st.eps, others)
 	if d := strings.Join(dups, ","); d != st.duplicates {
 		st.duplicates = d
 		if d != "" {
@@ -252,12 +257,8 @@ func (s *Server) refreshLocked(st *registryState) bool {
 				"name", st.name, "endpoints", dups)
 		}
 	}
-	// Compared by its deterministic encoding, which the state-of-the-world streams are sent
-	// anyway: cheaper than proto.Equal of two assignments (a third of a 2,000-endpoint
-	// publish's cost, BenchmarkPublishOneChangeOf2000), and as exact.
-	encoded, err := proto.MarshalOptions{Deterministic: true}.Marshal(cla)
 	if err != nil {
-		s.log.Error(err, "marshal ClusterLoadAssignment", "name", st.name)
+		s.log.Error(err, "encode ClusterLoadAssignment", "name", st.name)
 		encoded = nil // pushed all the same, marshaled again where it is sent
 	} else if st.encoded != nil && bytes.Equal(st.encoded, encoded) {
 		return false

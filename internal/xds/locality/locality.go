@@ -99,7 +99,11 @@ type Result struct {
 // HEALTHY one keeps it, and between two of the same health the pod sorted first, so the
 // result never depends on the order of the input. A remote record whose address this
 // cluster (or a remote cluster sorted before) publishes is left out.
-func Build(local, remote []Endpoint) Result {
+func Build(local, remote []Endpoint) Result { return BuildWith(local, remote, LbEndpoint) }
+
+// BuildWith is Build with each endpoint's LbEndpoint made by lb (LbEndpoint, or one kept
+// from an earlier build of the same Endpoint: the result only reads it).
+func BuildWith(local, remote []Endpoint, lb func(Endpoint) *endpointv3.LbEndpoint) Result {
 	var res Result
 	taken := make(map[hostPort]bool, len(local)+len(remote))
 	local, res.Duplicates = uniqueLocal(local)
@@ -122,7 +126,7 @@ func Build(local, remote []Endpoint) Result {
 		taken[e.hostPort()] = true
 		byCluster[e.Cluster] = append(byCluster[e.Cluster], e)
 	}
-	res.Localities = group(local, Local)
+	res.Localities = group(local, Local, lb)
 	if len(byCluster) == 0 {
 		return res
 	}
@@ -139,7 +143,7 @@ func Build(local, remote []Endpoint) Result {
 	}
 	sort.Strings(clusters)
 	for _, c := range clusters {
-		res.Localities = append(res.Localities, group(byCluster[c], Remote)...)
+		res.Localities = append(res.Localities, group(byCluster[c], Remote, lb)...)
 	}
 	return res
 }
@@ -177,7 +181,7 @@ func prefer(a, b Endpoint) bool {
 // group makes the localities of one cluster's endpoints at priority: one per zone (sorted),
 // or one per endpoint when any of them has a slow-start weight; endpoints sorted by pod, a
 // locality's weight the sum of its HEALTHY endpoints' weights, at least 1.
-func group(eps []Endpoint, priority uint32) []*endpointv3.LocalityLbEndpoints {
+func group(eps []Endpoint, priority uint32, lb func(Endpoint) *endpointv3.LbEndpoint) []*endpointv3.LocalityLbEndpoints {
 	weighted := false
 	for _, e := range eps {
 		weighted = weighted || e.SlowStart
@@ -210,15 +214,16 @@ func group(eps []Endpoint, priority uint32) []*endpointv3.LocalityLbEndpoints {
 		list := byLoc[k]
 		sort.Slice(list, func(i, j int) bool { return list[i].Pod < list[j].Pod })
 		loc := &endpointv3.LocalityLbEndpoints{
-			Locality: &corev3.Locality{Region: k.region, Zone: k.zone, SubZone: k.subZone},
-			Priority: priority,
+			Locality:    &corev3.Locality{Region: k.region, Zone: k.zone, SubZone: k.subZone},
+			Priority:    priority,
+			LbEndpoints: make([]*endpointv3.LbEndpoint, 0, len(list)),
 		}
 		var weight uint32
 		for _, e := range list {
 			if e.Health == corev3.HealthStatus_HEALTHY {
 				weight += e.weight()
 			}
-			loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(e))
+			loc.LbEndpoints = append(loc.LbEndpoints, lb(e))
 		}
 		loc.LoadBalancingWeight = wrapperspb.UInt32(max(weight, 1))
 		out = append(out, loc)
@@ -226,7 +231,9 @@ func group(eps []Endpoint, priority uint32) []*endpointv3.LocalityLbEndpoints {
 	return out
 }
 
-func lbEndpoint(e Endpoint) *endpointv3.LbEndpoint {
+// LbEndpoint is the xDS endpoint of e: its socket address, health, weight (at least 1) and
+// the pod (and cluster) in its metadata. It depends on nothing but e.
+func LbEndpoint(e Endpoint) *endpointv3.LbEndpoint {
 	meta := map[string]*structpb.Value{"pod": structpb.NewStringValue(e.Pod)}
 	if e.Cluster != "" {
 		meta["cluster"] = structpb.NewStringValue(e.Cluster)

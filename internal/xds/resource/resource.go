@@ -14,7 +14,6 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -116,26 +115,6 @@ func weightOf(w int32) uint32 {
 		return 1
 	}
 	return uint32(min(w, wire.FullWeight))
-}
-
-// LoadAssignment is the ClusterLoadAssignment of this cluster's endpoints and, in a shared
-// store, other clusters' records of the same service and namespace (internal/xds/locality):
-// this cluster's at priority 0, one locality per zone (per endpoint with slow start), others
-// at priority 1; with no remote record exactly the single-cluster assignment.
-//
-// A registry with slow start (an endpoint came with a weight) gets one locality per endpoint
-// (zone, and sub_zone = the pod): gRPC's round_robin ignores endpoint weights, but its
-// locality picker (weighted_target) honours locality weights, so each endpoint's share of a
-// gRPC client's RPCs is then its weight over the total. Envoy honours the endpoint weights.
-func LoadAssignment(name string, eps map[string]Endpoint, remote []locality.Endpoint) (*endpointv3.ClusterLoadAssignment, []string) {
-	local := make([]locality.Endpoint, 0, len(eps))
-	for _, e := range eps {
-		local = append(local, locality.Endpoint{
-			Pod: e.Pod, Address: e.Address, Port: e.Port, Zone: e.Zone, Health: e.Health, Weight: e.Weight, SlowStart: e.SlowStart,
-		})
-	}
-	res := locality.Build(local, remote)
-	return &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: res.Localities}, res.Duplicates
 }
 
 func adsSource() *corev3.ConfigSource {
