@@ -7,10 +7,12 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/registrar-dev/registrar/api/v1beta1"
@@ -60,6 +62,7 @@ func TestDeltaACKs(t *testing.T) {
 	if len(resp.GetResources()) != 1 || resp.GetResources()[0].GetName() != "orders.ns1" {
 		t.Fatalf("want orders.ns1, got %v", resp)
 	}
+	checkDeltaAssignment(t, s, resp, "orders.ns1", 1)
 	if ok, n := s.Acknowledged(key, "a", time.Hour); ok || n != 1 {
 		t.Fatalf("delta client received, not ACKed: Acknowledged = %v, %d; want false, 1", ok, n)
 	}
@@ -80,6 +83,7 @@ func TestDeltaACKs(t *testing.T) {
 	s.Publish(registry("ns1", "orders", pod("a", v1beta1.EndpointRegistered, "10.0.0.1", "zone-a"),
 		pod("b", v1beta1.EndpointRegistered, "10.0.0.2", "zone-a")))
 	resp = deltaRecv(t, st)
+	checkDeltaAssignment(t, s, resp, "orders.ns1", 2)
 	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResponseNonce: resp.GetNonce(),
 		ErrorDetail: status.New(codes.InvalidArgument, "no thanks").Proto()}); err != nil {
 		t.Fatal(err)
@@ -97,5 +101,25 @@ func TestDeltaACKs(t *testing.T) {
 		if c.Node == "delta-1" && c.Nacks != 1 {
 			t.Errorf("delta client: %d NACKs, want 1", c.Nacks)
 		}
+	}
+}
+
+// checkDeltaAssignment: the delta response carries the assignment the server published
+// under name, with endpoints endpoints, as a client decodes it.
+func checkDeltaAssignment(t *testing.T, s *xds.Server, resp *discoveryv3.DeltaDiscoveryResponse, name string, endpoints int) {
+	t.Helper()
+	if len(resp.GetResources()) != 1 {
+		t.Fatalf("delta response with %d resources, want 1", len(resp.GetResources()))
+	}
+	var got endpointv3.ClusterLoadAssignment
+	if err := resp.GetResources()[0].GetResource().UnmarshalTo(&got); err != nil {
+		t.Fatalf("decode the delta response's assignment: %v", err)
+	}
+	n := 0
+	for _, l := range got.GetEndpoints() {
+		n += len(l.GetLbEndpoints())
+	}
+	if got.GetClusterName() != name || n != endpoints || !proto.Equal(&got, s.LoadAssignment(name)) {
+		t.Fatalf("delta client decoded %v (%d endpoints), want the published %v (%d endpoints)", &got, n, s.LoadAssignment(name), endpoints)
 	}
 }

@@ -264,7 +264,10 @@ func (s *Server) refreshLocked(st *registryState) bool {
 		return false
 	}
 	st.cla, st.encoded = cla, encoded
-	s.update(resourcev3.EndpointType, map[string]types.Resource{st.name: cla}, map[string][]byte{st.name: encoded}, nil, st.eps)
+	// The delta streams' cache gets the assignment as its encoding (resource.Opaque), so that
+	// it is not marshaled again there: the same bytes on the wire.
+	s.update(resourcev3.EndpointType, map[string]types.Resource{st.name: resource.Opaque(cla, encoded)},
+		map[string][]byte{st.name: encoded}, nil, st.eps)
 	return true
 }
 
@@ -424,11 +427,16 @@ func (s *Server) markSeen(key ktypes.NamespacedName) {
 
 // LoadAssignment returns the ClusterLoadAssignment published under name, or nil.
 func (s *Server) LoadAssignment(name string) *endpointv3.ClusterLoadAssignment {
-	r, ok := s.caches[resourcev3.EndpointType].GetResources()[name]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, ok := s.owners[name]
 	if !ok {
 		return nil
 	}
-	return r.(*endpointv3.ClusterLoadAssignment)
+	if st := s.regs[key]; st != nil {
+		return st.cla
+	}
+	return nil
 }
 
 // logAdapter routes go-control-plane's logs to logr: debug at V(2), info at V(1), warnings

@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"bytes"
 	"fmt"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -152,4 +153,28 @@ func encodeLocality(b []byte, l *endpointv3.LocalityLbEndpoints, encOf map[*endp
 	return deterministic.MarshalAppend(b, &endpointv3.LocalityLbEndpoints{
 		LoadBalancingWeight: l.LoadBalancingWeight, Priority: l.Priority,
 	})
+}
+
+// Opaque is cla as a message whose encoding is encoded (cla's deterministic encoding, from
+// Build) without encoding anything again: the cluster name set, everything after it held as
+// the message's unknown fields, which protobuf writes back verbatim. It is what the delta
+// streams' cache (go-control-plane's LinearCache, which marshals each resource it is given
+// to hash and send it) gets, so that a 2,000-endpoint assignment is not marshaled a second
+// time per publish; on the wire it is the same bytes (assignment_test.go). Its fields other
+// than the name read as empty: nothing but the encoding may read it. When encoded does not
+// begin with cla's name field, cla itself is returned.
+func Opaque(cla *endpointv3.ClusterLoadAssignment, encoded []byte) *endpointv3.ClusterLoadAssignment {
+	var head []byte
+	if cla.ClusterName != "" {
+		head = protowire.AppendTag(head, claClusterName, protowire.BytesType)
+		head = protowire.AppendString(head, cla.ClusterName)
+	}
+	if encoded == nil || !bytes.HasPrefix(encoded, head) {
+		return cla
+	}
+	out := &endpointv3.ClusterLoadAssignment{ClusterName: cla.ClusterName}
+	if rest := encoded[len(head):]; len(rest) > 0 {
+		out.ProtoReflect().SetUnknown(rest)
+	}
+	return out
 }

@@ -83,6 +83,7 @@ func TestAssignmentEncodesAsProtobuf(t *testing.T) {
 			if !bytes.Equal(enc, wantEnc) {
 				t.Fatalf("seed %d round %d: encoding differs from proto.Marshal (%d vs %d bytes)", seed, round, len(enc), len(wantEnc))
 			}
+			checkOpaque(t, cla, enc)
 			// The next round keeps most endpoints, changes some, drops and adds a few.
 			next := make(map[string]resource.Endpoint, len(eps))
 			for pod, e := range eps {
@@ -100,6 +101,41 @@ func TestAssignmentEncodesAsProtobuf(t *testing.T) {
 			}
 			eps = next
 		}
+	}
+}
+
+// checkOpaque: the opaque message of cla marshals to enc, deterministic or not, and keeps
+// the name; enc decodes to cla.
+func checkOpaque(t *testing.T, cla *endpointv3.ClusterLoadAssignment, enc []byte) {
+	t.Helper()
+	o := resource.Opaque(cla, enc)
+	if o.GetClusterName() != cla.GetClusterName() {
+		t.Fatalf("opaque name %q, want %q", o.GetClusterName(), cla.GetClusterName())
+	}
+	for _, det := range []bool{true, false} {
+		got, err := proto.MarshalOptions{Deterministic: det}.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, enc) {
+			t.Fatalf("opaque assignment marshals (deterministic %v) to %d bytes unlike its encoding's %d", det, len(got), len(enc))
+		}
+	}
+	var back endpointv3.ClusterLoadAssignment
+	if err := proto.Unmarshal(enc, &back); err != nil || !proto.Equal(&back, cla) {
+		t.Fatalf("the encoding does not decode to the assignment: %v", err)
+	}
+}
+
+// TestOpaqueOfOtherBytes: bytes that do not begin with the assignment's name give the
+// assignment itself.
+func TestOpaqueOfOtherBytes(t *testing.T) {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: "web.ns"}
+	if o := resource.Opaque(cla, []byte{0x0a, 0x01, 'x'}); o != cla {
+		t.Fatal("Opaque of another name's bytes is not the assignment itself")
+	}
+	if o := resource.Opaque(cla, nil); o != cla {
+		t.Fatal("Opaque of no bytes is not the assignment itself")
 	}
 }
 
@@ -128,6 +164,7 @@ func TestAssignmentEmpty(t *testing.T) {
 	if !bytes.Equal(enc, want) {
 		t.Fatalf("encoding %x, want %x", enc, want)
 	}
+	checkOpaque(t, cla, enc)
 }
 
 // TestAssignmentInvalidUTF8: an endpoint protobuf cannot encode is an error, with the
