@@ -55,6 +55,7 @@ func (a *Assignment) Build(name string, eps map[string]Endpoint, remote []locali
 	next := make(map[locality.Endpoint]builtEndpoint, len(local)+len(remote))
 	encOf := make(map[*endpointv3.LbEndpoint][]byte, len(local)+len(remote))
 	var encErr error
+	endpointBytes := 0 // the LbEndpoints' encodings, to size the assignment's buffer once
 	res := locality.BuildWith(local, remote, func(e locality.Endpoint) *endpointv3.LbEndpoint {
 		b, ok := a.prev[e]
 		if !ok {
@@ -67,6 +68,7 @@ func (a *Assignment) Build(name string, eps map[string]Endpoint, remote []locali
 		}
 		next[e] = b
 		encOf[b.pb] = b.enc
+		endpointBytes += len(b.enc)
 		return b.pb
 	})
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: res.Localities}
@@ -75,7 +77,7 @@ func (a *Assignment) Build(name string, eps map[string]Endpoint, remote []locali
 		return cla, nil, res.Duplicates, encErr
 	}
 	a.prev = next
-	enc, err := encodeAssignment(cla, encOf)
+	enc, err := encodeAssignment(cla, encOf, endpointBytes+len(encOf)*4)
 	if err != nil {
 		return cla, nil, res.Duplicates, err
 	}
@@ -93,19 +95,14 @@ const (
 
 // encodeAssignment encodes cla as proto.Marshal does with Deterministic set (fields in
 // field-number order, each message length-prefixed), taking each LbEndpoint's bytes from
-// encOf. Only the fields locality.Build sets are written that way; an assignment with any
+// encOf, into a buffer of capacity about size (the endpoints' bytes and their field headers).
+// Only the fields locality.Build sets are written that way; an assignment with any
 // other is marshaled whole.
-func encodeAssignment(cla *endpointv3.ClusterLoadAssignment, encOf map[*endpointv3.LbEndpoint][]byte) ([]byte, error) {
+func encodeAssignment(cla *endpointv3.ClusterLoadAssignment, encOf map[*endpointv3.LbEndpoint][]byte, size int) ([]byte, error) {
 	if cla.Policy != nil || len(cla.NamedEndpoints) > 0 || len(cla.ProtoReflect().GetUnknown()) > 0 {
 		return deterministic.Marshal(cla)
 	}
-	size := len(cla.ClusterName) + 8
-	for _, loc := range cla.Endpoints {
-		size += 64
-		for _, lb := range loc.LbEndpoints {
-			size += len(encOf[lb]) + 4
-		}
-	}
+	size += len(cla.ClusterName) + 8 + 64*len(cla.Endpoints)
 	b := make([]byte, 0, size)
 	if cla.ClusterName != "" {
 		b = protowire.AppendTag(b, claClusterName, protowire.BytesType)
